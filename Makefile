@@ -1,0 +1,22 @@
+# The two commands of the README: `make demo` and `make test`. Both set up first.
+.PHONY: setup demo test lint bench kafka-demo clean
+
+setup:
+	bash scripts/bootstrap.sh
+
+demo: setup
+	.venv/bin/quarantine init-demo --out data/demo
+	.venv/bin/quarantine run --conf conf/orders_demo.yml
+
+test: setup
+	.venv/bin/python -m pytest tests -q
+
+lint: setup
+	.venv/bin/ruff check quarantine tests benchmarks
+	.venv/bin/mypy
+
+bench: setup
+	.venv/bin/python -m benchmarks.run
+
+clean:
+	rm -rf data spark-warehouse mlflow.db mlruns .pytest_cache

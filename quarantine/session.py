@@ -1,0 +1,113 @@
+"""The Spark session: the cluster's on Databricks, a local Delta-enabled one elsewhere.
+
+Locally the Delta and Kafka-source jars come from ``scripts/resolve_jars.sh``
+(Maven Central → a cache outside git) and are handed to Spark as local paths
+(``spark.jars``), so no Ivy resolution happens at session start. The cache is
+``$QUARANTINE_JAR_CACHE`` or ``<repo>/.cache/jars``; if it is empty the script is
+run once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from quarantine.errors import QuarantineError
+
+__all__ = ["get_spark", "jar_cache", "local_jars", "on_databricks"]
+
+_REPO = Path(__file__).resolve().parent.parent
+
+#: Local-mode settings sized for a 2-core, 24 GiB machine; tests add UI off.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "4g",
+    "spark.sql.session.timeZone": "UTC",
+    # Delta's log replay defaults to 50 partitions: far too many for local mode.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/quarantine-derby",
+}
+
+
+def on_databricks() -> bool:
+    """Whether this process runs on a Databricks cluster."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def jar_cache() -> Path:
+    """Where resolved jars live (never committed)."""
+    return Path(os.environ.get("QUARANTINE_JAR_CACHE", _REPO / ".cache" / "jars"))
+
+
+def local_jars(part: str = "spark", *, resolve: bool = True) -> list[str]:
+    """Local paths of the resolved jars of ``part`` (``spark`` or ``kafka``).
+
+    Runs ``scripts/resolve_jars.sh`` once if the cache is empty.
+
+    Raises:
+        QuarantineError: the jars could not be resolved from Maven Central.
+    """
+    d = jar_cache() / part
+    jars = sorted(str(p) for p in d.glob("*.jar"))
+    if jars or not resolve:
+        return jars
+    script = _REPO / "scripts" / "resolve_jars.sh"
+    if not script.exists():
+        raise QuarantineError(f"no jars in {d} and no {script} to resolve them")
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise QuarantineError(
+            f"resolving JVM jars from Maven Central failed ({script}):\n{proc.stderr[-2000:]}"
+        )
+    return local_jars(part, resolve=False)
+
+
+def get_spark(
+    app_name: str = "quarantine",
+    conf: Mapping[str, str] | None = None,
+    *,
+    master: str | None = None,
+) -> SparkSession:
+    """Return the active session on Databricks, else build a local Delta-enabled one.
+
+    Args:
+        app_name: the Spark application name (local only).
+        conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
+            of the local defaults, or set on the existing session where allowed.
+        master: local master URL; default ``$QUARANTINE_SPARK_MASTER`` or ``local[2]``.
+    """
+    active = SparkSession.getActiveSession()
+    if on_databricks() or active is not None:
+        spark = active or SparkSession.builder.getOrCreate()
+        for k, v in (conf or {}).items():
+            try:
+                spark.conf.set(k, v)
+            except Exception:  # static confs cannot change on a running session
+                pass
+        return spark
+    # Python workers must run this interpreter (the venv with pandas/pyarrow).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(
+        master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
+    )
+    settings = dict(LOCAL_DEFAULTS)
+    settings["spark.jars"] = ",".join(local_jars("spark"))
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark

@@ -1,0 +1,221 @@
+"""The Stage interface, the result column, and the chaining rule.
+
+A stage turns one input column into one result column of type
+``STRUCT<result: T, error: ERROR_STRUCT>`` (:func:`quarantine.schema.result_struct`)
+named after the stage. Exactly one of ``result`` and ``error`` is non-null.
+
+Chaining rule: a record whose earlier stage failed is not run again. Its
+column for every later stage carries the *first* error unchanged (same
+``stage``, ``kind``, ``message``) and a null result, so the last stage's
+``error`` is the error that sends the record to quarantine.
+
+Native stages build their column from Spark expressions and are guarded with
+``CASE WHEN``. Python stages must honour :attr:`StageContext.skip` themselves,
+because Spark evaluates a Python UDF for every row of its input before any
+``CASE WHEN`` around it is applied.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from quarantine.errors import StageDefinitionError
+from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind, result_struct
+
+__all__ = [
+    "Stage",
+    "StageContext",
+    "apply_stages",
+    "error_column",
+    "final_error",
+    "final_result",
+    "outcome",
+]
+
+_SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a stage may need besides its input.
+
+    Attributes:
+        skip: a boolean column, true where an earlier stage already failed.
+            Python stages must not call user code for those rows.
+        stacktrace: keep stack traces in the error struct
+            (``errors.deadletterqueue.context.stacktrace.enable``).
+        retry: the retry policy for retriable Python-stage failures, or None.
+            (A :class:`quarantine.retry.RetryPolicy` once that module exists.)
+    """
+
+    skip: Column
+    stacktrace: bool = False
+    retry: object | None = None
+
+
+class Stage(ABC):
+    """One processing step: an input column in, a result-or-error column out.
+
+    Subclasses set :attr:`name`, :attr:`kind` and :attr:`input` and implement
+    :meth:`evaluate`. Implementations are pure Column functions: no actions,
+    no I/O, no driver-side state.
+    """
+
+    #: The stage's name; also its result column's name and the error's ``stage``.
+    name: str
+    #: What kind of failure this stage reports (``deserialize``, ``transform``…).
+    kind: ErrorKind
+    #: A source column or an earlier stage's name; None means the previous stage.
+    input: str | None = None
+
+    @abstractmethod
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        """Return a column of type ``result_struct(T)`` for this stage.
+
+        Args:
+            value: the input value (a source column or the upstream result).
+            ctx: skip mask and error-capture settings.
+
+        Returns:
+            A struct column with fields ``result`` and ``error``; build it with
+            :func:`outcome` and :func:`error_column`.
+        """
+
+    def error(
+        self,
+        error_class: Column | str,
+        message: Column | str,
+        *,
+        retriable: Column | bool = False,
+        attempts: Column | int = 1,
+        stacktrace: Column | None = None,
+    ) -> Column:
+        """An ``ERROR_STRUCT`` column for this stage (see :func:`error_column`)."""
+        return error_column(
+            self.name, self.kind, error_class, message,
+            retriable=retriable, attempts=attempts, stacktrace=stacktrace,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, kind={self.kind.value!r})"
+
+
+def _lit(x: Column | str | bool | int | None) -> Column:
+    return x if isinstance(x, Column) else F.lit(x)
+
+
+def error_column(
+    stage: str,
+    kind: ErrorKind,
+    error_class: Column | str,
+    message: Column | str,
+    *,
+    retriable: Column | bool = False,
+    attempts: Column | int = 1,
+    stacktrace: Column | None = None,
+) -> Column:
+    """Build one ``ERROR_STRUCT`` value."""
+    return F.struct(
+        F.lit(stage).alias("stage"),
+        F.lit(kind.value).alias("kind"),
+        _lit(error_class).cast("string").alias("error_class"),
+        _lit(message).cast("string").alias("message"),
+        (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias("stacktrace"),
+        _lit(retriable).cast("boolean").alias("retriable"),
+        _lit(attempts).cast("int").alias("attempts"),
+    )
+
+
+def outcome(result: Column, failed: Column, error: Column) -> Column:
+    """``STRUCT<result, error>`` with ``result`` where ``failed`` is false, else ``error``.
+
+    ``failed`` must be non-null (coalesce it) so that exactly one side is set.
+    """
+    return F.struct(
+        F.when(~failed, result).alias("result"),
+        F.when(failed, error).alias("error"),
+    )
+
+
+def _resolve_input(stage: Stage, previous: str | None, df: DataFrame, names: set[str]) -> Column:
+    src = stage.input if stage.input is not None else previous
+    if src is None:
+        return F.col("value")
+    if src in names:
+        return F.col(src).getField("result")
+    if src in df.columns:
+        return F.col(src)
+    raise StageDefinitionError(
+        f"stage '{stage.name}': input '{src}' is neither an earlier stage "
+        f"({', '.join(sorted(names)) or 'none'}) nor a source column ({', '.join(sorted(_SOURCE_COLUMNS))})"
+    )
+
+
+def apply_stages(df: DataFrame, stages: Sequence[Stage], *, stacktrace: bool = False) -> DataFrame:
+    """Add one result column per stage, in order, applying the chaining rule.
+
+    Args:
+        df: a Kafka-shaped DataFrame (see :data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
+        stages: the stages, in order; names must be unique and not source columns.
+        stacktrace: keep stack traces in error structs.
+
+    Returns:
+        ``df`` with a column per stage; :func:`final_error` / :func:`final_result`
+        read the outcome of the whole chain.
+    """
+    if not stages:
+        raise StageDefinitionError("a pipeline needs at least one stage")
+    names: set[str] = set()
+    previous: str | None = None
+    upstream_error: Column | None = None
+    for stage in stages:
+        if stage.name in names or stage.name in df.columns:
+            raise StageDefinitionError(
+                f"stage name '{stage.name}' is already used by another stage or a source column"
+            )
+        value = _resolve_input(stage, previous, df, names)
+        skip = upstream_error.isNotNull() if upstream_error is not None else F.lit(False)
+        own = stage.evaluate(value, StageContext(skip=skip, stacktrace=stacktrace))
+        if upstream_error is not None:
+            rtype: DataType = df.select(own.getField("result")).schema[0].dataType
+            carried = F.struct(
+                F.lit(None).cast(rtype).alias("result"), upstream_error.alias("error")
+            )
+            own = F.when(upstream_error.isNull(), own).otherwise(carried)
+        df = df.withColumn(stage.name, own)
+        actual = df.schema[stage.name].dataType
+        if not _is_result_struct(actual):
+            raise StageDefinitionError(
+                f"stage '{stage.name}' produced {actual.simpleString()}; expected "
+                f"STRUCT<result: T, error: {ERROR_STRUCT.simpleString()}>"
+            )
+        names.add(stage.name)
+        previous = stage.name
+        upstream_error = F.col(stage.name).getField("error")
+    return df
+
+
+def _is_result_struct(t: DataType) -> bool:
+    from pyspark.sql.types import StructType
+
+    if not isinstance(t, StructType) or t.fieldNames() != ["result", "error"]:
+        return False
+    err = t["error"].dataType
+    expected = result_struct(t["result"].dataType)["error"].dataType
+    return isinstance(err, StructType) and err.fieldNames() == expected.fieldNames()  # type: ignore[union-attr]
+
+
+def final_error(stages: Sequence[Stage]) -> Column:
+    """The chain's error: the last stage's ``error`` (it carries the first failure)."""
+    return F.col(stages[-1].name).getField("error")
+
+
+def final_result(stages: Sequence[Stage]) -> Column:
+    """The chain's result: the last stage's ``result``."""
+    return F.col(stages[-1].name).getField("result")

@@ -1,0 +1,150 @@
+"""``json``: parse a JSON string against a declared schema.
+
+Since Spark 3, ``from_json`` on malformed input returns a struct of nulls, not
+NULL, so "it parsed" cannot be read off the result. This stage parses with a
+hidden ``_corrupt_record`` field (PERMISSIVE mode fills it whenever the record
+is malformed *or* a field has the wrong type) and, only for rows that failed,
+parses again with every field as STRING to say which field was wrong and what
+it held. Required fields that are absent or null fail too.
+
+Error classes: ``NullInput``, ``MalformedJson``, ``NotAJsonObject``,
+``SchemaMismatch``, ``MissingRequiredField``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, outcome
+
+__all__ = ["JsonParse", "from_spec"]
+
+_CORRUPT = "_corrupt_record"
+_SNIPPET = 64
+
+
+@dataclass(frozen=True, repr=False)
+class JsonParse(Stage):
+    """Parse a JSON object into a struct.
+
+    Attributes:
+        name: stage name.
+        schema: the declared struct (top-level fields).
+        required: fields that must be present and non-null.
+        input: the string column or stage (default: the previous stage).
+    """
+
+    name: str
+    schema: StructType
+    required: tuple[str, ...] = ()
+    input: str | None = None
+    kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
+
+    def __post_init__(self) -> None:
+        missing = [r for r in self.required if r not in self.schema.fieldNames()]
+        if missing:
+            raise ConfigError(
+                f"stage {self.name}: options.required", missing,
+                f"fields of the schema ({', '.join(self.schema.fieldNames())})",
+            )
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
+        parsed = F.from_json(value, parse_schema, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"})
+        result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
+        corrupt = parsed.getField(_CORRUPT).isNotNull()
+        missing = [
+            F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required
+        ]
+        missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
+        has_missing = missing_list != F.lit("") if missing else F.lit(False)
+
+        failed = value.isNull() | parsed.isNull() | corrupt | has_missing
+        error_class = (
+            F.when(value.isNull(), F.lit("NullInput"))
+            .when(parsed.isNull() | F.try_parse_json(value).isNull(), F.lit("MalformedJson"))
+            .when(~F.ltrim(value).startswith("{"), F.lit("NotAJsonObject"))
+            .when(corrupt, F.lit("SchemaMismatch"))
+            .otherwise(F.lit("MissingRequiredField"))
+        )
+        message = (
+            F.when(value.isNull(), F.lit("input is NULL; expected a JSON object"))
+            .when(
+                parsed.isNull() | F.try_parse_json(value).isNull(),
+                F.format_string(
+                    "malformed JSON (%d chars): %s", F.length(value), _snippet(value)
+                ),
+            )
+            .when(
+                ~F.ltrim(value).startswith("{"),
+                F.format_string("expected a JSON object, found: %s", _snippet(value)),
+            )
+            .when(corrupt, self._mismatch_message(value, parsed))
+            .otherwise(F.format_string("required field(s) missing or null: %s", missing_list))
+        )
+        return outcome(result, failed, self.error(error_class, message))
+
+    def _mismatch_message(self, value: Column, parsed: Column) -> Column:
+        """Name each field whose text did not convert to its declared type."""
+        as_text = F.from_json(
+            value, StructType([StructField(f.name, StringType()) for f in self.schema.fields])
+        )
+        parts = [
+            F.when(
+                as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull(),
+                F.format_string(
+                    "field '%s': expected %s, found %s",
+                    F.lit(f.name), F.lit(f.dataType.simpleString().upper()),
+                    _snippet(as_text.getField(f.name)),
+                ),
+            )
+            for f in self.schema.fields
+        ]
+        joined = F.concat_ws("; ", *parts)
+        return F.when(joined != "", joined).otherwise(
+            F.lit("record does not match the declared schema")
+        )
+
+
+def _snippet(text: Column) -> Column:
+    return F.when(
+        F.length(text) > _SNIPPET, F.concat(F.substring(text, 1, _SNIPPET), F.lit("…"))
+    ).otherwise(text)
+
+
+def _parse_schema(spec: StageSpec, raw: object) -> StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    key = spec.key("options.schema")
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(key, raw, "a DDL string such as 'order_id STRING, amount DOUBLE'")
+    try:
+        parsed = StructType.fromDDL(raw)
+    except Exception as exc:  # pyspark raises several types; re-raise as ours
+        try:
+            parsed = _parse_datatype_string(raw)
+        except Exception:
+            raise ConfigError(key, raw, f"a valid Spark DDL schema ({type(exc).__name__}: {exc})") from None
+    if not isinstance(parsed, StructType) or not parsed.fields:
+        raise ConfigError(key, raw, "a struct DDL with at least one field")
+    return parsed
+
+
+def from_spec(spec: StageSpec) -> JsonParse:
+    from quarantine.stages import option
+
+    schema = _parse_schema(spec, option(spec, "schema"))
+    required = option(spec, "required", [], kind=list)
+    not_in = [r for r in required if r not in schema.fieldNames()]
+    if not_in:
+        raise ConfigError(
+            spec.key("options.required"), not_in, f"fields of options.schema ({', '.join(schema.fieldNames())})"
+        )
+    return JsonParse(name=spec.name, schema=schema, required=tuple(required), input=spec.input)

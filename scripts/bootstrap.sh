@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: a venv with the package and its dev tools,
+# and the JVM jars from Maven Central. Idempotent; fast when already done.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+py="${PYTHON:-python3.11}"
+command -v "$py" >/dev/null || py=python3
+command -v java >/dev/null || { echo "bootstrap: java (17) is required" >&2; exit 1; }
+command -v mvn >/dev/null || { echo "bootstrap: mvn is required (apt-get install maven)" >&2; exit 1; }
+stamp=".venv/.bootstrap-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  [ -x .venv/bin/python ] || "$py" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev,bench]"
+  rm -f .venv/.bootstrap-* && touch "$stamp"
+fi
+bash scripts/resolve_jars.sh
