@@ -1,0 +1,136 @@
+"""What a run tells the outside world: batch reports and the listeners that receive them.
+
+The runner builds one :class:`BatchReport` per batch (micro-batch in streaming,
+the whole input in batch mode) from metrics observed in the data pass, and
+fans it out to a list of :class:`RunListener` s: the Delta metrics table, MLflow,
+the error-context log. A disabled feature is a listener that does nothing, not
+an ``if enabled:`` in the runner.
+
+Listener contract: listeners must not raise for outages of what they write to
+(MLflow down, a slow server); they buffer or drop with a warning. A listener
+exception that does escape is logged by the runner and never fails the data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from quarantine.config import BreachAction
+
+__all__ = [
+    "BatchReport",
+    "Breach",
+    "RunInfo",
+    "RunListener",
+    "RunStatus",
+    "fan_out",
+]
+
+
+class RunStatus(StrEnum):
+    """How a run ended (MLflow's ``status`` tag uses these values)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run of a pipeline (a batch job, or one run of a streaming query).
+
+    Attributes:
+        pipeline: the pipeline's name.
+        run_id: this run's id (also written to the quarantine table's ``run_id``).
+        source: human name of the source (topics or path).
+        config: the redacted config (safe to log as params).
+        started_at: when the run started (UTC).
+    """
+
+    pipeline: str
+    run_id: str
+    source: str
+    config: Mapping[str, Any]
+    started_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Breach:
+    """A tolerance breach: an aggregate expectation or an error limit that failed.
+
+    Attributes:
+        name: what breached (expectation type + column, or the limit's config key).
+        action: what the breach does (warn, fail, quarantine_batch).
+        message: a sentence a person can act on.
+        details: the machine-readable result (e.g. GX's validation result JSON).
+    """
+
+    name: str
+    action: BreachAction
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """Counts for one batch, all observed in the same pass as the data.
+
+    Attributes:
+        run: the run this batch belongs to.
+        batch_id: the micro-batch id (0 for a batch run).
+        records_in: source records in the batch.
+        records_ok: records written to the target.
+        records_quarantined: records written to the quarantine table.
+        quarantined_by_stage: quarantined records per failing stage.
+        quarantined_by_topic: quarantined records per source topic.
+        quarantined_by_expectation: quarantined records per failing expectation.
+        metrics: Kafka-named error metrics for this batch
+            (``total-record-failures``, ``total-records-skipped``…).
+        breaches: tolerance breaches seen in this batch.
+        untranslated_expectations: expectations validated by GX only (not per row).
+        sample_messages: a few quarantined records (stage, error_class, message;
+            key/value only when ``errors.log.include.messages``) for MLflow artifacts.
+        finished_at: when the batch's writes became durable.
+    """
+
+    run: RunInfo
+    batch_id: int
+    records_in: int
+    records_ok: int
+    records_quarantined: int
+    quarantined_by_stage: Mapping[str, int] = field(default_factory=dict)
+    quarantined_by_topic: Mapping[str, int] = field(default_factory=dict)
+    quarantined_by_expectation: Mapping[str, int] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    breaches: tuple[Breach, ...] = ()
+    untranslated_expectations: tuple[str, ...] = ()
+    sample_messages: tuple[Mapping[str, Any], ...] = ()
+    finished_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+class RunListener(Protocol):
+    """Receives a run's lifecycle. Implementations: metrics table, MLflow, logs."""
+
+    def on_run_start(self, run: RunInfo) -> None:
+        """Called once before the first batch."""
+
+    def on_batch(self, report: BatchReport) -> None:
+        """Called after each batch's writes are durable (and before offsets commit)."""
+
+    def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
+        """Called once when the run ends, with the error that ended it, if any."""
+
+
+def fan_out(listeners: list[RunListener], method: str, *args: Any) -> list[BaseException]:
+    """Call ``method`` on every listener; collect (never raise) their exceptions."""
+    problems: list[BaseException] = []
+    for listener in listeners:
+        try:
+            getattr(listener, method)(*args)
+        except Exception as exc:  # a listener must never fail the data path
+            problems.append(exc)
+    return problems
