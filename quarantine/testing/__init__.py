@@ -1,0 +1,27 @@
+"""Test and demo support: a real local Kafka broker and helpers to produce to it.
+
+Nothing here is imported by the pipeline code; it exists so tests, the soak
+script, the benchmark and the local demo run against a real broker (KRaft,
+single node, loopback only) started from the jars that ``scripts/resolve_jars.sh``
+resolved from Maven Central.
+"""
+
+from __future__ import annotations
+
+from quarantine.testing.kafka import (
+    BrokerError,
+    KafkaBroker,
+    ProducedRecord,
+    Record,
+    create_topics,
+    produce,
+)
+
+__all__ = [
+    "BrokerError",
+    "KafkaBroker",
+    "ProducedRecord",
+    "Record",
+    "create_topics",
+    "produce",
+]

@@ -1,0 +1,556 @@
+"""A single-node Apache Kafka broker (KRaft) on loopback, and producer helpers.
+
+The broker runs ``kafka.Kafka`` from the jars in ``<jar cache>/kafka`` (resolved
+from Maven Central by ``scripts/resolve_jars.sh``) in a child JVM with a small
+heap. One process is both broker and controller (``process.roles=broker,controller``);
+the controller quorum listens on a second loopback port. Topics are never
+auto-created: tests create them with :func:`create_topics` and an explicit
+partition count, so partitioning is deterministic.
+
+Lifecycle contract of :class:`KafkaBroker`:
+
+* :meth:`~KafkaBroker.start` formats the data dir on first use, starts the JVM and
+  returns only once an AdminClient can list topics; otherwise it kills the JVM and
+  raises :class:`BrokerError` with the tail of the broker's log.
+* :meth:`~KafkaBroker.stop` is a clean shutdown (SIGTERM), :meth:`~KafkaBroker.kill`
+  a crash (SIGKILL). :meth:`~KafkaBroker.restart` starts again on the same ports and
+  the same data dir, so topics and offsets survive.
+* A broker started by this process is killed when the process exits, unless it was
+  started ``detached`` (the local demo's ``scripts/kafka_broker.sh``).
+
+Command line (used by ``scripts/kafka_broker.sh``)::
+
+    python -m quarantine.testing.kafka start --dir .cache/kafka-demo --port 9092
+    python -m quarantine.testing.kafka stop --dir .cache/kafka-demo
+    python -m quarantine.testing.kafka status --dir .cache/kafka-demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quarantine.errors import QuarantineError
+from quarantine.session import local_jars
+
+__all__ = [
+    "BrokerError",
+    "KafkaBroker",
+    "ProducedRecord",
+    "Record",
+    "broker_classpath",
+    "create_topics",
+    "free_port",
+    "main",
+    "produce",
+]
+
+#: Largest record the broker, topics and our producers accept (the 5 MB poison fits).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+class BrokerError(QuarantineError):
+    """The local Kafka broker could not be formatted, started or reached."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def broker_classpath() -> str:
+    """The broker's ``java -cp`` value.
+
+    The resolved tree carries ``slf4j-api`` 1.7 next to log4j's SLF4J 2 binding,
+    which silences every broker log line; pyspark ships ``slf4j-api`` 2, so that
+    one is used instead.
+
+    Raises:
+        BrokerError: the Kafka jars are missing from the cache.
+    """
+    jars = local_jars("kafka")
+    if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
+        raise BrokerError(f"no kafka_2.13-*.jar among the {len(jars)} resolved Kafka jars")
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    slf4j2 = sorted(spark_jars.glob("slf4j-api-2*.jar"))
+    if slf4j2:
+        jars = [j for j in jars if not Path(j).name.startswith("slf4j-api-1")] + [str(slf4j2[-1])]
+    return os.pathsep.join(jars)
+
+
+def _kafka_uuid() -> str:
+    """A cluster id in Kafka's form: 16 random bytes, URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+@dataclass
+class KafkaBroker:
+    """One local KRaft broker+controller on loopback.
+
+    Attributes:
+        data_dir: holds ``server.properties``, the log dirs, ``broker.log`` and ``broker.pid``.
+        port: the client (PLAINTEXT) port; 0 picks a free one at first start.
+        controller_port: the KRaft controller port; 0 picks a free one at first start.
+        heap: the JVM's ``-Xmx``.
+        extra_config: extra ``server.properties`` entries (override the defaults).
+    """
+
+    data_dir: Path
+    port: int = 0
+    controller_port: int = 0
+    heap: str = "512m"
+    extra_config: Mapping[str, str] = field(default_factory=dict)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir).resolve()
+
+    # ------------------------------------------------------------------ paths and state
+
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` for clients (``127.0.0.1:<port>``)."""
+        if not self.port:
+            raise BrokerError("the broker has no port yet: call start() first")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "broker.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "broker.pid"
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's pid if it is running (from this object or the pid file)."""
+        if self._proc is not None:
+            return self._proc.pid if self._proc.poll() is None else None
+        try:
+            pid = int(self.pid_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+        return pid
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the broker's log (and its stdout/stderr)."""
+        out = []
+        for f in (self.log_file, self.data_dir / "broker.out"):
+            if f.exists():
+                text = f.read_text(encoding="utf-8", errors="replace").splitlines()
+                out.append(f"--- {f.name} (last {lines} lines)\n" + "\n".join(text[-lines:]))
+        return "\n".join(out) or "(no broker log)"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.data_dir / "logs"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "message.max.bytes": str(MAX_MESSAGE_BYTES),
+            "replica.fetch.max.bytes": str(MAX_MESSAGE_BYTES),
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "log.retention.hours": "-1",
+        }
+        props.update(self.extra_config)
+        return props
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "server.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
+        ports = {"port": self.port, "controller_port": self.controller_port}
+        (self.data_dir / "ports.json").write_text(json.dumps(ports))
+        return conf
+
+    def _load_ports(self) -> None:
+        f = self.data_dir / "ports.json"
+        if f.exists() and not (self.port and self.controller_port):
+            saved = json.loads(f.read_text())
+            self.port = self.port or int(saved["port"])
+            self.controller_port = self.controller_port or int(saved["controller_port"])
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+        if self.port == self.controller_port:
+            self.controller_port = free_port()
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        return [
+            "java", f"-Xmx{self.heap}", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.data_dir}",
+            "-cp", broker_classpath(), main_class, *args,
+        ]
+
+    def _format(self, conf: Path) -> None:
+        if (self.data_dir / "logs" / "meta.properties").exists():
+            return
+        cmd = self._java(
+            "kafka.tools.StorageTool", "format",
+            "-t", _kafka_uuid(), "-c", str(conf), "--standalone",
+        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if proc.returncode != 0:
+            raise BrokerError(
+                f"formatting the KRaft storage in {self.data_dir / 'logs'} failed "
+                f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            )
+
+    def start(self, *, timeout_s: float = 60.0, detached: bool = False) -> None:
+        """Start the broker and wait until it answers an AdminClient.
+
+        Args:
+            timeout_s: how long to wait for the broker to answer.
+            detached: leave it running after this process exits (the local demo).
+
+        Raises:
+            BrokerError: it did not answer within ``timeout_s`` or exited; the
+                message carries the tail of its log.
+        """
+        if self.pid is not None:
+            raise BrokerError(f"a broker is already running from {self.data_dir} (pid {self.pid})")
+        self._load_ports()
+        conf = self._write_config()
+        self._format(conf)
+        out = (self.data_dir / "broker.out").open("ab")
+        self._proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(conf)),
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        out.close()
+        self.pid_file.write_text(f"{self._proc.pid}\n")
+        if not detached:
+            atexit.register(self._kill_at_exit, self._proc)
+        try:
+            self.wait_ready(timeout_s)
+        except BrokerError:
+            self.kill()
+            raise
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until the broker lists topics via an AdminClient.
+
+        Raises:
+            BrokerError: the JVM exited, or no answer within ``timeout_s``.
+        """
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(
+            _quiet({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        )
+        deadline = time.monotonic() + timeout_s
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise BrokerError(
+                    f"the Kafka broker exited with code {self._proc.returncode} while starting "
+                    f"on {self.bootstrap}\n{self.log_tail()}"
+                )
+            try:
+                admin.list_topics(timeout=2)
+                return
+            except Exception as exc:  # KafkaException: not up yet
+                last = exc
+                time.sleep(0.5)
+        raise BrokerError(
+            f"the Kafka broker on {self.bootstrap} did not answer within {timeout_s:.0f} s "
+            f"(last error: {last})\n{self.log_tail()}"
+        )
+
+    def _signal(self, sig: signal.Signals, timeout_s: float) -> None:
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is not None:
+                if self._proc.poll() is not None:
+                    break
+            else:
+                try:
+                    os.kill(pid, 0)
+                except OSError:
+                    break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            if self._proc is not None:
+                self._proc.wait(10)
+        self._proc = None
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_file.unlink()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Shut the broker down cleanly (SIGTERM; SIGKILL after ``timeout_s``). Idempotent."""
+        self._signal(signal.SIGTERM, timeout_s)
+
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL). Idempotent."""
+        self._signal(signal.SIGKILL, 10.0)
+
+    def restart(self, *, hard: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop (or kill, if ``hard``) and start again on the same ports and data dir."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        self.start(timeout_s=timeout_s)
+
+    @staticmethod
+    def _kill_at_exit(proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+
+
+# ---------------------------------------------------------------------- topics and records
+
+
+def _quiet(conf: Mapping[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
+    """librdkafka config that logs errors only (no reconnect chatter while a broker restarts)."""
+    return {"log_level": 2, **conf}
+
+
+def create_topics(
+    bootstrap: str,
+    topics: Mapping[str, int],
+    *,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> None:
+    """Create topics with the given partition counts (replication factor 1).
+
+    Args:
+        bootstrap: ``bootstrap.servers``.
+        topics: topic name → number of partitions.
+        config: topic configs for every topic (``max.message.bytes`` is raised to
+            :data:`MAX_MESSAGE_BYTES` unless given).
+
+    Raises:
+        BrokerError: a topic could not be created (an existing topic is an error too).
+    """
+    from confluent_kafka import NewTopic
+    from confluent_kafka.admin import AdminClient
+
+    cfg = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **(config or {})}
+    admin = AdminClient(_quiet({"bootstrap.servers": bootstrap}))
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=n, replication_factor=1, config=cfg)
+         for t, n in topics.items()],
+        operation_timeout=timeout_s,
+    )
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=timeout_s)
+        except Exception as exc:
+            raise BrokerError(f"creating topic {name!r} on {bootstrap} failed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record to produce. ``headers=None`` sends none (Spark then reads NULL)."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    partition: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] | None = None
+
+
+@dataclass(frozen=True)
+class ProducedRecord:
+    """A record as the broker acknowledged it: its coordinates and exact bytes.
+
+    ``headers`` is None when none were sent (Spark reads NULL then, even for an empty list).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] | None
+
+
+def produce(
+    bootstrap: str,
+    records: Iterable[Record],
+    *,
+    timeout_s: float = 120.0,
+    config: Mapping[str, str | int] | None = None,
+) -> list[ProducedRecord]:
+    """Produce records idempotently and return each one with its acknowledged offset.
+
+    Records go to their ``partition`` if set, else the producer's partitioner.
+
+    Raises:
+        BrokerError: a record was not acknowledged, or not all were within ``timeout_s``.
+    """
+    from confluent_kafka import KafkaError, Message, Producer
+
+    conf: dict[str, str | int] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 20,
+        "batch.size": 1_000_000,
+        "message.max.bytes": MAX_MESSAGE_BYTES + 1_000_000,
+        "queue.buffering.max.messages": 500_000,
+        "compression.type": "none",
+        **(config or {}),
+    }
+    producer = Producer(_quiet(conf))
+    acked: list[ProducedRecord] = []
+    failures: list[str] = []
+
+    def on_delivery(r: Record, err: KafkaError | None, msg: Message) -> None:
+        # delivery reports carry no headers: keep what was sent
+        if err is not None:
+            failures.append(f"{r.topic}: {err}")
+            return
+        acked.append(
+            ProducedRecord(
+                topic=r.topic, partition=msg.partition() or 0, offset=msg.offset() or 0,
+                key=r.key, value=r.value, headers=r.headers or None,
+            )
+        )
+
+    sent = 0
+    for r in records:
+        kwargs: dict[str, object] = {
+            "value": r.value, "key": r.key, "on_delivery": functools.partial(on_delivery, r),
+        }
+        if r.partition is not None:
+            kwargs["partition"] = r.partition
+        if r.headers is not None:
+            kwargs["headers"] = list(r.headers)
+        while True:
+            try:
+                producer.produce(r.topic, **kwargs)  # type: ignore[arg-type]
+                break
+            except BufferError:
+                producer.poll(0.1)
+        sent += 1
+        if sent % 10_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(timeout_s)
+    if failures or remaining:
+        raise BrokerError(
+            f"producing to {bootstrap}: expected {sent} acknowledged records, got {len(acked)}; "
+            f"{remaining} still queued; first failures: {failures[:3]}"
+        )
+    return acked
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``start | stop | status`` of a detached local broker (``scripts/kafka_broker.sh``)."""
+    ap = argparse.ArgumentParser(prog="python -m quarantine.testing.kafka")
+    ap.add_argument("action", choices=["start", "stop", "status"])
+    ap.add_argument("--dir", default=".cache/kafka-demo", help="data dir (pid file, logs, config)")
+    ap.add_argument("--port", type=int, default=9092, help="client port on 127.0.0.1")
+    ap.add_argument("--controller-port", type=int, default=9093)
+    ap.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS",
+                    help="create this topic after start if missing (repeatable)")
+    args = ap.parse_args(argv)
+    broker = KafkaBroker(Path(args.dir), port=args.port, controller_port=args.controller_port)
+    if args.action == "status":
+        pid = broker.pid
+        print(f"running (pid {pid}) on {broker.bootstrap}" if pid else "not running")
+        return 0 if pid else 1
+    if args.action == "stop":
+        pid = broker.pid
+        broker.stop()
+        print(f"stopped (pid {pid})" if pid else "not running")
+        return 0
+    try:
+        broker.start(detached=True)
+    except BrokerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_quiet({"bootstrap.servers": broker.bootstrap}))
+    existing = set(admin.list_topics(timeout=10).topics)
+    wanted = {}
+    for spec in args.topic:
+        name, _, parts = spec.partition(":")
+        if name not in existing:
+            wanted[name] = int(parts or 1)
+    if wanted:
+        create_topics(broker.bootstrap, wanted)
+    print(f"started (pid {broker.pid}) on {broker.bootstrap}; data in {broker.data_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
