@@ -1,0 +1,127 @@
+"""A realistic Kafka-shaped sample source: order events with varied poison records.
+
+Generated with Spark expressions (no driver-side rows), so the same function
+makes the 10k-record demo and the multi-million-record benchmark sources.
+Deterministic for a given ``seed``.
+
+Poison kinds (each a tenth of the poison share), chosen to hit every stage:
+
+| kind | what is wrong | caught by |
+|---|---|---|
+| invalid_utf8 | value bytes are not UTF-8 | decode |
+| truncated_json | the JSON text is cut off | parse |
+| wrong_type | ``amount`` is ``"abc"`` | parse |
+| missing_field | no ``order_id`` | parse |
+| empty_value | zero bytes | parse |
+| null_value | NULL value | decode |
+| negative_amount | ``amount`` < 0 | checks |
+| bad_currency | ``currency`` not in EUR/USD/GBP | checks |
+| bad_timestamp | ``created_at`` is not a date | cast |
+| json_array | a JSON array, not an object | parse |
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
+
+__all__ = ["POISON_KINDS", "ORDER_SCHEMA_DDL", "orders_source", "write_demo_source"]
+
+#: The JSON payload's declared schema (what the demo config's json stage parses).
+ORDER_SCHEMA_DDL = (
+    "order_id STRING, customer_email STRING, amount DOUBLE, currency STRING, "
+    "quantity INT, sku STRING, status STRING, created_at STRING"
+)
+
+POISON_KINDS: tuple[str, ...] = (
+    "invalid_utf8", "truncated_json", "wrong_type", "missing_field", "empty_value",
+    "null_value", "negative_amount", "bad_currency", "bad_timestamp", "json_array",
+)
+
+
+def _pick(idx: Column, values: list[str]) -> Column:
+    return F.element_at(F.array(*[F.lit(v) for v in values]), (idx % len(values)).cast("int") + 1)
+
+
+def orders_source(
+    spark: SparkSession,
+    records: int = 10_000,
+    *,
+    poison_rate: float = 0.04,
+    seed: int = 7,
+    topic: str = "orders",
+    partitions: int = 3,
+    slices: int | None = None,
+) -> DataFrame:
+    """A Kafka-shaped DataFrame of order events, ``poison_rate`` of them poison.
+
+    Columns and types are exactly :data:`~quarantine.schema.KAFKA_SOURCE_SCHEMA`.
+    Offsets are consecutive per partition; keys are customer ids; every record
+    has a binary ``trace-id`` header and a ``source`` header.
+    """
+    ids = spark.range(0, records, 1, slices) if slices else spark.range(records)
+    i = F.col("id")
+    r = F.rand(seed)
+    poison = r < F.lit(poison_rate)
+    kind = F.floor(F.rand(seed + 1) * len(POISON_KINDS)).cast("int")
+    amount = F.round(F.rand(seed + 2) * 500 + 1, 2)
+    currency = _pick(i, ["EUR", "USD", "GBP", "EUR"])
+    fields = {
+        "order_id": F.format_string("ord-%06d", i),
+        "customer_email": F.format_string("customer%d@example.com", i % 5000),
+        "amount": amount,
+        "currency": currency,
+        "quantity": (i % 7 + 1).cast("int"),
+        "sku": F.format_string("SKU-%04d", i % 977),
+        "status": _pick(i, ["created", "paid", "shipped", "paid"]),
+        "created_at": F.date_format(
+            F.timestamp_seconds(F.lit(1_767_225_600) + i), "yyyy-MM-dd HH:mm:ss"
+        ),
+    }
+
+    good = F.to_json(F.struct(*[v.alias(k) for k, v in fields.items()]))
+    no_order_id = F.to_json(F.struct(*[v.alias(k) for k, v in fields.items() if k != "order_id"]))
+    text = (
+        F.when(~poison, good)
+        .when(kind == 1, F.substring(good, 1, 25))
+        .when(kind == 2, F.regexp_replace(good, r'"amount":[0-9.]+', '"amount":"abc"'))
+        .when(kind == 3, no_order_id)
+        .when(kind == 6, F.regexp_replace(good, r'"amount":', '"amount":-'))
+        .when(kind == 7, F.regexp_replace(good, r'"currency":"[A-Z]+"', '"currency":"XXX"'))
+        .when(kind == 8, F.regexp_replace(good, r'"created_at":"[^"]+"', '"created_at":"2026-13-45 25:61:00"'))
+        .when(kind == 9, F.concat(F.lit("["), good, F.lit("]")))
+        .otherwise(good)
+    )
+    value = (
+        F.when(poison & (kind == 0), F.concat(F.unhex(F.lit("C328FFFE")), F.encode(good, "UTF-8")))
+        .when(poison & (kind == 4), F.unhex(F.lit("")))
+        .when(poison & (kind == 5), F.lit(None).cast("binary"))
+        .otherwise(F.encode(text, "UTF-8"))
+    )
+    headers = F.array(
+        F.struct(F.lit("trace-id").alias("key"), F.unhex(F.sha2(i.cast("string"), 256)).substr(1, 16).alias("value")),
+        F.struct(F.lit("source").alias("key"), F.encode(F.lit("web"), "UTF-8").alias("value")),
+    )
+    df = ids.select(
+        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias("key"),
+        value.alias("value"),
+        F.lit(topic).alias("topic"),
+        (i % partitions).cast("int").alias("partition"),
+        F.floor(i / partitions).cast("bigint").alias("offset"),
+        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias("timestamp"),
+        F.lit(0).cast("int").alias("timestampType"),
+        headers.alias("headers"),
+    )
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+
+
+def write_demo_source(
+    spark: SparkSession, path: str, records: int = 10_000, *, poison_rate: float = 0.04, seed: int = 7
+) -> int:
+    """Write :func:`orders_source` as a Delta table at ``path`` (overwriting it); return the record count."""
+    orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
+        "overwrite"
+    ).option("overwriteSchema", "true").save(path)
+    return records

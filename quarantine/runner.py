@@ -1,0 +1,387 @@
+"""Run a pipeline: stages → split → quarantine MERGE + target write, per batch.
+
+:meth:`Pipeline.process_batch` is the one place where a batch is split and
+written. It is used as-is by the batch runner (the whole input is batch 0) and
+by the streaming runner (:mod:`quarantine.streaming`, inside ``foreachBatch``).
+
+Order of a batch, and why:
+
+1. Stages run and the batch is projected to what the two writes need (raw
+   bytes kept only for failed rows), then persisted; one noop pass builds the
+   cache and observes every count (records in, failed per stage…) — the only
+   pass over the source data.
+2. Failed rows are MERGEd into the quarantine table first, so a tolerance
+   breach can fail the run *after* the failed records are durable.
+3. The tolerance guard decides; a breach raises before the target write, so
+   the batch's good rows and its offsets are not committed.
+4. Good rows are written to the target exactly once (txn append in streaming,
+   insert-only MERGE in batch).
+5. Listeners (metrics table, MLflow, logs) get the batch report.
+
+A crash anywhere in 1–5 leaves the offsets uncommitted; the replayed batch
+rewrites nothing twice (see :mod:`quarantine.sinks`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine.config import PipelineConfig, SourceFormat
+from quarantine.errors import SourceError
+from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.sinks import read_table
+from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
+from quarantine.sinks.target import append_batch, merge_new_rows
+from quarantine.stage import Stage, apply_stages, final_error, final_result
+
+__all__ = ["Pipeline", "RunSummary", "check_kafka_shaped"]
+
+log = logging.getLogger("quarantine")
+
+_ERR = "_q_error"
+_RES = "_q_result"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run did, for the CLI and notebooks.
+
+    Attributes:
+        run: the run.
+        batches: the batch reports, in order.
+        status: how the run ended.
+    """
+
+    run: RunInfo
+    batches: tuple[BatchReport, ...]
+    status: RunStatus
+
+    @property
+    def records_in(self) -> int:
+        return sum(b.records_in for b in self.batches)
+
+    @property
+    def records_ok(self) -> int:
+        return sum(b.records_ok for b in self.batches)
+
+    @property
+    def records_quarantined(self) -> int:
+        return sum(b.records_quarantined for b in self.batches)
+
+    def quarantined_by_stage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in self.batches:
+            for k, v in b.quarantined_by_stage.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def render(self) -> str:
+        """A short human summary: records in, ok, quarantined by stage."""
+        lines = [
+            f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
+            f"  records in           {self.records_in:>12,}",
+            f"  ok -> target         {self.records_ok:>12,}",
+            f"  quarantined          {self.records_quarantined:>12,}",
+        ]
+        for stage, n in self.quarantined_by_stage().items():
+            lines.append(f"    at {stage:<17} {n:>12,}")
+        untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
+        if untranslated:
+            lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))
+        for b in self.batches:
+            for br in b.breaches:
+                lines.append(f"  breach [{br.action.value}] {br.name}: {br.message}")
+        return "\n".join(lines)
+
+
+def check_kafka_shaped(df: DataFrame, where: str) -> None:
+    """Raise :class:`SourceError` unless ``df`` has the Kafka source's columns and types."""
+    have = {f.name: f.dataType for f in df.schema.fields}
+    problems = []
+    for f in KAFKA_SOURCE_SCHEMA.fields:
+        if f.name not in have:
+            problems.append(f"missing column {f.name} {f.dataType.simpleString()}")
+        elif have[f.name] != f.dataType:
+            problems.append(
+                f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
+            )
+    if problems:
+        raise SourceError(
+            f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
+        )
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class Pipeline:
+    """A configured pipeline, ready to process batches.
+
+    Build with :meth:`from_config`. Stages may be replaced with Python-built
+    ones (:meth:`with_stages`) for notebooks.
+
+    Attributes:
+        config: the validated config.
+        spark: the session (injected; never a global).
+        stages: the built stages, in order.
+        run_id: this run's id (streaming replaces it with the query id).
+        listeners: receivers of run/batch reports.
+        clock: the wall clock (injected for tests).
+        batch_hooks: extra per-batch steps run on the persisted batch before the
+            writes; each may return breaches and a replacement error column
+            (used by expectation validation). See :class:`BatchHook`.
+    """
+
+    config: PipelineConfig
+    spark: SparkSession
+    stages: list[Stage]
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    listeners: list[RunListener] = field(default_factory=list)
+    clock: Callable[[], dt.datetime] = _utcnow
+    batch_hooks: list[Any] = field(default_factory=list)
+    _run: RunInfo | None = field(default=None, init=False, repr=False)
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_config(
+        cls,
+        config: PipelineConfig,
+        spark: SparkSession | None = None,
+        *,
+        run_id: str | None = None,
+        listeners: Iterable[RunListener] | None = None,
+        stages: Sequence[Stage] | None = None,
+    ) -> Pipeline:
+        """Build the stages and the default listeners for a config.
+
+        Raises:
+            ConfigError: a stage option is bad (before anything is read or written).
+        """
+        from quarantine.session import get_spark
+        from quarantine.stages import build_stages
+
+        spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
+        built = list(stages) if stages is not None else build_stages(config.stages)
+        pipe = cls(
+            config=config,
+            spark=spark,
+            stages=built,
+            run_id=run_id or uuid.uuid4().hex,
+            listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
+        )
+        return pipe
+
+    def with_stages(self, stages: Sequence[Stage]) -> Pipeline:
+        """A copy of this pipeline running ``stages`` instead."""
+        return replace(self, stages=list(stages))
+
+    @property
+    def quarantine_table(self) -> str:
+        return self.config.errors.dlq_table_name
+
+    @property
+    def target_table(self) -> str:
+        return self.config.target.table
+
+    def run_info(self) -> RunInfo:
+        """The current run (created on first use)."""
+        if self._run is None or self._run.run_id != self.run_id:
+            self._run = RunInfo(
+                pipeline=self.config.pipeline,
+                run_id=self.run_id,
+                source=self.config.source.location,
+                config=self.config.redacted(),
+                started_at=self.clock(),
+            )
+        return self._run
+
+    # ------------------------------------------------------------------ pure parts
+
+    def transform(self, df: DataFrame) -> DataFrame:
+        """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
+        return apply_stages(
+            df, self.stages, stacktrace=self.config.errors.dlq_context_stacktrace_enable
+        )
+
+    def split_frame(self, df: DataFrame) -> DataFrame:
+        """The staged batch, projected to what the two writes need.
+
+        Columns: the source coordinates, the raw ``key``/``value``/``headers``
+        (only for failed rows — good rows do not need them, which keeps the
+        persisted batch small), the chain's result ``_q_result`` and error ``_q_error``.
+        """
+        staged = self.transform(df)
+        err = final_error(self.stages)
+        failed = err.isNotNull()
+        return staged.select(
+            "topic", "partition", "offset", "timestamp", "timestampType",
+            F.when(failed, F.col("key")).alias("key"),
+            F.when(failed, F.col("value")).alias("value"),
+            F.when(failed, F.col("headers")).alias("headers"),
+            final_result(self.stages).alias(_RES),
+            err.alias(_ERR),
+        )
+
+    def target_rows(self, split: DataFrame) -> DataFrame:
+        """Good rows in the target's shape: the final result's fields + source coordinates."""
+        res_type = split.schema[_RES].dataType
+        from pyspark.sql.types import StructType
+
+        if isinstance(res_type, StructType):
+            payload = [F.col(f"{_RES}.{f.name}").alias(f.name) for f in res_type.fields]
+        else:
+            payload = [F.col(_RES).alias(self.stages[-1].name)]
+        extra: list[Column] = []
+        if self.config.target.source_columns:
+            extra = [
+                F.col("topic").alias("_source_topic"),
+                F.col("partition").alias("_source_partition"),
+                F.col("offset").alias("_source_offset"),
+                F.col("timestamp").alias("_source_timestamp"),
+            ]
+        return split.where(F.col(_ERR).isNull()).select(*payload, *extra)
+
+    def _observed_counts(self) -> list[Column]:
+        err = F.col(_ERR)
+        cols = [
+            F.count(F.lit(1)).alias("records_in"),
+            F.count(err).alias("records_quarantined"),
+        ]
+        for s in self.stages:
+            cols.append(F.count(F.when(err.getField("stage") == s.name, 1)).alias(f"stage:{s.name}"))
+        cols.append(F.count(F.when(err.getField("retriable"), 1)).alias("retriable"))
+        # attempts beyond the first, over failed records (retries of records that later
+        # succeeded are counted by the stage that retried them, see metrics.py)
+        cols.append(F.coalesce(F.sum(F.greatest(err.getField("attempts") - 1, F.lit(0))), F.lit(0)).alias("retries"))
+        return cols
+
+    # ------------------------------------------------------------------ the batch
+
+    def process_batch(self, df: DataFrame, batch_id: int, *, streaming: bool = False) -> BatchReport:
+        """Split one batch and write both tables from one read of it.
+
+        Args:
+            df: the batch, Kafka-shaped.
+            batch_id: the micro-batch id (0 for a batch run).
+            streaming: write the target with ``txnAppId``/``txnVersion`` = batch id
+                (streaming), else with an insert-only MERGE (batch).
+
+        Returns:
+            The batch report (also sent to the listeners).
+
+        Raises:
+            ToleranceExceededError: after the quarantine write, before the target write.
+            QuarantineWriteError: the quarantine write failed; nothing else written.
+        """
+        run = self.run_info()
+        now = self.clock()
+        split = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+            # The one pass: builds the persisted batch and counts everything on the way.
+            split.observe(obs, *self._observed_counts()).write.format("noop").mode("overwrite").save()
+            counts: Mapping[str, Any] = obs.get
+            records_in = int(counts["records_in"])
+            quarantined = int(counts["records_quarantined"])
+
+            if quarantined:
+                rows = quarantine_rows(
+                    split.where(F.col(_ERR).isNotNull()),
+                    pipeline=self.config.pipeline, run_id=run.run_id, batch_id=batch_id, now=now,
+                )
+                merge_quarantine(self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline)
+
+            self._check_tolerance(quarantined, now)
+
+            good = self.target_rows(split)
+            if streaming:
+                append_batch(good, self.target_table, pipeline=self.config.pipeline, batch_id=batch_id)
+            else:
+                merge_new_rows(self.spark, good, self.target_table)
+        finally:
+            split.unpersist()
+
+        report = BatchReport(
+            run=run,
+            batch_id=batch_id,
+            records_in=records_in,
+            records_ok=records_in - quarantined,
+            records_quarantined=quarantined,
+            quarantined_by_stage={
+                s.name: int(counts[f"stage:{s.name}"]) for s in self.stages if int(counts[f"stage:{s.name}"])
+            },
+            metrics={
+                "total-record-failures": float(quarantined),
+                "total-record-errors": float(quarantined),
+                "total-records-skipped": float(quarantined),
+                "total-retries": float(counts["retries"]),
+                "deadletterqueue-produce-requests": float(quarantined),
+                "deadletterqueue-produce-failures": 0.0,
+            },
+            finished_at=self.clock(),
+        )
+        for problem in fan_out(self.listeners, "on_batch", report):
+            log.warning("listener failed on batch %s: %s", batch_id, problem)
+        return report
+
+    def _check_tolerance(self, errors: int, now: dt.datetime) -> None:
+        """Fail the run if the errors of this batch break the tolerance (see tolerance.py)."""
+        from quarantine.errors import ToleranceExceededError
+
+        if errors and self.config.errors.tolerance.value == "none":
+            raise ToleranceExceededError(
+                f"errors.tolerance=none: {errors} record(s) failed in batch; they are in the "
+                f"quarantine table {self.quarantine_table}; the target was not written",
+                limit="errors.tolerance", count=errors, window="batch",
+            )
+
+    # ------------------------------------------------------------------ runs
+
+    def read_source(self) -> DataFrame:
+        """Read a Kafka-shaped Delta/Parquet source as one batch, checking its shape."""
+        src = self.config.source
+        if src.format is SourceFormat.KAFKA:
+            raise SourceError("a kafka source is read by the streaming runner (quarantine.streaming)")
+        if src.format is SourceFormat.PARQUET:
+            assert src.path is not None
+            df = self.spark.read.parquet(src.path)
+        else:
+            df = read_table(self.spark, src.path or src.table or "")
+        check_kafka_shaped(df, src.location)
+        return df
+
+    def run(self) -> RunSummary:
+        """Run the pipeline once: a batch run, or a streaming run for streaming sources."""
+        if self.config.source.streaming:
+            from quarantine import streaming
+
+            result: RunSummary = streaming.run_stream(self)
+            return result
+        run = self.run_info()
+        fan_out(self.listeners, "on_run_start", run)
+        try:
+            report = self.process_batch(self.read_source(), 0)
+        except BaseException as exc:
+            fan_out(self.listeners, "on_run_end", run, RunStatus.FAILED, exc)
+            raise
+        fan_out(self.listeners, "on_run_end", run, RunStatus.SUCCEEDED, None)
+        return RunSummary(run=run, batches=(report,), status=RunStatus.SUCCEEDED)
+
+
+def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
+    """The listeners a config asks for (metrics table, MLflow, error log)."""
+    return []
+
