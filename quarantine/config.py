@@ -119,11 +119,11 @@ def is_secret_key(key: str) -> bool:
 
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     """Redact ``key=value`` secrets and every known secret value inside free text."""
-    out = _SECRET_PAIR.sub(lambda m: f"{m.group('k')}{m.group('sep')}{REDACTED}", text)
-    for s in secrets:
-        if s:
-            out = out.replace(s, REDACTED)
-    return out
+    out = text
+    # Longest first, so a whole JAAS line is masked before the password inside it.
+    for s in sorted({s for s in secrets if s}, key=len, reverse=True):
+        out = out.replace(s, REDACTED)
+    return _SECRET_PAIR.sub(lambda m: f"{m.group('k')}{m.group('sep')}{REDACTED}", out)
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -152,8 +152,16 @@ def collect_secrets(value: Any, key: str = "") -> tuple[str, ...]:
     elif isinstance(value, list | tuple):
         for v in value:
             found.extend(collect_secrets(v, key))
-    elif key and is_secret_key(key) and value is not None and str(value):
-        found.append(str(value))
+    else:
+        if key and is_secret_key(key) and value is not None and str(value):
+            found.append(str(value))
+        if isinstance(value, str):
+            # values of password=… pairs inside any string (a JAAS line, a JDBC URL), so a
+            # bare occurrence of the password alone in an exception message is masked too
+            for m in _SECRET_PAIR.finditer(value):
+                inner = m.group("v").strip("\"'")
+                if inner and inner != REDACTED:
+                    found.append(inner)
     return tuple(found)
 
 
