@@ -325,7 +325,13 @@ def _retriable(key: str, value: Any) -> tuple[str, ...]:
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(key, value, "a list of exception class names")
+    for v in value:
+        if not _CLASS_NAME.match(v):
+            raise ConfigError(key, v, "an exception class name, simple or dotted (pkg.module.Class)")
     return tuple(value)
+
+
+_CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 _ERRORS_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
