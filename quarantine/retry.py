@@ -47,7 +47,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 from quarantine.config import ErrorsConfig, Tolerance
@@ -57,6 +57,7 @@ __all__ = [
     "DELTA_NOT_RETRIABLE",
     "DELTA_RETRIABLE",
     "SYSTEM_CLOCK",
+    "WRITE_RETRY_TIMEOUT_MS",
     "Clock",
     "RetriableClassifier",
     "RetryOutcome",
@@ -66,6 +67,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: The retry budget of table writes when ``errors.retry.timeout`` is 0 (see
+#: :meth:`RetryWithToleranceOperator.for_writes`).
+WRITE_RETRY_TIMEOUT_MS = 120_000
 
 #: Delta commit conflicts on append/delete/idempotent-transaction: the write is
 #: re-run against the new table version (our writes are idempotent MERGEs or
@@ -290,6 +295,28 @@ class RetryWithToleranceOperator:
         """The operator for a pipeline's ``errors.*`` config."""
         policy = RetryPolicy.from_config(errors, predicate)
         return cls(policy, errors.tolerance, clock, rng, on_retry)
+
+    @classmethod
+    def for_writes(
+        cls,
+        errors: ErrorsConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: Callable[[], float] = random.random,
+        on_retry: Callable[[str, int, BaseException, float], None] | None = None,
+    ) -> RetryWithToleranceOperator:
+        """The operator for the batch's table writes (quarantine, target, metrics).
+
+        Same backoff keys, but ``errors.retry.timeout=0`` (no retries of records,
+        the default) still gives writes :data:`WRITE_RETRY_TIMEOUT_MS` for Delta
+        commit conflicts: re-running an idempotent write is always safe, and two
+        pipelines sharing one quarantine table must both succeed. Writes never
+        tolerate a final failure (use :meth:`call`).
+        """
+        policy = RetryPolicy.from_config(errors)
+        if policy.timeout_ms == 0:
+            policy = replace(policy, timeout_ms=WRITE_RETRY_TIMEOUT_MS)
+        return cls(policy, Tolerance.NONE, clock, rng, on_retry)
 
     def execute(self, operation: Callable[[], T], *, name: str = "operation") -> RetryOutcome[T]:
         """Run ``operation``, retrying retriable failures within the budget.

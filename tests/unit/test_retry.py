@@ -10,6 +10,7 @@ import pytest
 from quarantine.config import ErrorsConfig, Tolerance
 from quarantine.errors import RetriesExhaustedError
 from quarantine.retry import (
+    WRITE_RETRY_TIMEOUT_MS,
     RetriableClassifier,
     RetryPolicy,
     RetryWithToleranceOperator,
@@ -296,3 +297,16 @@ def test_policy_from_config_takes_every_retry_key() -> None:
 def test_hand_built_policy_is_validated(kwargs: dict[str, float], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_writes_retry_delta_conflicts_even_when_record_retries_are_off() -> None:
+    cfg = ErrorsConfig.from_mapping({"deadletterqueue.table.name": "/tmp/q", "tolerance": "all"})
+    assert cfg.retry_timeout_ms == 0
+    clock = FakeClock()
+    op = RetryWithToleranceOperator.for_writes(cfg, clock=clock, rng=_const(0.5))
+    assert op.policy.timeout_ms == WRITE_RETRY_TIMEOUT_MS
+    assert op.tolerance is Tolerance.NONE
+    assert op.call(Flaky(3, ConcurrentAppendException), name="merge") == ("ok", 4)
+    assert clock.sleeps_ms() == [300, 600, 1200]
+    budget = ErrorsConfig.from_mapping({"deadletterqueue.table.name": "/tmp/q", "retry.timeout": 5})
+    assert RetryWithToleranceOperator.for_writes(budget).policy.timeout_ms == 5
