@@ -1,0 +1,211 @@
+"""Error-context logging (KIP-298) and secret redaction of error text.
+
+Two jobs, both about what a person may read:
+
+* **Error-context log lines.** With ``errors.log.enable`` (or a
+  ``log_and_continue`` handler for a kind), each batch logs one line per failed
+  record for a bounded sample — at most :data:`SAMPLE_PER_BATCH` records per
+  batch, plus a line saying how many more there were — at WARNING on the
+  ``quarantine.errors`` logger: pipeline, run, batch, stage, kind, error class,
+  message, attempts and the source coordinates (topic, partition, offset). The
+  record's key and value are added only with ``errors.log.include.messages``
+  (off by default: payloads may hold personal data), truncated to
+  :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
+  with ``errors.log.include.configs``. Stack traces are never logged; they go
+  to the quarantine table, and only with
+  ``errors.deadletterqueue.context.stacktrace.enable``.
+* **Redaction.** Every configured secret value (:meth:`PipelineConfig.secrets`)
+  and every ``password=…``-style pair is replaced by ``[redacted]`` in log
+  lines (:func:`redact_text`) and, as Spark columns, in the error struct's
+  ``message`` and ``stacktrace`` before they reach the quarantine table
+  (:func:`redact_error`), whose ``error_history`` is built from the same struct.
+
+Sampling reads at most :data:`SAMPLE_PER_BATCH` rows of the already-persisted
+failed records (``limit`` + ``collect``); it never counts or rescans the source.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from quarantine.config import REDACTED, ErrorsConfig, redact_text
+
+__all__ = [
+    "MAX_PAYLOAD_CHARS",
+    "SAMPLE_PER_BATCH",
+    "ErrorContextLogger",
+    "redact_column",
+    "redact_error",
+    "sample_errors",
+]
+
+#: At most this many failed records are logged per batch.
+SAMPLE_PER_BATCH = 20
+#: Logged keys/values (with ``errors.log.include.messages``) are cut to this many characters.
+MAX_PAYLOAD_CHARS = 256
+#: Logged messages are cut to this many characters.
+MAX_MESSAGE_CHARS = 1000
+
+LOGGER_NAME = "quarantine.errors"
+
+# The Java-regex twin of quarantine.config._SECRET_PAIR (Spark's regexp_replace is Java).
+_SECRET_PAIR_JAVA = (
+    r"(?i)([\w.\-]*(?:password|passwd|secret|token|credential|api[._-]?key|"
+    r"private[._-]?key|access[._-]?key)[\w.\-]*)(\s*[=:]\s*)"
+    r"(\"[^\"]*\"|'[^']*'|[^\s;,&\"']+)"
+)
+
+
+def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
+    """A string column with every secret value and ``password=…`` pair masked (pure).
+
+    The column twin of :func:`quarantine.config.redact_text`: whole secrets
+    first, longest first, then the key/value pairs.
+    """
+    out = text
+    for s in sorted({s for s in secrets if s}, key=len, reverse=True):
+        out = F.replace(out, F.lit(s), F.lit(REDACTED))
+    return F.regexp_replace(out, _SECRET_PAIR_JAVA, f"$1$2{REDACTED}")
+
+
+def redact_error(error: Column, secrets: Iterable[str] = ()) -> Column:
+    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null)."""
+    keep = tuple(secrets)
+    return F.when(error.isNull(), error).otherwise(
+        error.withField("message", redact_column(error.getField("message"), keep)).withField(
+            "stacktrace", redact_column(error.getField("stacktrace"), keep)
+        )
+    )
+
+
+def sample_errors(
+    failed: DataFrame,
+    *,
+    error: str = "_q_error",
+    kinds: Collection[str] | None = None,
+    include_messages: bool = False,
+    limit: int = SAMPLE_PER_BATCH,
+) -> DataFrame:
+    """At most ``limit`` failed records, shaped for logging (pure; the caller collects).
+
+    Args:
+        failed: rows with the Kafka source coordinates and an error struct column.
+        error: the error struct column's name.
+        kinds: only these error kinds (None: all).
+        include_messages: keep ``key`` and ``value`` (else they are not selected at all).
+        limit: the bound.
+    """
+    err = F.col(error)
+    rows = failed.where(err.isNotNull())
+    if kinds is not None:
+        rows = rows.where(err.getField("kind").isin(sorted(kinds)))
+    cols = [
+        err.getField("stage").alias("stage"),
+        err.getField("kind").alias("kind"),
+        err.getField("error_class").alias("error_class"),
+        err.getField("message").alias("message"),
+        err.getField("attempts").alias("attempts"),
+        F.col("topic"), F.col("partition"), F.col("offset"),
+    ]
+    if include_messages:
+        cols += [F.col("key"), F.col("value")]
+    return rows.select(*cols).limit(limit)
+
+
+def _payload(b: Any) -> str:
+    if b is None:
+        return "null"
+    raw = bytes(b)
+    text = raw.decode("utf-8", errors="backslashreplace")
+    if len(text) > MAX_PAYLOAD_CHARS:
+        return repr(text[:MAX_PAYLOAD_CHARS]) + f"…(+{len(text) - MAX_PAYLOAD_CHARS} chars)"
+    return repr(text)
+
+
+@dataclass
+class ErrorContextLogger:
+    """Writes error-context lines for sampled failed records; every line is redacted.
+
+    Attributes:
+        include_messages: add the record's key and value (``errors.log.include.messages``).
+        include_configs: log the redacted config once per batch (``errors.log.include.configs``).
+        config: the redacted config (``PipelineConfig.redacted()``).
+        secrets: values to mask (``PipelineConfig.secrets()``).
+        logger: where lines go.
+        lines_logged: records logged so far (the ``total-errors-logged`` metric).
+    """
+
+    include_messages: bool = False
+    include_configs: bool = False
+    config: Mapping[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger(LOGGER_NAME))
+    lines_logged: int = 0
+
+    @classmethod
+    def from_config(
+        cls, errors: ErrorsConfig, *, config: Mapping[str, Any], secrets: tuple[str, ...]
+    ) -> ErrorContextLogger:
+        """The logger for a pipeline's ``errors.log.*`` keys."""
+        return cls(errors.log_include_messages, errors.log_include_configs, config, secrets)
+
+    def log_batch(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        pipeline: str,
+        run_id: str,
+        batch_id: int,
+        total: int | None = None,
+    ) -> int:
+        """Log one line per sampled record (and how many were left out).
+
+        Args:
+            rows: sampled records (see :func:`sample_errors`; ``Row.asDict()`` or mappings).
+            pipeline: the pipeline's name.
+            run_id: the run.
+            batch_id: the micro-batch.
+            total: the batch's failed records of the logged kinds, if known.
+
+        Returns:
+            The number of record lines written.
+        """
+        where = f"pipeline={pipeline} run={run_id} batch={batch_id}"
+        if rows and self.include_configs:
+            cfg = json.dumps(self.config, sort_keys=True, default=str)
+            self._emit(f"error context [{where}] config={cfg}")
+        for row in rows:
+            message = str(row.get("message") or "")
+            if len(message) > MAX_MESSAGE_CHARS:
+                message = message[:MAX_MESSAGE_CHARS] + "…"
+            parts = [
+                f"error context [{where}]",
+                f"stage={row.get('stage')}",
+                f"kind={row.get('kind')}",
+                f"class={row.get('error_class')}",
+                f"topic={row.get('topic')}",
+                f"partition={row.get('partition')}",
+                f"offset={row.get('offset')}",
+                f"attempts={row.get('attempts')}",
+                f"message={message!r}",
+            ]
+            if self.include_messages:
+                parts += [f"key={_payload(row.get('key'))}", f"value={_payload(row.get('value'))}"]
+            self._emit(" ".join(parts))
+        if total is not None and total > len(rows):
+            self._emit(
+                f"error context [{where}] {total - len(rows)} more failed record(s) not logged "
+                f"(at most {SAMPLE_PER_BATCH} per batch); all are in the quarantine table"
+            )
+        self.lines_logged += len(rows)
+        return len(rows)
+
+    def _emit(self, line: str) -> None:
+        self.logger.warning("%s", redact_text(line, self.secrets))
