@@ -36,8 +36,10 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig, SourceFormat
-from quarantine.errors import SourceError
+from quarantine.errorlog import redact_error
+from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, SourceError
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
+from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks import read_table
 from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
@@ -142,6 +144,8 @@ class Pipeline:
         batch_hooks: extra per-batch steps run on the persisted batch before the
             writes; each may return breaches and a replacement error column
             (used by expectation validation). See :class:`BatchHook`.
+        write_retry: the retry operator for the batch's table writes; None builds
+            :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
     """
 
     config: PipelineConfig
@@ -151,6 +155,7 @@ class Pipeline:
     listeners: list[RunListener] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = _utcnow
     batch_hooks: list[Any] = field(default_factory=list)
+    write_retry: RetryWithToleranceOperator | None = None
     _run: RunInfo | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ building
@@ -298,19 +303,35 @@ class Pipeline:
             quarantined = int(counts["records_quarantined"])
 
             if quarantined:
+                failed = split.where(F.col(_ERR).isNotNull())
                 rows = quarantine_rows(
-                    split.where(F.col(_ERR).isNotNull()),
+                    # configured secrets never reach message/stacktrace/error_history
+                    failed.withColumn(_ERR, redact_error(F.col(_ERR), self.config.secrets())),
                     pipeline=self.config.pipeline, run_id=run.run_id, batch_id=batch_id, now=now,
                 )
-                merge_quarantine(self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline)
+                self._write(
+                    f"quarantine MERGE into {self.quarantine_table}",
+                    lambda: merge_quarantine(
+                        self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline
+                    ),
+                    quarantine=True,
+                )
 
             self._check_tolerance(quarantined, now)
 
             good = self.target_rows(split)
             if streaming:
-                append_batch(good, self.target_table, pipeline=self.config.pipeline, batch_id=batch_id)
+                self._write(
+                    f"target append to {self.target_table}",
+                    lambda: append_batch(
+                        good, self.target_table, pipeline=self.config.pipeline, batch_id=batch_id
+                    ),
+                )
             else:
-                merge_new_rows(self.spark, good, self.target_table)
+                self._write(
+                    f"target MERGE into {self.target_table}",
+                    lambda: merge_new_rows(self.spark, good, self.target_table),
+                )
         finally:
             split.unpersist()
 
@@ -336,6 +357,25 @@ class Pipeline:
         for problem in fan_out(self.listeners, "on_batch", report):
             log.warning("listener failed on batch %s: %s", batch_id, problem)
         return report
+
+    def _write(self, name: str, write: Callable[[], None], *, quarantine: bool = False) -> int:
+        """Run a table write under the write retry policy (see :mod:`quarantine.retry`).
+
+        Returns the attempts made. Raises :class:`QuarantineWriteError` when the
+        quarantine write still fails (the batch is not committed), else
+        :class:`RetriesExhaustedError`.
+        """
+        retry = self.write_retry or RetryWithToleranceOperator.for_writes(self.config.errors)
+        try:
+            _, attempts = retry.call(write, name=name)
+        except RetriesExhaustedError as exc:
+            if quarantine:
+                raise QuarantineWriteError(
+                    f"{exc}; the batch is not committed: the target was not written and "
+                    "offsets were not committed"
+                ) from exc
+            raise
+        return attempts
 
     def _check_tolerance(self, errors: int, now: dt.datetime) -> None:
         """Fail the run if the errors of this batch break the tolerance (see tolerance.py)."""
