@@ -1,0 +1,183 @@
+"""``expectation``: route rows that fail a GX suite's row-level expectations to quarantine.
+
+YAML::
+
+    - name: expect_order
+      type: expectation
+      options:
+        suite: conf/expectations/orders.json
+        on_breach: {default: warn, expect_column_mean_to_be_between: fail}
+        validate_every: 1
+
+The stage's input is a struct (usually the parsed record); each expectation's
+``column`` is a field of it. Translated expectations (see
+:mod:`quarantine.expectations.translate`) become one native predicate each,
+evaluated in the same pass as the other stages; a row failing any of them gets
+an error of kind ``expectation``: ``error_class`` = the first failing
+expectation's type, ``message`` = every failing expectation with its column,
+arguments and the value found. The result is the input, unchanged.
+
+The whole suite, translated or not, is validated by GX on the batch
+(:mod:`quarantine.expectations.validate`, every ``validate_every`` batches);
+a failed expectation there is a tolerance breach whose action comes from
+``on_breach``. Untranslated expectations are listed by :attr:`untranslated`
+and reported in the run summary, never silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from quarantine.config import BreachAction, StageSpec
+from quarantine.errors import ConfigError
+from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
+from quarantine.expectations.translate import RowCheck, combine, translate, untranslated_reason
+from quarantine.expectations.validate import BreachPolicy
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, outcome
+
+__all__ = ["ExpectationStage", "from_spec", "validation_frame"]
+
+
+@dataclass(frozen=True, repr=False)
+class ExpectationStage(Stage):
+    """Row-level routing for a GX suite, plus what the batch validation needs.
+
+    Attributes:
+        name: the stage's name.
+        suite: the loaded suite.
+        on_breach: what a failed expectation in GX's batch validation does.
+        validate_every: run GX's batch validation on every N-th batch (1 = every batch).
+        input: the struct column or stage to check (default: the previous stage).
+    """
+
+    name: str
+    suite: Suite
+    on_breach: BreachPolicy = field(default_factory=BreachPolicy)
+    validate_every: int = 1
+    input: str | None = None
+    kind: ErrorKind = field(default=ErrorKind.EXPECTATION)
+
+    def __post_init__(self) -> None:
+        if self.validate_every < 1:
+            raise ConfigError(
+                f"stage {self.name}: options.validate_every", self.validate_every, "an integer ≥ 1"
+            )
+
+    @property
+    def translated(self) -> tuple[ExpectationSpec, ...]:
+        """Expectations checked per row (and by GX on the batch)."""
+        return tuple(e for e in self.suite.expectations if untranslated_reason(e) is None)
+
+    @property
+    def untranslated(self) -> tuple[ExpectationSpec, ...]:
+        """Expectations validated by GX on the batch only (aggregate, table-level, …)."""
+        return tuple(e for e in self.suite.expectations if untranslated_reason(e) is not None)
+
+    def untranslated_summary(self) -> tuple[str, ...]:
+        """``name (reason)`` for each untranslated expectation, for reports and logs."""
+        return tuple(f"{e.name} ({untranslated_reason(e)})" for e in self.untranslated)
+
+    def checks(self, record: Column) -> list[RowCheck]:
+        """The translated row checks over ``record``, in suite order."""
+        out = [translate(e, record) for e in self.translated]
+        return [c for c in out if c is not None]
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        verdict = combine(self.checks(value))
+        return outcome(value, verdict.failed, self.error(verdict.error_class, verdict.message))
+
+    def should_validate(self, batch_id: int) -> bool:
+        """Whether GX validates this batch (every ``validate_every``-th batch, from batch 0)."""
+        return batch_id % self.validate_every == 0
+
+    def observed_counts(self, error: Column) -> list[Column]:
+        """Aggregate columns counting quarantined rows per translated expectation.
+
+        For ``DataFrame.observe`` over the batch's final error column: one count
+        per expectation named ``expectation:<name>``, counting rows this stage
+        failed whose message lists that expectation (a row failing two
+        expectations counts for both).
+        """
+        mine = (error.getField("stage") == F.lit(self.name)) & (
+            error.getField("kind") == F.lit(self.kind.value)
+        )
+        return [
+            F.count(
+                F.when(mine & error.getField("message").contains(f"{e.describe()}: found "), 1)
+            ).alias(f"expectation:{e.name}")
+            for e in self.translated
+        ]
+
+
+_OPTIONS = frozenset({"suite", "on_breach", "validate_every"})
+
+
+def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
+    key = spec.key("options.on_breach")
+    allowed = " | ".join(a.value for a in BreachAction)
+    if isinstance(raw, str):
+        raw = {"default": raw}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            key, raw, f"an action ({allowed}) or a mapping of expectation type/name to action"
+        )
+    known = {e.type for e in suite.expectations} | {e.name for e in suite.expectations}
+    known.add("default")
+    actions: dict[str, BreachAction] = {}
+    for k, v in raw.items():
+        if k not in known:
+            raise ConfigError(
+                f"{key}.{k}", v, f"keys that are 'default' or an expectation type/name of suite "
+                f"'{suite.name}' ({', '.join(sorted(known - {'default'}))})",
+            )
+        try:
+            actions[str(k)] = BreachAction(str(v).strip().lower())
+        except ValueError:
+            raise ConfigError(f"{key}.{k}", v, f"one of {allowed}") from None
+    default = actions.pop("default", BreachAction.WARN)
+    return BreachPolicy(default=default, overrides=actions)
+
+
+def from_spec(spec: StageSpec) -> ExpectationStage:
+    """Build the stage from YAML; loads the suite and checks it with GX (fails at config time)."""
+    from quarantine.stages import option
+
+    unknown = sorted(set(spec.options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(
+            spec.key(f"options.{unknown[0]}"), spec.options[unknown[0]],
+            f"one of the expectation stage's options: {', '.join(sorted(_OPTIONS))}",
+        )
+    path = option(spec, "suite", kind=str)
+    try:
+        suite = load_suite(path)
+    except ConfigError as exc:
+        raise ConfigError(spec.key("options.suite"), path, exc.allowed) from None
+    suite.to_gx()  # unknown types / bad arguments are config errors, now
+    every = option(spec, "validate_every", 1, kind=int)
+    if isinstance(every, bool) or every < 1:
+        raise ConfigError(spec.key("options.validate_every"), every, "an integer ≥ 1")
+    return ExpectationStage(
+        name=spec.name,
+        suite=suite,
+        on_breach=_policy(spec, option(spec, "on_breach", "warn"), suite),
+        validate_every=every,
+        input=spec.input,
+    )
+
+
+def validation_frame(df: DataFrame, record: Column, reached: Column) -> DataFrame:
+    """The flat frame GX validates: the fields of ``record`` for rows where ``reached``.
+
+    Args:
+        df: the staged batch (e.g. the output of :func:`quarantine.stage.apply_stages`).
+        record: the expectation stage's input struct column.
+        reached: true for rows that reached the stage (no earlier stage failed).
+    """
+    return df.where(reached).select(record.alias("_q_record")).select("_q_record.*")

@@ -1,0 +1,311 @@
+"""GX column-map expectations as native Spark predicates (pure Column functions).
+
+:func:`translate` turns one expectation into a :class:`RowCheck`: a non-null
+boolean ``unexpected`` column and a ``found`` column that says what the row
+held. :func:`combine` folds the checks of a suite into one verdict per row:
+``failed``, ``error_class`` (the type of the first failing expectation, in
+suite order) and ``message`` (every failing expectation, ``"; "``-separated,
+each as ``type(column=…, args…): found <value>``).
+
+The predicates reproduce GX 1.x's Spark semantics exactly (the differential
+test in ``tests/integration/test_expectations_differential.py`` holds them to
+GX's ``unexpected_count``):
+
+* Map expectations ignore NULLs (GX filters ``column IS NOT NULL`` out of the
+  domain), except ``..._to_not_be_null`` (NULL is the failure) and
+  ``..._to_be_null`` (every non-NULL value is a failure).
+* A predicate that evaluates to NULL (``isin`` against a set holding ``null``)
+  is not unexpected, as in GX (it counts ``unexpected == True``).
+* Regexes are Java regexes and *search* (``rlike``), they do not have to match
+  the whole value: anchor them with ``^…$`` for a full match.
+* ``mostly`` does not change routing: every unexpected row fails here;
+  ``mostly`` is the tolerance of the aggregate result (:mod:`.validate`).
+* ``expect_column_values_to_be_of_type`` is schema-level: the column's type is
+  the same in every row, so it fails all rows or none (``typeof`` of the
+  column against the Spark type class named by ``type_``; abstract classes such
+  as ``NumericType`` match their subclasses, as GX's ``isinstance`` does).
+* ``expect_column_values_to_be_unique`` is within the batch: a window count
+  partitioned by the value. That is a shuffle of the batch by that column
+  (one exchange + sort per unique expectation), the one translated check that
+  is not a per-row expression.
+
+Expectations this module does not translate (other types, ``row_condition``,
+``$PARAMETER`` arguments, unknown ``type_``) get :func:`untranslated_reason`;
+the stage lists them and GX still validates them on the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from quarantine.expectations.suite import ExpectationSpec
+
+__all__ = [
+    "TRANSLATED_TYPES",
+    "RowCheck",
+    "RowVerdict",
+    "combine",
+    "translate",
+    "untranslated_reason",
+]
+
+_SNIPPET = 64
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """One translated expectation, evaluated per row.
+
+    Attributes:
+        spec: the expectation.
+        unexpected: non-null boolean: true where the row fails the expectation.
+        found: what the row held, as text (only read where ``unexpected``).
+    """
+
+    spec: ExpectationSpec
+    unexpected: Column
+    found: Column
+
+    @property
+    def message(self) -> Column:
+        """``type(column=…, args…): found <value>``."""
+        return F.concat(F.lit(f"{self.spec.describe()}: found "), self.found)
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """A suite's outcome for a row.
+
+    Attributes:
+        failed: non-null boolean: some translated expectation failed.
+        error_class: the first failing expectation's type (suite order), else NULL.
+        message: every failing expectation's message joined by ``"; "``, else NULL.
+    """
+
+    failed: Column
+    error_class: Column
+    message: Column
+
+
+def _shown(v: Column) -> Column:
+    text = v.cast("string")
+    cut = F.when(F.length(text) > _SNIPPET, F.concat(F.substring(text, 1, _SNIPPET), F.lit("…")))
+    return F.when(v.isNull(), F.lit("NULL")).otherwise(
+        F.concat(F.lit("'"), F.coalesce(cut, text), F.lit("'"))
+    )
+
+
+def _not_null_and(v: Column, unexpected: Column) -> Column:
+    """GX's map rule: NULL values are out of the domain; a NULL predicate is not a failure."""
+    return v.isNotNull() & F.coalesce(unexpected, F.lit(False))
+
+
+def _range(x: Column, kw: Mapping[str, Any]) -> Column:
+    """GX's between: the *expected* condition (inclusive unless strict_min/strict_max)."""
+    lo, hi = kw.get("min_value"), kw.get("max_value")
+    parts: list[Column] = []
+    if lo is not None:
+        parts.append(x > F.lit(lo) if kw.get("strict_min") else x >= F.lit(lo))
+    if hi is not None:
+        parts.append(x < F.lit(hi) if kw.get("strict_max") else x <= F.lit(hi))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+# Spark type class name (GX's ``type_``) -> typeof() strings it accepts; abstract
+# classes list every concrete subclass, as GX's isinstance check does.
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_FRACTIONAL = ("float", "double", "decimal")
+_TYPEOF: dict[str, tuple[str, ...]] = {
+    "StringType": ("string",),
+    "BinaryType": ("binary",),
+    "BooleanType": ("boolean",),
+    "ByteType": ("tinyint",),
+    "ShortType": ("smallint",),
+    "IntegerType": ("int",),
+    "LongType": ("bigint",),
+    "FloatType": ("float",),
+    "DoubleType": ("double",),
+    "DecimalType": ("decimal",),
+    "DateType": ("date",),
+    "TimestampType": ("timestamp",),
+    "TimestampNTZType": ("timestamp_ntz",),
+    "ArrayType": ("array",),
+    "MapType": ("map",),
+    "StructType": ("struct",),
+    "IntegralType": _INTEGRAL,
+    "FractionalType": _FRACTIONAL,
+    "NumericType": _INTEGRAL + _FRACTIONAL,
+}
+
+
+def _type_matches(v: Column, type_name: str) -> Column:
+    # typeof gives e.g. "decimal(10,2)", "array<int>", "string collate UTF8_LCASE": compare the head
+    head = F.regexp_extract(F.typeof(v), r"^([a-z_]+)", 1)
+    return head.isin(list(_TYPEOF[type_name]))
+
+
+def _not_null(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, v.isNull(), F.lit("NULL"))
+
+
+def _null(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, v.isNotNull(), _shown(v))
+
+
+def _between(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, ~_range(v, spec.kwargs)), _shown(v))
+
+
+def _in_set(spec: ExpectationSpec, v: Column) -> RowCheck:
+    values = spec.kwargs.get("value_set")
+    if values is None:  # GX: vacuously true
+        return RowCheck(spec, F.lit(False), _shown(v))
+    return RowCheck(spec, _not_null_and(v, ~v.isin(list(values))), _shown(v))
+
+
+def _not_in_set(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, v.isin(list(spec.kwargs["value_set"]))), _shown(v))
+
+
+def _regex(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, ~v.rlike(spec.kwargs["regex"])), _shown(v))
+
+
+def _not_regex(spec: ExpectationSpec, v: Column) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, v.rlike(spec.kwargs["regex"])), _shown(v))
+
+
+def _lengths(spec: ExpectationSpec, v: Column) -> RowCheck:
+    n = F.length(v)
+    found = F.concat(_shown(v), F.lit(" (length "), n.cast("string"), F.lit(")"))
+    return RowCheck(spec, _not_null_and(v, ~_range(n, spec.kwargs)), found)
+
+
+def _length_equal(spec: ExpectationSpec, v: Column) -> RowCheck:
+    n = F.length(v)
+    found = F.concat(_shown(v), F.lit(" (length "), n.cast("string"), F.lit(")"))
+    return RowCheck(spec, _not_null_and(v, n != F.lit(spec.kwargs["value"])), found)
+
+
+def _of_type(spec: ExpectationSpec, v: Column) -> RowCheck:
+    type_name = str(spec.kwargs["type_"])
+    return RowCheck(spec, ~_type_matches(v, type_name), F.concat(F.lit("type "), F.typeof(v)))
+
+
+def _unique(spec: ExpectationSpec, v: Column) -> RowCheck:
+    # Within the batch: the window is the one shuffle of the translated checks.
+    n = F.count(F.lit(1)).over(Window.partitionBy(v))
+    found = F.concat(_shown(v), F.lit(" ("), n.cast("string"), F.lit(" times in the batch)"))
+    return RowCheck(spec, v.isNotNull() & (n > 1), found)
+
+
+_TRANSLATORS: dict[str, Callable[[ExpectationSpec, Column], RowCheck]] = {
+    "expect_column_values_to_not_be_null": _not_null,
+    "expect_column_values_to_be_null": _null,
+    "expect_column_values_to_be_between": _between,
+    "expect_column_values_to_be_in_set": _in_set,
+    "expect_column_values_to_not_be_in_set": _not_in_set,
+    "expect_column_values_to_match_regex": _regex,
+    "expect_column_values_to_not_match_regex": _not_regex,
+    "expect_column_value_lengths_to_be_between": _lengths,
+    "expect_column_value_lengths_to_equal": _length_equal,
+    "expect_column_values_to_be_of_type": _of_type,
+    "expect_column_values_to_be_unique": _unique,
+}
+
+#: The expectation types :func:`translate` turns into row predicates.
+TRANSLATED_TYPES: frozenset[str] = frozenset(_TRANSLATORS)
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "expect_column_values_to_not_be_in_set": ("value_set",),
+    "expect_column_values_to_match_regex": ("regex",),
+    "expect_column_values_to_not_match_regex": ("regex",),
+    "expect_column_value_lengths_to_equal": ("value",),
+    "expect_column_values_to_be_of_type": ("type_",),
+}
+
+
+def _has_parameter(v: Any) -> bool:
+    if isinstance(v, Mapping):
+        return "$PARAMETER" in v or any(_has_parameter(x) for x in v.values())
+    if isinstance(v, list | tuple):
+        return any(_has_parameter(x) for x in v)
+    return False
+
+
+def untranslated_reason(spec: ExpectationSpec) -> str | None:
+    """Why ``spec`` is not translated to a row predicate, or None if it is.
+
+    An untranslated expectation is validated by GX on the whole batch only.
+    """
+    kw = spec.kwargs
+    if spec.type not in _TRANSLATORS:
+        return "not a translated row-level expectation type"
+    if spec.column is None:
+        return "no 'column' argument"
+    if kw.get("row_condition"):
+        return "has a row_condition (conditional expectations are validated by GX only)"
+    if _has_parameter(dict(kw)):
+        return "uses $PARAMETER arguments (resolved by GX at validation time)"
+    for req in _REQUIRED.get(spec.type, ()):
+        if kw.get(req) is None:
+            return f"missing argument '{req}'"
+    if spec.type in (
+        "expect_column_values_to_be_between", "expect_column_value_lengths_to_be_between"
+    ):
+        lo, hi = kw.get("min_value"), kw.get("max_value")
+        if lo is None and hi is None:
+            return "neither min_value nor max_value is set"
+        if lo is not None and hi is not None and _gt(lo, hi):
+            return "min_value > max_value (GX reports this as an error)"
+    if spec.type == "expect_column_values_to_be_of_type" and str(kw["type_"]) not in _TYPEOF:
+        return f"type_ '{kw['type_']}' is not one of {', '.join(sorted(_TYPEOF))}"
+    if spec.type in ("expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"):
+        vs = kw.get("value_set")
+        if vs is not None and not isinstance(vs, list | tuple):
+            return "value_set is not a list"
+    return None
+
+
+def _gt(a: Any, b: Any) -> bool:
+    try:
+        return bool(a > b)
+    except TypeError:
+        return False
+
+
+def translate(spec: ExpectationSpec, record: Column) -> RowCheck | None:
+    """The row predicate of ``spec`` over the struct ``record``, or None if untranslated.
+
+    Args:
+        spec: one expectation of a suite.
+        record: a struct column whose fields are the suite's columns (the
+            expectation stage's input).
+
+    Returns:
+        A :class:`RowCheck`, or None when :func:`untranslated_reason` gives a reason.
+    """
+    if untranslated_reason(spec) is not None:
+        return None
+    assert spec.column is not None
+    return _TRANSLATORS[spec.type](spec, record.getField(spec.column))
+
+
+def combine(checks: Sequence[RowCheck]) -> RowVerdict:
+    """Fold translated checks into one verdict per row (see :class:`RowVerdict`)."""
+    if not checks:
+        return RowVerdict(F.lit(False), F.lit(None).cast("string"), F.lit(None).cast("string"))
+    failed = checks[0].unexpected
+    for c in checks[1:]:
+        failed = failed | c.unexpected
+    error_class = F.coalesce(*[F.when(c.unexpected, F.lit(c.spec.type)) for c in checks])
+    message = F.concat_ws("; ", *[F.when(c.unexpected, c.message) for c in checks])
+    return RowVerdict(failed, error_class, F.when(failed, message))
