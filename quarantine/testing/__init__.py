@@ -11,17 +11,25 @@ from __future__ import annotations
 from quarantine.testing.kafka import (
     BrokerError,
     KafkaBroker,
+    Ledger,
     ProducedRecord,
     Record,
     create_topics,
+    kafka_pipeline_conf,
+    ledger,
+    order_records,
     produce,
 )
 
 __all__ = [
     "BrokerError",
     "KafkaBroker",
+    "Ledger",
     "ProducedRecord",
     "Record",
     "create_topics",
+    "kafka_pipeline_conf",
+    "ledger",
+    "order_records",
     "produce",
 ]

@@ -34,6 +34,7 @@ import contextlib
 import functools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -43,19 +44,26 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from quarantine.errors import QuarantineError
 from quarantine.session import local_jars
 
 __all__ = [
+    "ORDER_SCHEMA_DDL",
+    "POISON_KINDS",
     "BrokerError",
     "KafkaBroker",
+    "Ledger",
     "ProducedRecord",
     "Record",
     "broker_classpath",
     "create_topics",
     "free_port",
+    "kafka_pipeline_conf",
+    "ledger",
     "main",
+    "order_records",
     "produce",
 ]
 
@@ -396,8 +404,8 @@ def create_topics(
     Raises:
         BrokerError: a topic could not be created (an existing topic is an error too).
     """
-    from confluent_kafka import NewTopic
     from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     cfg = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **(config or {})}
     admin = AdminClient(_quiet({"bootstrap.servers": bootstrap}))
@@ -507,6 +515,240 @@ def produce(
             f"{remaining} still queued; first failures: {failures[:3]}"
         )
     return acked
+
+
+#: Poison kinds :func:`order_records` makes, each caught by a stage of ``conf/orders_kafka.yml``.
+POISON_KINDS: tuple[str, ...] = (
+    "invalid_utf8", "truncated_json", "wrong_type", "missing_field", "empty_value",
+    "null_value", "negative_amount", "bad_currency", "bad_timestamp", "json_array",
+)
+
+
+def _order_json(i: int, amount: float) -> str:
+    # formatted by hand: json.dumps is the bottleneck at a few hundred thousand records
+    days, sec = divmod(i, 86_400)
+    created = f"2026-01-{1 + days % 28:02d} {sec // 3600:02d}:{sec % 3600 // 60:02d}:{sec % 60:02d}"
+    return (
+        f'{{"order_id":"ord-{i:07d}","customer_email":"customer{i % 5000}@example.com",'
+        f'"amount":{amount},"currency":"{("EUR", "USD", "GBP")[i % 3]}","quantity":{i % 7 + 1},'
+        f'"sku":"SKU-{i % 977:04d}","status":"{("created", "paid", "shipped")[i % 3]}",'
+        f'"created_at":"{created}"}}'
+    )
+
+
+def _poison(kind: str, text: str) -> bytes | None:
+    good: dict[str, object] = json.loads(text)
+    if kind == "invalid_utf8":
+        return b"\xc3\x28\xff\xfe" + text.encode()
+    if kind == "truncated_json":
+        return text[:25].encode()
+    if kind == "wrong_type":
+        return json.dumps({**good, "amount": "abc"}).encode()
+    if kind == "missing_field":
+        return json.dumps({k: v for k, v in good.items() if k != "order_id"}).encode()
+    if kind == "empty_value":
+        return b""
+    if kind == "null_value":
+        return None
+    if kind == "negative_amount":
+        return json.dumps({**good, "amount": -float(str(good["amount"]))}).encode()
+    if kind == "bad_currency":
+        return json.dumps({**good, "currency": "XXX"}).encode()
+    if kind == "bad_timestamp":
+        return json.dumps({**good, "created_at": "2026-13-45 25:61:00"}).encode()
+    return f"[{text}]".encode()
+
+
+def order_records(
+    topics: Sequence[str],
+    partitions: int,
+    count: int,
+    *,
+    poison_rate: float = 0.01,
+    seed: int = 7,
+) -> list[Record]:
+    """``count`` order events spread round-robin over topics x partitions.
+
+    Deterministic for a seed. A ``poison_rate`` share are poison (the kinds in
+    :data:`POISON_KINDS`, in turn). Keys are binary (a customer id plus a 0xFF
+    byte); half the records carry a binary ``trace-id`` header, the rest none.
+    """
+    rng = random.Random(seed)
+    out: list[Record] = []
+    n_poison = 0
+    for i in range(count):
+        text = _order_json(i, round(rng.random() * 500 + 1, 2))
+        value: bytes | None
+        if rng.random() < poison_rate:
+            value = _poison(POISON_KINDS[n_poison % len(POISON_KINDS)], text)
+            n_poison += 1
+        else:
+            value = text.encode()
+        slot = i % (len(topics) * partitions)
+        headers = ((("trace-id", i.to_bytes(8, "big") + b"\xff"),) if i % 2 else None)
+        out.append(
+            Record(
+                topics[slot // partitions], value, key=f"cust-{i % 5000}".encode() + b"\xff",
+                partition=slot % partitions, headers=headers,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------- pipeline configs
+
+#: The JSON payload of :func:`order_records`.
+ORDER_SCHEMA_DDL = (
+    "order_id STRING, customer_email STRING, amount DOUBLE, currency STRING, "
+    "quantity INT, sku STRING, status STRING, created_at STRING"
+)
+
+
+def kafka_pipeline_conf(
+    bootstrap: str,
+    workdir: Path | str,
+    *,
+    topics: Sequence[str] = (),
+    topic_pattern: str | None = None,
+    pipeline: str = "orders_kafka_test",
+    processing_time: str | None = None,
+    max_offsets_per_trigger: int | None = None,
+    source_options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A streaming pipeline config (as YAML would load it) over order events.
+
+    Stages: ``decode_utf8`` then ``json`` (required ``order_id``, ``amount``,
+    ``currency``). Target, quarantine and checkpoint live under ``workdir``.
+    """
+    w = Path(workdir)
+    source: dict[str, Any] = {
+        "format": "kafka", "bootstrap.servers": bootstrap,
+        "starting.offsets": "earliest", "include.headers": True,
+    }
+    if topics:
+        source["topics"] = list(topics)
+    else:
+        source["topic.pattern"] = topic_pattern
+    if max_offsets_per_trigger:
+        source["max.offsets.per.trigger"] = max_offsets_per_trigger
+    if source_options:
+        source["options"] = dict(source_options)
+    return {
+        "pipeline": pipeline,
+        "source": source,
+        "target": {"table": str(w / "target"), "checkpoint": str(w / "checkpoint")},
+        "trigger": {"processing_time": processing_time} if processing_time else "available_now",
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(w / "quarantine")},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse_order", "type": "json", "options": {
+                "schema": ORDER_SCHEMA_DDL, "required": ["order_id", "amount", "currency"]}},
+        ],
+    }
+
+
+# ---------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What a run's two tables hold, checked against what was produced.
+
+    Attributes:
+        produced: records acknowledged by the broker.
+        in_target: rows in the target (by source coordinates).
+        in_quarantine: rows in the quarantine table for the pipeline.
+        duplicates: coordinates present more than once across both tables.
+        lost: produced coordinates present in neither table.
+        unexpected: coordinates in a table that were never produced.
+        bytes_mismatch: quarantined coordinates whose key/value/headers differ
+            from what was produced.
+    """
+
+    produced: int
+    in_target: int
+    in_quarantine: int
+    duplicates: tuple[tuple[str, int, int], ...]
+    lost: tuple[tuple[str, int, int], ...]
+    unexpected: tuple[tuple[str, int, int], ...]
+    bytes_mismatch: tuple[tuple[str, int, int], ...]
+
+    @property
+    def exactly_once(self) -> bool:
+        """Every produced record is in exactly one table, byte-exact in quarantine."""
+        return not (self.duplicates or self.lost or self.unexpected or self.bytes_mismatch)
+
+    def describe(self) -> str:
+        return (
+            f"produced={self.produced} target={self.in_target} quarantine={self.in_quarantine} "
+            f"duplicates={len(self.duplicates)} lost={len(self.lost)} "
+            f"unexpected={len(self.unexpected)} bytes_mismatch={len(self.bytes_mismatch)} "
+            f"(first: dup {self.duplicates[:3]} lost {self.lost[:3]} "
+            f"bytes {self.bytes_mismatch[:3]})"
+        )
+
+
+def _b(x: object) -> bytes | None:
+    return None if x is None else bytes(x)  # type: ignore[call-overload]
+
+
+def ledger(
+    spark: Any, produced: Sequence[ProducedRecord], *, target: str, quarantine: str, pipeline: str
+) -> Ledger:
+    """Compare the target and quarantine Delta tables (paths) with what was produced.
+
+    The target must keep its source coordinates (``_source_topic`` …). Collects
+    coordinates to the driver: meant for tests of up to a few million records.
+    """
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    coords = Counter[tuple[str, int, int]]()
+    t_rows = (
+        spark.read.format("delta").load(target)
+        .select("_source_topic", "_source_partition", "_source_offset").collect()
+        if _delta_exists(spark, target) else []
+    )
+    q_df = (
+        spark.read.format("delta").load(quarantine).where(F.col("pipeline") == pipeline)
+        if _delta_exists(spark, quarantine) else None
+    )
+    q_rows = (
+        q_df.select("topic", "partition", "offset", "key", "value", "headers").collect()
+        if q_df is not None else []
+    )
+    for r in t_rows:
+        coords[(r[0], int(r[1]), int(r[2]))] += 1
+    for r in q_rows:
+        coords[(r[0], int(r[1]), int(r[2]))] += 1
+    by_coord = {(p.topic, p.partition, p.offset): p for p in produced}
+    mismatch = []
+    for r in q_rows:
+        c = (r[0], int(r[1]), int(r[2]))
+        p = by_coord.get(c)
+        if p is None:
+            continue
+        headers = (
+            tuple((h["key"], _b(h["value"])) for h in r["headers"]) if r["headers"] else None
+        )
+        if (_b(r["key"]), _b(r["value"]), headers) != (p.key, p.value, p.headers):
+            mismatch.append(c)
+    return Ledger(
+        produced=len(produced),
+        in_target=len(t_rows),
+        in_quarantine=len(q_rows),
+        duplicates=tuple(sorted(c for c, n in coords.items() if n > 1)),
+        lost=tuple(sorted(c for c in by_coord if c not in coords)),
+        unexpected=tuple(sorted(c for c in coords if c not in by_coord)),
+        bytes_mismatch=tuple(sorted(mismatch)),
+    )
+
+
+def _delta_exists(spark: Any, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, path))
 
 
 # ---------------------------------------------------------------------- command line

@@ -1,0 +1,269 @@
+"""The streaming runner: Kafka (or a Kafka-shaped Delta table) → one ``foreachBatch``.
+
+``run_stream(pipeline)`` reads the source with ``readStream``, and for every
+micro-batch calls :meth:`Pipeline.process_batch(df, batch_id, streaming=True)
+<quarantine.runner.Pipeline.process_batch>`, which splits the batch once and
+writes quarantine then target from one persisted read of it.
+
+Exactly-once contract, and what it rests on:
+
+* Spark commits a micro-batch's offsets to the checkpoint only after its
+  ``foreachBatch`` function returned. A crash anywhere inside it (before,
+  between or after the two writes, during a MERGE) makes the restarted query
+  run the same batch id over the same offsets again.
+* The replayed batch writes nothing twice: the target append carries
+  ``txnAppId``/``txnVersion`` = batch id, and the quarantine MERGE leaves rows
+  that the same ``(run_id, batch_id)`` already wrote untouched.
+* That needs a ``run_id`` that survives restarts: it is the streaming query's
+  ``id``, which Spark persists in the checkpoint (``<checkpoint>/metadata``).
+  A fresh checkpoint is a new query id, hence a new run.
+
+Triggers: ``available_now`` drains what is there (respecting
+``max.offsets.per.trigger``) and stops; ``processing_time`` runs every
+interval until stopped (``max_duration_s``) or killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
+from quarantine.errors import QuarantineError, SourceError
+from quarantine.report import BatchReport, RunStatus, fan_out
+
+if TYPE_CHECKING:
+    from quarantine.runner import Pipeline, RunSummary
+
+__all__ = [
+    "StreamFailedError",
+    "kafka_options",
+    "options_summary",
+    "query_name",
+    "read_stream",
+    "run_stream",
+    "trigger_options",
+]
+
+log = logging.getLogger("quarantine.streaming")
+
+#: How long a micro-batch waits for the query id before giving up (start() returns in ms).
+_ID_WAIT_S = 60.0
+
+
+class StreamFailedError(QuarantineError):
+    """The streaming query stopped with an error that did not come from the pipeline.
+
+    Typical causes: the Kafka broker is unreachable, or offsets the checkpoint
+    expects are gone (``failOnDataLoss``). Restarting from the same checkpoint
+    resumes at the last committed batch; nothing committed is lost or repeated.
+    """
+
+
+# ---------------------------------------------------------------------- pure parts
+
+
+def kafka_options(source: SourceConfig) -> dict[str, str]:
+    """Spark Kafka source options for a ``kafka`` :class:`SourceConfig` (pure).
+
+    ``source.options`` are passed through verbatim and win over the derived ones
+    (e.g. ``kafka.security.protocol``, ``failOnDataLoss``, ``minPartitions``).
+
+    Raises:
+        SourceError: the source is not a Kafka source.
+    """
+    if source.format is not SourceFormat.KAFKA:
+        raise SourceError(f"kafka options asked for a {source.format} source ({source.location})")
+    opts: dict[str, str] = {
+        "kafka.bootstrap.servers": source.bootstrap_servers or "",
+        "startingOffsets": source.starting_offsets,
+        "includeHeaders": str(source.include_headers).lower(),
+    }
+    if source.topics:
+        opts["subscribe"] = ",".join(source.topics)
+    else:
+        opts["subscribePattern"] = source.topic_pattern or ""
+    if source.max_offsets_per_trigger is not None:
+        opts["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    opts.update(source.options)
+    return opts
+
+
+def trigger_options(trigger: TriggerConfig) -> dict[str, Any]:
+    """Keyword arguments for ``DataStreamWriter.trigger`` (pure)."""
+    if trigger.kind is TriggerKind.PROCESSING_TIME:
+        return {"processingTime": trigger.interval}
+    return {"availableNow": True}
+
+
+def query_name(pipeline: str) -> str:
+    """The streaming query's name (shown in the Spark UI and listener events)."""
+    return f"quarantine_{pipeline.replace('-', '_')}"
+
+
+# ---------------------------------------------------------------------- I/O edges
+
+
+def read_stream(spark: SparkSession, source: SourceConfig) -> DataFrame:
+    """The source as a streaming DataFrame with the Kafka source's columns.
+
+    ``kafka``: ``readStream.format("kafka")`` with :func:`kafka_options`.
+    ``delta``: ``readStream.format("delta")`` of a Kafka-shaped table (path or
+    catalog name), ``source.options`` passed through (``startingVersion``,
+    ``maxFilesPerTrigger``…). ``parquet``: a Kafka-shaped directory of files.
+
+    Raises:
+        SourceError: a Delta/Parquet source does not have the Kafka columns.
+    """
+    from quarantine.runner import check_kafka_shaped
+    from quarantine.schema import KAFKA_SOURCE_SCHEMA
+
+    if source.format is SourceFormat.KAFKA:
+        return spark.readStream.format("kafka").options(**kafka_options(source)).load()
+    reader = spark.readStream.format(source.format.value).options(**dict(source.options))
+    if source.format is SourceFormat.PARQUET:
+        df = reader.schema(KAFKA_SOURCE_SCHEMA).load(source.path)
+    elif source.table:
+        df = reader.table(source.table)
+    else:
+        df = reader.load(source.path)
+    check_kafka_shaped(df, source.location)
+    return df
+
+
+@dataclass
+class _BatchRunner:
+    """The ``foreachBatch`` function: waits for the query id, then runs the batch.
+
+    Keeps the reports, and the first pipeline exception so that ``run_stream``
+    re-raises it as itself rather than as Spark's wrapper.
+    """
+
+    pipeline: Pipeline
+    reports: list[BatchReport] = field(default_factory=list)
+    error: BaseException | None = None
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def set_run_id(self, run_id: str) -> None:
+        self.pipeline.run_id = run_id
+        self._ready.set()
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if not self._ready.wait(_ID_WAIT_S):
+            raise SourceError("the streaming query did not report its id; refusing to write")
+        try:
+            report = self.pipeline.process_batch(df, int(batch_id), streaming=True)
+        except BaseException as exc:
+            self.error = self.error or exc
+            raise
+        self.reports.append(report)
+        log.info(
+            "batch %s: %s in, %s ok, %s quarantined",
+            batch_id, report.records_in, report.records_ok, report.records_quarantined,
+        )
+
+
+def _writer(df: DataFrame, runner: _BatchRunner, pipeline: Pipeline) -> DataStreamWriter:
+    cfg = pipeline.config
+    assert cfg.target.checkpoint is not None  # PipelineConfig guarantees it for streaming
+    return (
+        df.writeStream.queryName(query_name(cfg.pipeline))
+        .option("checkpointLocation", cfg.target.checkpoint)
+        .trigger(**trigger_options(cfg.trigger))
+        .foreachBatch(runner)
+    )
+
+
+def run_stream(
+    pipeline: Pipeline,
+    *,
+    max_duration_s: float | None = None,
+    on_started: Any = None,
+) -> RunSummary:
+    """Run the pipeline as a streaming query until it ends.
+
+    Args:
+        pipeline: the configured pipeline; its ``run_id`` is replaced with the
+            query id (stable across restarts from the same checkpoint).
+        max_duration_s: for a ``processing_time`` trigger, stop the query cleanly
+            after this long (None: run until the process is stopped). An
+            ``available_now`` query stops by itself once drained.
+        on_started: called with the :class:`StreamingQuery` once it started
+            (tests and the soak script use it to watch progress).
+
+    Returns:
+        The run summary: the batches this process ran (a replayed batch counts again).
+
+    Raises:
+        QuarantineError: a batch failed in the pipeline (tolerance exceeded, a
+            write failed); the failing batch's offsets are not committed.
+        StreamFailedError: the query failed outside the pipeline (e.g. the broker
+            is unreachable); restart from the same checkpoint to resume.
+    """
+    from quarantine.runner import RunSummary
+
+    cfg = pipeline.config
+    df = read_stream(pipeline.spark, cfg.source)
+    runner = _BatchRunner(pipeline)
+    query: StreamingQuery = _writer(df, runner, pipeline).start()
+    runner.set_run_id(str(query.id))
+    run = pipeline.run_info()
+    fan_out(pipeline.listeners, "on_run_start", run)
+    log.info(
+        "streaming query %s (run %s) started on %s [%s]", query.name, run.run_id,
+        cfg.source.location, options_summary(kafka_options(cfg.source))
+        if cfg.source.format is SourceFormat.KAFKA else dict(cfg.source.options),
+    )
+    if on_started is not None:
+        on_started(query)
+    failure: BaseException | None = None
+    try:
+        _await(query, max_duration_s)
+    except BaseException as exc:
+        failure = runner.error or _stream_failure(exc, cfg.source.location)
+    finally:
+        if query.isActive:
+            query.stop()
+    if failure is None and query.exception() is not None:
+        failure = runner.error or _stream_failure(query.exception(), cfg.source.location)
+    status = RunStatus.FAILED if failure else RunStatus.SUCCEEDED
+    fan_out(pipeline.listeners, "on_run_end", run, status, failure)
+    if failure is not None:
+        raise failure
+    return RunSummary(run=run, batches=tuple(runner.reports), status=status)
+
+
+def _await(query: StreamingQuery, max_duration_s: float | None) -> None:
+    if max_duration_s is None:
+        query.awaitTermination()
+        return
+    deadline = time.monotonic() + max_duration_s
+    while query.isActive and time.monotonic() < deadline:
+        query.awaitTermination(1)
+    if query.isActive:
+        query.stop()
+    query.awaitTermination()
+
+
+def _stream_failure(exc: object, where: str) -> StreamFailedError:
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return StreamFailedError(
+        f"the streaming query over {where} failed outside the pipeline: {first[:500]}. "
+        "Committed batches are durable; restart from the same checkpoint to resume."
+    )
+
+
+def options_summary(opts: Mapping[str, str]) -> str:
+    """Reader options for logs, with credentials redacted."""
+    from quarantine.config import redact
+
+    return ", ".join(f"{k}={v}" for k, v in redact(dict(opts)).items())
