@@ -1,6 +1,8 @@
 """The ``quarantine`` command line.
 
     quarantine run --conf conf/orders_demo.yml [--set key=value ...]
+    quarantine replay --conf conf/orders_demo.yml [--where "stage = 'parse_order'"]
+    quarantine discard --conf conf/orders_demo.yml --where "..." --reason "..."
     quarantine init-demo --out data/demo [--records N] [--poison-rate F]
     quarantine validate --conf conf/orders_demo.yml
 
@@ -43,6 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="load and check a config and its stages; write nothing")
     val.add_argument("--conf", required=True)
     val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rep = sub.add_parser("replay", help="re-run open quarantine rows through the current stages")
+    rep.add_argument("--conf", required=True)
+    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns")
+    dis = sub.add_parser("discard", help="mark open quarantine rows as discarded")
+    dis.add_argument("--conf", required=True)
+    dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
+    dis.add_argument("--reason", required=True)
     demo = sub.add_parser("init-demo", help="write a Kafka-shaped sample source (orders with poison records)")
     demo.add_argument("--out", default="data/demo", help="directory; the source goes to OUT/source")
     demo.add_argument("--records", type=int, default=10_000)
@@ -69,6 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             pipe = Pipeline.from_config(config, listeners=[])
             print(f"config ok: pipeline {config.pipeline}, {len(pipe.stages)} stages: "
                   + " -> ".join(f"{s.name}({type(s).__name__})" for s in pipe.stages))
+            return 0
+        if args.command == "replay":
+            from quarantine.replay import replay
+
+            print(replay(Pipeline.from_config(config), args.where).render())
+            return 0
+        if args.command == "discard":
+            from quarantine.replay import discard
+
+            n = discard(Pipeline.from_config(config, listeners=[]), args.where, args.reason)
+            print(f"discarded {n:,} open record(s)")
             return 0
         pipe = Pipeline.from_config(config)
         summary = pipe.run()

@@ -1,0 +1,162 @@
+"""Replay and discard: how records leave ``open`` in the quarantine table.
+
+Replay re-runs a pipeline's open quarantine rows — their raw bytes, exactly as
+they were read — through the pipeline's *current* stages (the fixed parser,
+the widened check). Records that now pass go to the target (insert-only MERGE
+on the source coordinates, so a replay can be repeated) and their quarantine
+rows become ``status = 'replayed'``; records that still fail stay ``open`` with
+the new failure appended to ``error_history``.
+
+The rows to replay are read from one pinned version of the quarantine table,
+and only those rows are resolved, so rows written concurrently by a running
+pipeline are never touched. A crash mid-replay is repaired by replaying again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from quarantine.config import Tolerance
+from quarantine.errors import QuarantineError
+from quarantine.report import BatchReport
+from quarantine.runner import Pipeline
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, QuarantineStatus
+from quarantine.sinks import delta_table, is_path, table_exists
+
+__all__ = ["ReplayResult", "discard", "open_records", "replay"]
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What a replay did.
+
+    Attributes:
+        selected: open rows selected for replay.
+        replayed: rows that now pass (written to the target, marked replayed).
+        still_failing: rows that failed again (still open, history grown).
+        report: the batch report of the replay run.
+    """
+
+    selected: int
+    replayed: int
+    still_failing: int
+    report: BatchReport
+
+    def render(self) -> str:
+        return (
+            f"replay: {self.selected:,} open record(s) selected, {self.replayed:,} replayed to the "
+            f"target, {self.still_failing:,} still failing (still open)"
+        )
+
+
+def _version(pipe: Pipeline) -> int:
+    hist = delta_table(pipe.spark, pipe.quarantine_table).history(1).select("version").first()
+    assert hist is not None
+    return int(hist[0])
+
+
+def open_records(pipe: Pipeline, where: str | None = None, *, version: int | None = None) -> DataFrame:
+    """The pipeline's open quarantine rows (optionally filtered by a SQL predicate)."""
+    name = pipe.quarantine_table
+    if not table_exists(pipe.spark, name):
+        raise QuarantineError(f"quarantine table {name} does not exist yet: nothing to replay")
+    reader = pipe.spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(name) if is_path(name) else reader.table(name)
+    df = df.where(
+        (F.col("pipeline") == pipe.config.pipeline) & (F.col("status") == QuarantineStatus.OPEN.value)
+    )
+    return df.where(where) if where else df
+
+
+def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:
+    """Re-run open quarantine rows through the pipeline's stages.
+
+    Args:
+        pipe: the pipeline (its current stages and tables); use a fresh run id.
+        where: an optional SQL predicate over quarantine columns
+            (``"stage = 'parse_order' AND first_seen_date >= '2026-11-01'"``).
+        now: the resolution time (injected for tests).
+
+    Returns:
+        Counts of selected / replayed / still failing rows.
+    """
+    if not pipe.config.target.source_columns:
+        raise QuarantineError(
+            "replay needs target.source_columns: true (the target is de-duplicated on them)"
+        )
+    pipe = _tolerant(pipe)
+    version = _version(pipe)
+    selected = open_records(pipe, where, version=version)
+    source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+    report = pipe.process_batch(source, 0)
+    resolved_at = now or pipe.clock()
+    keys = selected.select("pipeline", "topic", "partition", "offset")
+    (
+        delta_table(pipe.spark, pipe.quarantine_table).alias("t")
+        .merge(
+            keys.alias("s"),
+            "t.pipeline = s.pipeline AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset",
+        )
+        # Still-failing rows were just re-written by this run; the others passed.
+        .whenMatchedUpdate(
+            condition=f"t.status = 'open' AND NOT (t.run_id <=> '{pipe.run_id}')",
+            set={
+                "status": F.lit(QuarantineStatus.REPLAYED.value),
+                "resolved_at": F.lit(resolved_at).cast("timestamp"),
+                "resolution": F.lit(f"replayed by run {pipe.run_id}"),
+            },
+        )
+        .execute()
+    )
+    return ReplayResult(
+        selected=report.records_in,
+        replayed=report.records_ok,
+        still_failing=report.records_quarantined,
+        report=report,
+    )
+
+
+def _tolerant(pipe: Pipeline) -> Pipeline:
+    """The same pipeline with tolerance ``all``: failing again is a replay's expected outcome."""
+    errors = replace(
+        pipe.config.errors, tolerance=Tolerance.ALL, tolerance_limit=-1, tolerance_rate_limit=-1
+    )
+    return replace(pipe, config=replace(pipe.config, errors=errors))
+
+
+def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
+    """Mark open quarantine rows matching ``where`` as discarded, with a reason.
+
+    Returns:
+        How many rows were discarded.
+    """
+    if not where.strip():
+        raise QuarantineError("discard needs a --where predicate; refusing to discard every open row")
+    if not reason.strip():
+        raise QuarantineError("discard needs a --reason (it is kept in the resolution column)")
+    version = _version(pipe)
+    keys = open_records(pipe, where, version=version).select("pipeline", "topic", "partition", "offset")
+    n = keys.count()  # reported to the user; not a data-path decision
+    (
+        delta_table(pipe.spark, pipe.quarantine_table).alias("t")
+        .merge(
+            keys.alias("s"),
+            "t.pipeline = s.pipeline AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset",
+        )
+        .whenMatchedUpdate(
+            condition="t.status = 'open'",
+            set={
+                "status": F.lit(QuarantineStatus.DISCARDED.value),
+                "resolved_at": F.lit(now or pipe.clock()).cast("timestamp"),
+                "resolution": F.lit(f"discarded: {reason}"),
+            },
+        )
+        .execute()
+    )
+    return n
