@@ -627,6 +627,11 @@ class PipelineConfig:
             )
         if self.source.streaming and not self.target.checkpoint:
             raise ConfigError("target.checkpoint", None, "a checkpoint location for a streaming source")
+        if not self.source.streaming and not self.target.source_columns:
+            raise ConfigError(
+                "target.source_columns", False,
+                "true for a batch source (re-runs de-duplicate the target on the source coordinates)",
+            )
 
     def redacted(self) -> dict[str, Any]:
         """The config as loaded, with every credential replaced by ``[redacted]``."""
