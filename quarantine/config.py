@@ -316,7 +316,9 @@ class ErrorsConfig:
                 )
         kw["handlers"] = _frozen(handlers)
         if "dlq_table_name" not in kw:
-            raise ConfigError("errors.deadletterqueue.table.name", None, "the quarantine table: a path or catalog.schema.table")
+            raise ConfigError(
+                "errors.deadletterqueue.table.name", None, "the quarantine table: a path or catalog.schema.table"
+            )
         return cls(**kw)
 
 
@@ -413,21 +415,29 @@ class SourceConfig:
             path=_str("source.path", raw["path"]) if raw.get("path") is not None else None,
             table=_str("source.table", raw["table"]) if raw.get("table") is not None else None,
             streaming=True if fmt is SourceFormat.KAFKA else _bool("source.streaming", raw.get("streaming", False)),
-            bootstrap_servers=_str("source.bootstrap.servers", raw["bootstrap.servers"]) if raw.get("bootstrap.servers") else None,
+            bootstrap_servers=(
+                _str("source.bootstrap.servers", raw["bootstrap.servers"]) if raw.get("bootstrap.servers") else None
+            ),
             topics=tuple(topics_raw),
             topic_pattern=_str("source.topic.pattern", raw["topic.pattern"]) if raw.get("topic.pattern") else None,
             starting_offsets=_str("source.starting.offsets", raw.get("starting.offsets", "earliest")),
             include_headers=_bool("source.include.headers", raw.get("include.headers", True)),
-            max_offsets_per_trigger=_int("source.max.offsets.per.trigger", mopt, minimum=1) if mopt is not None else None,
+            max_offsets_per_trigger=(
+                _int("source.max.offsets.per.trigger", mopt, minimum=1) if mopt is not None else None
+            ),
             options=_frozen(options),
         )
         if fmt is SourceFormat.KAFKA:
             if not src.bootstrap_servers:
                 raise ConfigError("source.bootstrap.servers", None, "host:port[,host:port] for a kafka source")
             if bool(src.topics) == bool(src.topic_pattern):
-                raise ConfigError("source.topics", list(src.topics) or None, "exactly one of source.topics and source.topic.pattern")
+                raise ConfigError(
+                    "source.topics", list(src.topics) or None, "exactly one of source.topics and source.topic.pattern"
+                )
         elif not (src.path or src.table) or (src.path and src.table):
-            raise ConfigError("source.path", src.path, f"exactly one of source.path and source.table for a {fmt} source")
+            raise ConfigError(
+                "source.path", src.path, f"exactly one of source.path and source.table for a {fmt} source"
+            )
         elif fmt is SourceFormat.PARQUET and src.table:
             raise ConfigError("source.table", src.table, "source.path for a parquet source")
         return src
@@ -728,9 +738,9 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
         return
     node = dict(raw.get(head) or {})
     # source/target keys may themselves be dotted (bootstrap.servers): try the whole rest first
-    if rest in node or head in ("source",) and rest in {
+    if rest in node or (head in ("source",) and rest in {
         "bootstrap.servers", "topic.pattern", "starting.offsets", "include.headers", "max.offsets.per.trigger"
-    }:
+    }):
         node[rest] = value
     else:
         _set_dotted(node, rest, value)

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
-__all__ = ["POISON_KINDS", "ORDER_SCHEMA_DDL", "orders_source", "write_demo_source"]
+__all__ = ["ORDER_SCHEMA_DDL", "POISON_KINDS", "orders_source", "write_demo_source"]
 
 #: The JSON payload's declared schema (what the demo config's json stage parses).
 ORDER_SCHEMA_DDL = (

@@ -9,6 +9,7 @@ run once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -92,10 +93,9 @@ def get_spark(
     if on_databricks() or active is not None:
         spark = active or SparkSession.builder.getOrCreate()
         for k, v in (conf or {}).items():
-            try:
+            # static confs cannot change on a running session; the cluster's value stands
+            with contextlib.suppress(Exception):
                 spark.conf.set(k, v)
-            except Exception:  # static confs cannot change on a running session
-                pass
         return spark
     # Python workers must run this interpreter (the venv with pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

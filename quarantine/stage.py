@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.errors import StageDefinitionError
-from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind, result_struct
+from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 
 __all__ = [
     "Stage",
@@ -207,8 +207,7 @@ def _is_result_struct(t: DataType) -> bool:
     if not isinstance(t, StructType) or t.fieldNames() != ["result", "error"]:
         return False
     err = t["error"].dataType
-    expected = result_struct(t["result"].dataType)["error"].dataType
-    return isinstance(err, StructType) and err.fieldNames() == expected.fieldNames()  # type: ignore[union-attr]
+    return isinstance(err, StructType) and err.fieldNames() == ERROR_STRUCT.fieldNames()
 
 
 def final_error(stages: Sequence[Stage]) -> Column:

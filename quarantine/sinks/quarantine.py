@@ -107,7 +107,7 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     ensure_quarantine_table(spark, name)
     target = delta_table(spark, name).alias("t")
     same_write = "t.run_id <=> s.run_id AND t.batch_id <=> s.batch_id"
-    update = {c: f"s.{c}" for c in _LATEST}
+    update: dict[str, str | Column] = {c: f"s.{c}" for c in _LATEST}
     update.update(
         {
             "error_history": "concat(coalesce(t.error_history, array()), s.error_history)",

@@ -112,7 +112,8 @@ def test_raw_key_value_and_headers_are_kept_byte_for_byte(spark: Any, table_dir:
     source.write.format("delta").save(str(table_dir / "source"))
     _pipeline(spark, table_dir).run()
 
-    q = spark.read.format("delta").load(str(table_dir / "quarantine")).select(*[f.name for f in KAFKA_SOURCE_SCHEMA.fields])
+    columns = [f.name for f in KAFKA_SOURCE_SCHEMA.fields]
+    q = spark.read.format("delta").load(str(table_dir / "quarantine")).select(*columns)
     assert_df_equality(
         q.orderBy("offset"),
         spark.read.format("delta").load(str(table_dir / "source")).orderBy("offset"),
@@ -147,8 +148,8 @@ def test_new_records_appended_to_the_source_are_added_once(spark: Any, table_dir
 def test_tolerance_none_quarantines_then_fails_without_writing_target(spark: Any, table_dir: Path) -> None:
     from quarantine.errors import ToleranceExceededError
 
-    _write_source(spark, table_dir, GOOD + [b"{"])
-    with pytest.raises(ToleranceExceededError, match="errors.tolerance"):
+    _write_source(spark, table_dir, [*GOOD, b"{"])
+    with pytest.raises(ToleranceExceededError, match=r"errors\.tolerance"):
         _pipeline(spark, table_dir, tolerance="none").run()
     assert spark.read.format("delta").load(str(table_dir / "quarantine")).count() == 1
     assert not table_exists(spark, str(table_dir / "target"))
