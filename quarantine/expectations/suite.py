@@ -194,7 +194,7 @@ def load_suite(path: str | Path, *, base_dir: str | Path | None = None) -> Suite
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
         looked = ", ".join(map(str, candidates))
-        raise ConfigError("suite", str(path), f"an existing GX suite JSON file (looked in {looked})")
+        raise ConfigError("suite", str(path), f"an existing GX suite JSON (looked in {looked})")
     try:
         raw = json.loads(found.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
