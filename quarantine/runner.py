@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from quarantine.config import PipelineConfig, SourceFormat
 from quarantine.errorlog import redact_error
 from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, SourceError
+from quarantine.metrics import observed_counts
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -260,18 +261,8 @@ class Pipeline:
         return split.where(F.col(_ERR).isNull()).select(*payload, *extra)
 
     def _observed_counts(self) -> list[Column]:
-        err = F.col(_ERR)
-        cols = [
-            F.count(F.lit(1)).alias("records_in"),
-            F.count(err).alias("records_quarantined"),
-        ]
-        for s in self.stages:
-            cols.append(F.count(F.when(err.getField("stage") == s.name, 1)).alias(f"stage:{s.name}"))
-        cols.append(F.count(F.when(err.getField("retriable"), 1)).alias("retriable"))
-        # attempts beyond the first, over failed records (retries of records that later
-        # succeeded are counted by the stage that retried them, see metrics.py)
-        cols.append(F.coalesce(F.sum(F.greatest(err.getField("attempts") - 1, F.lit(0))), F.lit(0)).alias("retries"))
-        return cols
+        """Every count of the batch, observed in the one pass (see :mod:`quarantine.metrics`)."""
+        return observed_counts(self.stages, _ERR)
 
     # ------------------------------------------------------------------ the batch
 
