@@ -1,0 +1,176 @@
+"""``cast``: convert fields of a struct to declared Spark types, quarantining what will not convert.
+
+Spark 4 runs in ANSI mode, where a bad ``CAST`` fails the whole job; this stage
+uses ``try_cast`` (and ``try_to_timestamp`` / ``try_to_date`` when a format is
+given), so a value that does not convert becomes NULL, and then reads that NULL
+as a failure: **a field whose input is non-null but whose converted value is
+null fails the record**. A NULL input stays NULL (use a ``checks`` stage with
+``not_null`` to require it).
+
+The result is the input struct with the converted fields replaced in place
+(:meth:`Column.withField`): other fields are kept, field order is kept. Every
+field that failed is named in one message, joined by ``; ``::
+
+    field 'created_at': cannot convert "2026-13-45" to TIMESTAMP (format 'yyyy-MM-dd HH:mm:ss')
+
+Error class: ``CastFailed``.
+
+Options::
+
+    columns: {created_at: TIMESTAMP, amount: "DECIMAL(10,2)"}   # field -> Spark type
+    formats: {created_at: "yyyy-MM-dd HH:mm:ss"}                # DATE / TIMESTAMP fields only
+
+Failure is detected per listed field at its top level: casting a struct to a
+struct whose inner field does not convert yields a struct holding a NULL,
+which is not detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DateType, TimestampNTZType, TimestampType
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stages._values import parse_spark_type, render_value, type_name
+
+__all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
+
+#: The error class of every failure of this stage.
+CAST_FAILED = "CastFailed"
+
+_DATETIME = (DateType, TimestampType, TimestampNTZType)
+
+
+@dataclass(frozen=True)
+class FieldCast:
+    """One field's conversion.
+
+    Attributes:
+        field: the struct field to convert.
+        to: the target type.
+        format: a datetime pattern (``yyyy-MM-dd HH:mm:ss``) for DATE/TIMESTAMP targets.
+    """
+
+    field: str
+    to: DataType
+    format: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.format is not None and not isinstance(self.to, _DATETIME):
+            raise ConfigError(
+                f"formats.{self.field}",
+                self.format,
+                f"no format: {type_name(self.to)} is not DATE or TIMESTAMP",
+            )
+
+    def convert(self, value: Column) -> Column:
+        """The converted value: NULL when ``value`` is NULL or does not convert."""
+        if self.format is None:
+            return value.try_cast(self.to)
+        text = value.cast("string")
+        if isinstance(self.to, DateType):
+            return F.try_to_date(text, self.format)
+        parsed = F.try_to_timestamp(text, F.lit(self.format))
+        return parsed.try_cast(self.to)
+
+    def describe(self) -> str:
+        """``TIMESTAMP (format 'yyyy-MM-dd')`` — the target as named in messages."""
+        fmt = f" (format '{self.format}')" if self.format else ""
+        return f"{type_name(self.to)}{fmt}"
+
+
+@dataclass(frozen=True, repr=False)
+class Cast(Stage):
+    """Convert struct fields with ``try_cast``; a non-null value that turns NULL fails.
+
+    Attributes:
+        name: stage name.
+        fields: the conversions, applied in this order (the struct's order is kept).
+        input: the struct column or stage (default: the previous stage).
+    """
+
+    name: str
+    fields: tuple[FieldCast, ...]
+    input: str | None = None
+    kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
+
+    def __post_init__(self) -> None:
+        if not self.fields:
+            raise ConfigError(f"stage {self.name}: options.columns", {}, "at least one field: TYPE")
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        result = value
+        bad: list[Column] = []
+        for fc in self.fields:
+            original = value.getField(fc.field)
+            converted = fc.convert(original)
+            result = result.withField(fc.field, converted)
+            bad.append(
+                F.when(
+                    original.isNotNull() & converted.isNull(),
+                    F.format_string(
+                        "field '%s': cannot convert %s to %s",
+                        F.lit(fc.field),
+                        render_value(original),
+                        F.lit(fc.describe()),
+                    ),
+                )
+            )
+        message = F.concat_ws("; ", *bad)
+        failed = F.coalesce(value.isNull() | (message != F.lit("")), F.lit(True))
+        null_message = F.lit("input is NULL; expected a struct")
+        message = F.when(value.isNull(), null_message).otherwise(message)
+        error_class = F.when(value.isNull(), F.lit("NullInput")).otherwise(F.lit(CAST_FAILED))
+        return outcome(result, failed, self.error(error_class, message))
+
+
+def _mapping(spec: StageSpec, name: str, required: bool) -> Mapping[str, object]:
+    from quarantine.stages import option
+
+    raw = option(spec, name) if required else option(spec, name, {})
+    if raw is None and not required:
+        return {}
+    if not isinstance(raw, Mapping) or (required and not raw):
+        raise ConfigError(spec.key(f"options.{name}"), raw, "a non-empty mapping of field: value")
+    return raw
+
+
+def from_spec(spec: StageSpec) -> Cast:
+    """Build from YAML (see the module docstring for the options).
+
+    Raises:
+        ConfigError: missing ``columns``, an unknown type, a format for a field
+            not in ``columns`` or for a non-datetime type, or an unknown option.
+    """
+    for k in spec.options:
+        if k not in ("columns", "formats"):
+            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], "one of columns, formats")
+    columns = _mapping(spec, "columns", required=True)
+    formats = _mapping(spec, "formats", required=False)
+    for f in formats:
+        if f not in columns:
+            raise ConfigError(
+                spec.key(f"options.formats.{f}"),
+                formats[f],
+                f"a field listed in options.columns ({', '.join(map(str, columns))})",
+            )
+    casts: list[FieldCast] = []
+    for f, t in columns.items():
+        to = parse_spark_type(t, spec.key(f"options.columns.{f}"))
+        fmt = formats.get(f)
+        if fmt is not None and (not isinstance(fmt, str) or not fmt.strip()):
+            raise ConfigError(
+                spec.key(f"options.formats.{f}"), fmt, "a datetime pattern such as yyyy-MM-dd"
+            )
+        try:
+            casts.append(FieldCast(str(f), to, fmt))
+        except ConfigError as exc:
+            raise ConfigError(spec.key(f"options.{exc.key}"), exc.value, exc.allowed) from None
+    return Cast(name=spec.name, fields=tuple(casts), input=spec.input)

@@ -1,0 +1,520 @@
+"""``checks``: native row checks; a record breaking any rule is quarantined.
+
+Each rule is a pure Column predicate over one field of the input struct (or
+over the input itself when ``column`` is omitted). All rules are evaluated in
+one pass of Spark expressions — one ``CASE WHEN`` chain picks the error class,
+no UDFs. The result is the input, unchanged.
+
+On failure, ``error_class`` is the check name of the *first* failing rule (in
+declaration order) and the message lists *every* failing rule, joined by
+``; ``::
+
+    field 'amount': expected between 0 and 10000, found 15000.5; field 'currency':
+    expected one of "EUR", "USD", found "JPY"
+
+(one line in the message).
+
+Found values are rendered as JSON (strings quoted, numbers bare).
+
+Checks and their options (every rule has ``column`` and ``check``)::
+
+    not_null                                  the value is not NULL
+    range       min, max, min_inclusive, max_inclusive (default true); one of min/max required
+    in_set      values: [..]                  the value is one of values
+    not_in_set  values: [..]                  the value is none of values
+    regex       pattern, match: full|search   (default full)
+    length      min, max                      character length (bytes for BINARY)
+    expr        expr: "<SQL boolean>"         see below
+
+NULL semantics: every check except ``not_null`` passes on NULL (like a SQL
+``CHECK`` constraint), so optional fields can be checked; add a ``not_null``
+rule to require a value.
+
+Comparisons use the field's own type: a ``range`` on a STRING field holding
+numbers is a string comparison (or, under ANSI, a cast error) — convert with a
+``cast`` stage first. ``in_set`` values should have the field's type.
+
+Regular expressions run on the JVM (``java.util.regex``), but are compiled with
+Python's ``re`` when the stage is built so that a broken pattern is a config
+error. The dialects differ at the edges: Python's ``(?P<name>…)`` and
+``(?P=name)`` are not Java and are rejected; Java's ``(?<name>…)`` is accepted;
+``\\Z`` means "end" in Python but "end before a final line break" in Java.
+``match: full`` means the whole value must match (Java ``matches()``, built as
+``\\A(?:pattern)\\z``); ``match: search`` means the pattern occurs anywhere
+(Java ``find()``, Spark's ``rlike``).
+
+``expr`` rules are Spark SQL boolean expressions evaluated in the scope of the
+staged DataFrame: the source columns and every earlier stage's column, so a
+field of the ``parse_order`` stage is ``parse_order.result.amount``. A NULL
+outcome passes; the expression's text appears in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stages._values import render_value
+
+__all__ = [
+    "Check",
+    "Checks",
+    "ExprRule",
+    "InSetRule",
+    "LengthRule",
+    "NotInSetRule",
+    "NotNullRule",
+    "RangeRule",
+    "RegexMatch",
+    "RegexRule",
+    "Rule",
+    "from_spec",
+    "parse_rule",
+    "parse_rules",
+]
+
+
+class Check(StrEnum):
+    """The check names usable in ``rules[].check``; also the error classes."""
+
+    NOT_NULL = "not_null"
+    RANGE = "range"
+    IN_SET = "in_set"
+    NOT_IN_SET = "not_in_set"
+    REGEX = "regex"
+    LENGTH = "length"
+    EXPR = "expr"
+
+
+class RegexMatch(StrEnum):
+    """``regex`` rules: match the whole value, or find the pattern anywhere in it."""
+
+    FULL = "full"
+    SEARCH = "search"
+
+
+Scalar = int | float | str | bool
+
+
+def _json(v: object) -> str:
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _number_text(v: int | float | str) -> str:
+    return _json(v) if isinstance(v, str) else repr(v)
+
+
+@dataclass(frozen=True)
+class Rule(ABC):
+    """One check on one field.
+
+    Attributes:
+        column: the struct field checked; None checks the input value itself.
+    """
+
+    column: str | None
+
+    #: The check this rule implements.
+    check: ClassVar[Check]
+    #: Options besides ``column`` and ``check`` that the rule accepts.
+    options: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def passes(self, value: Column) -> Column:
+        """True where the value passes; NULL is read as a pass (see the module doc)."""
+
+    @abstractmethod
+    def expected(self) -> str:
+        """What a passing value looks like, as written after ``expected``."""
+
+    def found(self, value: Column) -> Column:
+        """What the message shows after ``found``."""
+        return render_value(value)
+
+    def target(self, value: Column) -> Column:
+        """The checked value: the field ``column`` of the input, or the input."""
+        return value.getField(self.column) if self.column is not None else value
+
+    def message(self, value: Column) -> Column:
+        """``field 'amount': expected between 0 and 10000, found 15000.5``."""
+        where = f"field '{self.column}'" if self.column is not None else "input"
+        return F.concat(F.lit(f"{where}: expected {self.expected()}, found "), self.found(value))
+
+    @classmethod
+    @abstractmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        """Build from a rule mapping; ``key`` is ``stages[i].options.rules[j]``."""
+
+
+@dataclass(frozen=True)
+class NotNullRule(Rule):
+    """The value is not NULL."""
+
+    check: ClassVar[Check] = Check.NOT_NULL
+
+    def passes(self, value: Column) -> Column:
+        return value.isNotNull()
+
+    def expected(self) -> str:
+        return "a value"
+
+    def found(self, value: Column) -> Column:
+        return F.lit("NULL")
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        return cls(column)
+
+
+@dataclass(frozen=True)
+class RangeRule(Rule):
+    """``min <= value <= max`` (either bound optional, each inclusive or not)."""
+
+    min: int | float | str | None = None
+    max: int | float | str | None = None
+    min_inclusive: bool = True
+    max_inclusive: bool = True
+    check: ClassVar[Check] = Check.RANGE
+    options: ClassVar[tuple[str, ...]] = ("min", "max", "min_inclusive", "max_inclusive")
+
+    def passes(self, value: Column) -> Column:
+        ok = F.lit(True)
+        if self.min is not None:
+            ok = ok & (
+                (value >= F.lit(self.min)) if self.min_inclusive else (value > F.lit(self.min))
+            )
+        if self.max is not None:
+            ok = ok & (
+                (value <= F.lit(self.max)) if self.max_inclusive else (value < F.lit(self.max))
+            )
+        return ok
+
+    def expected(self) -> str:
+        if (
+            self.min is not None
+            and self.max is not None
+            and self.min_inclusive
+            and self.max_inclusive
+        ):
+            return f"between {_number_text(self.min)} and {_number_text(self.max)}"
+        parts = []
+        if self.min is not None:
+            parts.append(f"{'>=' if self.min_inclusive else '>'} {_number_text(self.min)}")
+        if self.max is not None:
+            parts.append(f"{'<=' if self.max_inclusive else '<'} {_number_text(self.max)}")
+        return " and ".join(parts)
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        lo, hi = opts.get("min"), opts.get("max")
+        if lo is None and hi is None:
+            raise ConfigError(f"{key}.min", None, "a min and/or a max for a range check")
+        for name, v in (("min", lo), ("max", hi)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
+                raise ConfigError(f"{key}.{name}", v, "a number (or a date/timestamp string)")
+        if (isinstance(lo, int | float) and isinstance(hi, int | float) and lo > hi) or (
+            isinstance(lo, str) and isinstance(hi, str) and lo > hi
+        ):
+            raise ConfigError(f"{key}.min", lo, f"a value <= max ({hi})")
+        return cls(
+            column,
+            lo,
+            hi,
+            _flag(opts, "min_inclusive", key),
+            _flag(opts, "max_inclusive", key),
+        )
+
+
+def _flag(opts: Mapping[str, Any], name: str, key: str) -> bool:
+    v = opts.get(name, True)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{key}.{name}", v, "true | false")
+    return v
+
+
+def _values(opts: Mapping[str, Any], key: str) -> tuple[Scalar, ...]:
+    vs = opts.get("values")
+    if not isinstance(vs, list) or not vs:
+        raise ConfigError(f"{key}.values", vs, "a non-empty list of values")
+    for v in vs:
+        if not isinstance(v, int | float | str | bool):
+            raise ConfigError(f"{key}.values", vs, "a list of strings, numbers or booleans")
+    return tuple(vs)
+
+
+@dataclass(frozen=True)
+class InSetRule(Rule):
+    """The value is one of ``values``."""
+
+    values: tuple[Scalar, ...] = ()
+    check: ClassVar[Check] = Check.IN_SET
+    options: ClassVar[tuple[str, ...]] = ("values",)
+
+    def passes(self, value: Column) -> Column:
+        return value.isin(list(self.values))
+
+    def expected(self) -> str:
+        return "one of " + ", ".join(_json(v) for v in self.values)
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        return cls(column, _values(opts, key))
+
+
+@dataclass(frozen=True)
+class NotInSetRule(Rule):
+    """The value is none of ``values``."""
+
+    values: tuple[Scalar, ...] = ()
+    check: ClassVar[Check] = Check.NOT_IN_SET
+    options: ClassVar[tuple[str, ...]] = ("values",)
+
+    def passes(self, value: Column) -> Column:
+        return ~value.isin(list(self.values))
+
+    def expected(self) -> str:
+        return "none of " + ", ".join(_json(v) for v in self.values)
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        return cls(column, _values(opts, key))
+
+
+_PY_ONLY_REGEX = re.compile(r"\(\?P[<=]")
+_JAVA_NAMED_GROUP = re.compile(r"\(\?<([A-Za-z][A-Za-z0-9]*)>")
+
+
+@dataclass(frozen=True)
+class RegexRule(Rule):
+    """The value matches ``pattern`` (Java regex; see the module doc)."""
+
+    pattern: str = ""
+    match: RegexMatch = RegexMatch.FULL
+    check: ClassVar[Check] = Check.REGEX
+    options: ClassVar[tuple[str, ...]] = ("pattern", "match")
+
+    def passes(self, value: Column) -> Column:
+        java = f"\\A(?:{self.pattern})\\z" if self.match is RegexMatch.FULL else self.pattern
+        return value.cast("string").rlike(java)
+
+    def expected(self) -> str:
+        verb = "to match" if self.match is RegexMatch.FULL else "to contain a match of"
+        return f"{verb} /{self.pattern}/"
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        pattern = opts.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError(f"{key}.pattern", pattern, "a non-empty regular expression")
+        if _PY_ONLY_REGEX.search(pattern):
+            raise ConfigError(
+                f"{key}.pattern",
+                pattern,
+                "a Java regular expression: (?P<name>…) and (?P=name) are Python-only; "
+                "use (?<name>…) and \\k<name>",
+            )
+        try:
+            re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", pattern))
+        except re.error as exc:
+            raise ConfigError(
+                f"{key}.pattern", pattern, f"a valid regular expression ({exc})"
+            ) from None
+        try:
+            match = RegexMatch(str(opts.get("match", "full")).lower())
+        except ValueError:
+            raise ConfigError(f"{key}.match", opts.get("match"), "full | search") from None
+        return cls(column, pattern, match)
+
+
+@dataclass(frozen=True)
+class LengthRule(Rule):
+    """``min <= length(value) <= max`` (characters; bytes for BINARY)."""
+
+    min: int | None = None
+    max: int | None = None
+    check: ClassVar[Check] = Check.LENGTH
+    options: ClassVar[tuple[str, ...]] = ("min", "max")
+
+    def passes(self, value: Column) -> Column:
+        n = F.length(value)
+        ok = F.lit(True)
+        if self.min is not None:
+            ok = ok & (n >= F.lit(self.min))
+        if self.max is not None:
+            ok = ok & (n <= F.lit(self.max))
+        return ok
+
+    def expected(self) -> str:
+        if self.min is not None and self.max is not None:
+            return f"length between {self.min} and {self.max}"
+        return f"length >= {self.min}" if self.min is not None else f"length <= {self.max}"
+
+    def found(self, value: Column) -> Column:
+        return F.format_string("%s (length %d)", render_value(value), F.length(value))
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        lo, hi = opts.get("min"), opts.get("max")
+        if lo is None and hi is None:
+            raise ConfigError(f"{key}.min", None, "a min and/or a max for a length check")
+        for name, v in (("min", lo), ("max", hi)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ConfigError(f"{key}.{name}", v, "an integer >= 0")
+        if lo is not None and hi is not None and lo > hi:
+            raise ConfigError(f"{key}.min", lo, f"a length <= max ({hi})")
+        return cls(column, lo, hi)
+
+
+@dataclass(frozen=True)
+class ExprRule(Rule):
+    """A Spark SQL boolean expression over the staged DataFrame is not false."""
+
+    expr: str = ""
+    check: ClassVar[Check] = Check.EXPR
+    options: ClassVar[tuple[str, ...]] = ("expr",)
+
+    def passes(self, value: Column) -> Column:
+        return F.expr(self.expr)
+
+    def expected(self) -> str:
+        return self.expr
+
+    def found(self, value: Column) -> Column:
+        if self.column is None:
+            return F.lit("false")
+        return render_value(value)
+
+    @classmethod
+    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
+        text = opts.get("expr")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{key}.expr", text, "a Spark SQL boolean expression")
+        _check_sql(text.strip(), f"{key}.expr")
+        return cls(column, text.strip())
+
+
+def _check_sql(text: str, key: str) -> None:
+    """Parse ``text`` with Spark when a session is active (a syntax error is a config error)."""
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is None:
+        return
+    try:
+        F.expr(text)
+    except Exception as exc:  # ParseException; re-raised as ours
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(key, text, f"a Spark SQL boolean expression ({first})") from None
+
+
+_RULES: dict[Check, type[Rule]] = {
+    Check.NOT_NULL: NotNullRule,
+    Check.RANGE: RangeRule,
+    Check.IN_SET: InSetRule,
+    Check.NOT_IN_SET: NotInSetRule,
+    Check.REGEX: RegexRule,
+    Check.LENGTH: LengthRule,
+    Check.EXPR: ExprRule,
+}
+
+
+def parse_rule(raw: object, key: str) -> Rule:
+    """Build one rule from its YAML mapping.
+
+    Args:
+        raw: ``{column: amount, check: range, min: 0, max: 10000}``.
+        key: the rule's config path, ``stages[i].options.rules[j]``.
+
+    Raises:
+        ConfigError: naming ``<key>.<option>`` for an unknown check, an unknown
+            or missing option, or a bad value.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(key, raw, "a mapping such as {column: amount, check: not_null}")
+    check_raw = raw.get("check")
+    try:
+        check = Check(str(check_raw))
+    except ValueError:
+        raise ConfigError(f"{key}.check", check_raw, f"one of {' | '.join(Check)}") from None
+    cls = _RULES[check]
+    allowed = ("column", "check", *cls.options)
+    for k in raw:
+        if k not in allowed:
+            raise ConfigError(
+                f"{key}.{k}", raw[k], f"one of the {check} options: {', '.join(allowed)}"
+            )
+    column = raw.get("column")
+    if column is not None and (not isinstance(column, str) or not column):
+        raise ConfigError(
+            f"{key}.column", column, "a field name (omit it to check the input itself)"
+        )
+    return cls.from_options(column, raw, key)
+
+
+@dataclass(frozen=True, repr=False)
+class Checks(Stage):
+    """Validate rows against rules; the result is the input unchanged.
+
+    Attributes:
+        name: stage name.
+        rules: the rules, in declaration order (the first failing one names the error class).
+        input: the struct (or plain) column or stage checked (default: the previous stage).
+    """
+
+    name: str
+    rules: tuple[Rule, ...]
+    input: str | None = None
+    kind: ErrorKind = field(default=ErrorKind.VALIDATE)
+
+    def __post_init__(self) -> None:
+        if not self.rules:
+            raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        fails = [~F.coalesce(r.passes(r.target(value)), F.lit(True)) for r in self.rules]
+        parts = [
+            F.when(fail, r.message(r.target(value)))
+            for r, fail in zip(self.rules, fails, strict=True)
+        ]
+        error_class = F.when(fails[0], F.lit(self.rules[0].check.value))
+        for r, fail in zip(self.rules[1:], fails[1:], strict=True):
+            error_class = error_class.when(fail, F.lit(r.check.value))
+        failed = fails[0]
+        for fail in fails[1:]:
+            failed = failed | fail
+        return outcome(value, failed, self.error(error_class, F.concat_ws("; ", *parts)))
+
+
+def parse_rules(raw: object, key: str) -> tuple[Rule, ...]:
+    """Build every rule of ``options.rules`` (``key`` names that list)."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        raise ConfigError(
+            key, raw, "a non-empty list of rules such as {column: x, check: not_null}"
+        )
+    return tuple(parse_rule(r, f"{key}[{j}]") for j, r in enumerate(raw))
+
+
+def from_spec(spec: StageSpec) -> Checks:
+    """Build from YAML (see the module docstring for the rules).
+
+    Raises:
+        ConfigError: naming ``stages[i].options.rules[j].<key>`` for a bad rule.
+    """
+    from quarantine.stages import option
+
+    for k in spec.options:
+        if k != "rules":
+            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], "rules")
+    rules = parse_rules(option(spec, "rules"), spec.key("options.rules"))
+    return Checks(name=spec.name, rules=rules, input=spec.input)

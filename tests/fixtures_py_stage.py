@@ -1,0 +1,119 @@
+"""Importable user functions for the ``python`` stage tests.
+
+They live in a module (not in the test files) so that YAML-style dotted paths
+(``tests.fixtures_py_stage.parse_amount``) resolve on the driver and on Spark's
+Python workers alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = [
+    "NOT_CALLABLE",
+    "Recorder",
+    "TransientError",
+    "add_tax_vectorized",
+    "amount_times_quantity",
+    "amount_times_quantity_vectorized",
+    "always_none",
+    "flaky",
+    "parse_amount",
+    "parse_amount_vectorized",
+    "shout",
+    "split_name",
+    "wrong_length_vectorized",
+    "wrong_type",
+]
+
+NOT_CALLABLE = 42
+
+
+class TransientError(Exception):
+    """An error a retry could fix (a timeout, a 503)."""
+
+
+def parse_amount(text: str) -> float:
+    """``"12.5"`` → 12.5; anything else raises ValueError."""
+    return float(text)
+
+
+def parse_amount_vectorized(s: pd.Series) -> pd.Series:
+    """Whole-batch ``float`` parse: one bad value makes the whole call raise."""
+    return s.astype(float)
+
+
+def add_tax_vectorized(s: pd.Series) -> pd.Series:
+    """Amounts × 1.2; raises for the whole batch if any amount is negative."""
+    if (s < 0).any():
+        raise ValueError(f"negative amount in batch: {s[s < 0].tolist()}")
+    return s * 1.2
+
+
+def wrong_length_vectorized(s: pd.Series) -> pd.Series:
+    """Drops the last element (a classic vectorized bug)."""
+    return s.iloc[:-1]
+
+
+def amount_times_quantity(row: dict[str, Any]) -> float:
+    """Struct input in row mode: a dict per row."""
+    return float(row["amount"] * row["quantity"])
+
+
+def amount_times_quantity_vectorized(df: pd.DataFrame) -> pd.Series:
+    """Struct input in vectorized mode: a DataFrame with one column per field."""
+    return df["amount"] * df["quantity"]
+
+
+def split_name(text: str) -> dict[str, str]:
+    """A struct result: ``"Ada Lovelace"`` → ``{first: Ada, last: Lovelace}``."""
+    first, last = text.split(" ")
+    return {"first": first, "last": last}
+
+
+def shout(text: str) -> str:
+    """Unicode-safe upper-casing."""
+    return text.upper() + "!"
+
+
+def wrong_type(text: str) -> Any:
+    """Declared INT but returns a string."""
+    return f"not a number: {text}"
+
+
+def always_none(text: str) -> None:
+    """Returns None for everything."""
+    return None
+
+
+def flaky(text: str) -> str:
+    """Raises a retriable error for ``timeout``, a plain one for ``bad``."""
+    if text == "timeout":
+        raise TransientError("upstream timed out after 30s")
+    if text == "bad":
+        raise KeyError(text)
+    return text
+
+
+class Recorder:
+    """Appends every value it is called with to a file (one repr per line), and
+    raises ValueError for ``"boom"``; used to prove which rows a stage ran on."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+
+    def __call__(self, value: Any) -> str:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(repr(value) + "\n")
+        if value == "boom":
+            raise ValueError("boom is not allowed")
+        return str(value)
+
+    def seen(self) -> list[str]:
+        """The reprs recorded so far (in no particular order across workers)."""
+        p = Path(self.path)
+        return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
