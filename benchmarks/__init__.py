@@ -1,0 +1,149 @@
+"""Benchmarks: throughput, overhead against plain PySpark and dqx, driver memory.
+
+Run them all with ``python -m benchmarks.run`` (see ``benchmarks/README.md``).
+This package module holds what every benchmark shares and nothing else:
+
+* :func:`bench_dir` — where sources and output tables go (``$BENCH_DIR`` or
+  ``/tmp/quarantine-bench``), never inside the repo;
+* :func:`bench_spark` — the local session every benchmark uses (UI off, local[2]);
+* :func:`ensure_source` — the demo generator's Kafka-shaped source, written once
+  to Delta per ``(records, poison_rate)`` and reused across runs;
+* :class:`Measurement` / :func:`median` / :func:`timed` — wall-clock timing;
+* :class:`Row` / :func:`markdown_table` — the one result row and its rendering.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+__all__ = [
+    "Row",
+    "bench_dir",
+    "bench_spark",
+    "drop_dir",
+    "ensure_source",
+    "fresh_dir",
+    "markdown_table",
+    "median",
+    "timed",
+]
+
+#: The Spark settings every benchmark runs with (on top of quarantine's local defaults).
+BENCH_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+#: Generator seed: every benchmark reads the same records.
+SEED = 7
+
+
+def bench_dir() -> Path:
+    """The benchmark working directory (``$BENCH_DIR`` or ``/tmp/quarantine-bench``), created."""
+    d = Path(os.environ.get("BENCH_DIR", "/tmp/quarantine-bench"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def fresh_dir(label: str) -> Path:
+    """A new, empty directory under :func:`bench_dir` for one repeat's output tables."""
+    d = bench_dir() / "out" / f"{label}-{uuid.uuid4().hex[:8]}"
+    d.mkdir(parents=True)
+    return d
+
+
+def drop_dir(d: Path) -> None:
+    """Delete a repeat's output directory (ignore it if already gone)."""
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def bench_spark(app: str = "quarantine-bench", conf: dict[str, str] | None = None) -> SparkSession:
+    """The local Delta session for benchmarks (``local[2]``, Spark UI off)."""
+    from quarantine.session import get_spark
+
+    return get_spark(app, {**BENCH_CONF, **(conf or {})})
+
+
+def ensure_source(spark: SparkSession, records: int, poison_rate: float) -> str:
+    """Path of a Delta table of :func:`quarantine.demo.orders_source` records.
+
+    Written once per ``(records, poison_rate)`` and reused: a marker file is
+    written after the Delta commit, so a half-written table is rewritten.
+    """
+    from quarantine.demo import orders_source
+
+    name = f"source-{records}-p{round(poison_rate * 1000):04d}"
+    path = bench_dir() / "sources" / name
+    marker = path.parent / f"{name}.ok"
+    if not marker.exists():
+        drop_dir(path)
+        slices = max(4, records // 250_000)
+        (
+            orders_source(spark, records, poison_rate=poison_rate, seed=SEED, slices=slices)
+            .write.format("delta").mode("overwrite").save(str(path))
+        )
+        marker.write_text(f"{records}\n", encoding="utf-8")
+    return str(path)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    """Run ``fn`` once and return its wall-clock time in seconds."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of a non-empty sequence."""
+    return float(statistics.median(xs))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured comparison: ``subject`` against ``baseline``.
+
+    Attributes:
+        bench: the benchmark's name (``pipeline``, ``dqx``, ``memory`` …).
+        case: what was measured (``0% poison, listeners=[]`` …).
+        baseline_s: median seconds of the baseline (or the first value compared).
+        subject_s: median seconds of the subject (or the second value compared).
+        ratio: ``subject / baseline`` (for memory: 5M peak / 1M peak).
+        goal: the goal as text (``<= 1.15x``).
+        met: whether the goal was met.
+        unit: the unit of ``baseline_s`` / ``subject_s`` (``s`` or ``MiB``).
+        samples: every sample, for the JSON results file.
+    """
+
+    bench: str
+    case: str
+    baseline_s: float
+    subject_s: float
+    ratio: float
+    goal: str
+    met: bool
+    unit: str = "s"
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    """Render result rows as a markdown table."""
+    head = "| bench | case | baseline | subject | ratio | goal | met |\n|---|---|---:|---:|---:|---|---|"
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"| {r.bench} | {r.case} | {r.baseline_s:.2f} {r.unit} | {r.subject_s:.2f} {r.unit} "
+            f"| {r.ratio:.2f}x | {r.goal} | {'yes' if r.met else 'NO'} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,330 @@
+"""Overhead of error capture: plain PySpark vs the quarantine pipeline, same source, same work.
+
+Both arms read the same Kafka-shaped Delta source (the demo generator, written
+once) and do the demo config's work — UTF-8 decode, ``from_json`` against the
+order schema with required fields, the timestamp cast, the range/in-set checks:
+
+* **plain** — the same expressions with no error capture: each step drops its
+  bad rows with a filter and only the target Delta table is written;
+* **quarantine** — :class:`quarantine.runner.Pipeline` with the demo config's
+  stages (``errors.tolerance: all``): result-or-error columns, the quarantine
+  MERGE, observed counts, the target write. Measured with ``listeners=[]`` (the
+  fair comparison) and with the config's default listeners.
+
+Each repeat writes fresh output tables; arms are interleaved (A/B/C then C/B/A)
+so drift on a shared machine hits them alike; the median of K repeats is
+reported. ``--profile`` also times each phase of ``process_batch`` once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from benchmarks import (
+    Row,
+    bench_spark,
+    drop_dir,
+    ensure_source,
+    fresh_dir,
+    markdown_table,
+    median,
+    timed,
+)
+from quarantine.config import PipelineConfig, StageSpec, load_config
+from quarantine.runner import Pipeline, default_listeners
+from quarantine.stage import Stage
+
+__all__ = ["DEMO_CONF", "available_stages", "demo_config", "main", "plain_target", "profile", "run"]
+
+_REPO = Path(__file__).resolve().parent.parent
+#: The config whose stages both arms run.
+DEMO_CONF = _REPO / "conf" / "orders_demo.yml"
+
+#: Goals of issue 2, by poison rate: quarantine time / plain time.
+GOALS: Mapping[float, float] = {0.0: 1.15, 0.10: 1.30}
+
+_CORRUPT = "_corrupt_record"
+
+
+def demo_config(source: str, out: Path, conf_path: Path = DEMO_CONF) -> PipelineConfig:
+    """The demo config pointed at a benchmark source and a fresh output directory."""
+    return load_config(
+        conf_path,
+        {
+            "source.path": source,
+            "target.table": str(out / "target"),
+            "errors.deadletterqueue.table.name": str(out / "quarantine"),
+        },
+    )
+
+
+def available_stages(config: PipelineConfig) -> tuple[list[StageSpec], list[Stage], list[str]]:
+    """The config's stages that can be built here, and the types that cannot (yet).
+
+    A stage type whose module is missing is left out of *both* arms, so the
+    comparison stays like for like; its name is reported with the results.
+    """
+    from quarantine.stages import build_stage
+
+    specs: list[StageSpec] = []
+    stages: list[Stage] = []
+    missing: list[str] = []
+    for spec in config.stages:
+        try:
+            stages.append(build_stage(spec))
+        except ModuleNotFoundError:
+            missing.append(f"{spec.name}({spec.type})")
+            continue
+        specs.append(spec)
+    return specs, stages, missing
+
+
+# --------------------------------------------------------------------------- the plain arm
+
+
+def _check(rule: Mapping[str, Any], v: Column) -> Column:
+    """A rule of the ``checks`` stage as a plain boolean filter."""
+    col = v.getField(str(rule["column"]))
+    check = rule["check"]
+    if check == "range":
+        lo, hi = rule.get("min"), rule.get("max")
+        cond = F.lit(True)
+        if lo is not None:
+            cond = cond & (col >= F.lit(lo))
+        if hi is not None:
+            cond = cond & (col <= F.lit(hi))
+        return cond
+    if check == "in_set":
+        return col.isin(list(rule["values"]))
+    if check == "not_null":
+        return col.isNotNull()
+    if check == "regex":
+        return col.rlike(str(rule["pattern"]))
+    raise ValueError(f"plain arm: unsupported check {check!r}; expected range | in_set | not_null | regex")
+
+
+def _plain_step(spec: StageSpec, v: Column) -> tuple[Column, Column]:
+    """One stage's work without error capture: ``(new value, keep-row condition)``."""
+    opts = spec.options
+    if spec.type == "decode_utf8":
+        return v.cast("string"), F.coalesce(F.is_valid_utf8(v), F.lit(False))
+    if spec.type == "json":
+        schema = StructType.fromDDL(str(opts["schema"]))
+        parse = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
+        parsed = F.from_json(v, parse, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"})
+        ok = parsed.isNotNull() & parsed.getField(_CORRUPT).isNull()
+        for r in opts.get("required", []):
+            ok = ok & parsed.getField(r).isNotNull()
+        return F.struct(*[parsed.getField(f.name).alias(f.name) for f in schema.fields]), ok
+    if spec.type == "cast":
+        formats: Mapping[str, str] = opts.get("formats", {})
+        ok = F.lit(True)
+        for name, type_ in dict(opts["columns"]).items():
+            old = v.getField(name)
+            if name in formats and str(type_).upper() == "TIMESTAMP":
+                new = F.try_to_timestamp(old, F.lit(formats[name]))
+            else:
+                new = old.try_cast(str(type_))
+            ok = ok & (old.isNull() | new.isNotNull())
+            v = v.withField(name, new)
+        return v, ok
+    if spec.type == "checks":
+        ok = F.lit(True)
+        for rule in opts["rules"]:
+            ok = ok & F.coalesce(_check(rule, v), F.lit(False))
+        return v, ok
+    raise ValueError(f"plain arm: no plain equivalent for stage type {spec.type!r}")
+
+
+def plain_target(df: DataFrame, specs: Sequence[StageSpec]) -> DataFrame:
+    """The plain pipeline: each stage's expressions, bad rows dropped by a filter.
+
+    Returns the target rows in the same shape as the quarantine pipeline's
+    target (the final struct's fields plus ``_source_*`` coordinates).
+    """
+    cur = df.select(
+        F.col("topic").alias("_source_topic"), F.col("partition").alias("_source_partition"),
+        F.col("offset").alias("_source_offset"), F.col("timestamp").alias("_source_timestamp"),
+        F.col("value").alias("_v"),
+    )
+    coords = ["_source_topic", "_source_partition", "_source_offset", "_source_timestamp"]
+    for spec in specs:
+        value, keep = _plain_step(spec, F.col("_v"))
+        cur = cur.select(*coords, value.alias("_v"), keep.alias("_keep")).where("_keep").drop("_keep")
+    return cur.select("_v.*", *coords)
+
+
+def run_plain(spark: SparkSession, source: str, specs: Sequence[StageSpec], out: Path) -> None:
+    """Read the source, run :func:`plain_target`, append to ``out/target`` (Delta)."""
+    df = spark.read.format("delta").load(source)
+    plain_target(df, specs).write.format("delta").mode("append").save(str(out / "target"))
+
+
+def run_quarantine(
+    spark: SparkSession, source: str, stages: Sequence[Stage], out: Path, *, default: bool
+) -> None:
+    """Run the quarantine pipeline once into ``out`` (listeners=[] unless ``default``)."""
+    config = demo_config(source, out)
+    listeners = None if default else []
+    Pipeline.from_config(config, spark, listeners=listeners, stages=stages).run()
+
+
+# --------------------------------------------------------------------------- profiling
+
+
+def profile(spark: SparkSession, source: str, specs: Sequence[StageSpec], stages: Sequence[Stage]) -> dict[str, float]:
+    """Seconds spent in each phase of ``process_batch`` (one run), and the plain arm's parts.
+
+    Phases follow :meth:`Pipeline.process_batch`: the staged, persisted batch
+    built by one observed noop pass; the quarantine MERGE; the target write.
+    ``plain_noop`` / ``staged_noop`` compare the expressions alone (no writes).
+    """
+    from pyspark.sql import Observation
+
+    from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
+
+    out = fresh_dir("profile")
+    try:
+        pipe = Pipeline.from_config(demo_config(source, out), spark, listeners=[], stages=stages)
+        df = spark.read.format("delta").load(source)
+        phases: dict[str, float] = {}
+        phases["plain_noop"] = timed(
+            lambda: plain_target(df, specs).write.format("noop").mode("overwrite").save()
+        )
+        phases["staged_noop"] = timed(
+            lambda: pipe.split_frame(df).write.format("noop").mode("overwrite").save()
+        )
+        split = pipe.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
+        obs = Observation("bench_profile")
+        phases["persist+observe"] = timed(
+            lambda: split.observe(obs, *pipe._observed_counts())
+            .write.format("noop").mode("overwrite").save()
+        )
+        failed = split.where(F.col("_q_error").isNotNull())
+        rows = quarantine_rows(failed, pipeline="bench", run_id="profile", batch_id=0, now=pipe.clock())
+        phases["quarantine_merge"] = timed(
+            lambda: merge_quarantine(spark, str(out / "quarantine"), rows, pipeline="bench")
+        )
+        phases["target_write"] = timed(
+            lambda: pipe.target_rows(split).write.format("delta").mode("append").save(str(out / "target"))
+        )
+        split.unpersist()
+        return phases
+    finally:
+        drop_dir(out)
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def _interleaved(
+    arms: Mapping[str, Callable[[Path], None]], repeat: int
+) -> dict[str, list[float]]:
+    """Run every arm ``repeat`` times, order A..Z then Z..A, fresh output each time."""
+    samples: dict[str, list[float]] = {a: [] for a in arms}
+    names = list(arms)
+    for k in range(repeat):
+        order = names if k % 2 == 0 else list(reversed(names))
+        for name in order:
+            out = fresh_dir(name)
+            try:
+                samples[name].append(timed(lambda fn=arms[name], o=out: fn(o)))  # type: ignore[misc]
+            finally:
+                drop_dir(out)
+            print(f"  [{name}] repeat {k + 1}/{repeat}: {samples[name][-1]:.2f}s", file=sys.stderr, flush=True)
+    return samples
+
+
+def run(
+    records: int = 1_000_000,
+    repeat: int = 3,
+    *,
+    poison_rates: Sequence[float] = (0.0, 0.10),
+    with_profile: bool = False,
+    spark: SparkSession | None = None,
+) -> list[Row]:
+    """Measure plain vs quarantine at each poison rate; return one row per comparison."""
+    spark = spark or bench_spark("bench-pipeline")
+    probe = demo_config("/tmp/probe-source", Path("/tmp/probe-out"))
+    specs, stages, missing = available_stages(probe)
+    note = f" (stages missing here: {', '.join(missing)})" if missing else ""
+    has_default = bool(default_listeners(probe, spark))
+    # Warm the JVM (JIT, Delta classes) on a small source so the first timed run is not penalised.
+    warm = ensure_source(spark, 20_000, 0.10)
+    for fn in (
+        lambda o: run_plain(spark, warm, specs, o),
+        lambda o: run_quarantine(spark, warm, stages, o, default=False),
+    ):
+        out = fresh_dir("warmup")
+        fn(out)
+        drop_dir(out)
+
+    rows: list[Row] = []
+    for rate in poison_rates:
+        source = ensure_source(spark, records, rate)
+        arms: dict[str, Callable[[Path], None]] = {
+            "plain": lambda o, s=source: run_plain(spark, s, specs, o),
+            "quarantine": lambda o, s=source: run_quarantine(spark, s, stages, o, default=False),
+        }
+        if has_default:
+            arms["quarantine+listeners"] = lambda o, s=source: run_quarantine(spark, s, stages, o, default=True)
+        print(f"pipeline: {records:,} records, {rate:.0%} poison, {repeat} repeats", file=sys.stderr)
+        samples = _interleaved(arms, repeat)
+        goal = GOALS.get(rate, 1.3)
+        base = median(samples["plain"])
+        for arm in arms:
+            if arm == "plain":
+                continue
+            subj = median(samples[arm])
+            label = "listeners=[]" if arm == "quarantine" else "default listeners"
+            rows.append(
+                Row(
+                    bench="pipeline",
+                    case=f"{records:,} rec, {rate:.0%} poison, {label}{note}",
+                    baseline_s=base, subject_s=subj, ratio=subj / base,
+                    goal=f"<= {goal:.2f}x", met=subj / base <= goal,
+                    samples={"plain": samples["plain"], arm: samples[arm]},
+                )
+            )
+        if not has_default:
+            print("  (default_listeners() returns no listeners: the 'default listeners' arm equals listeners=[])",
+                  file=sys.stderr)
+        if with_profile:
+            phases = profile(spark, source, specs, stages)
+            print(f"  profile at {rate:.0%} poison: "
+                  + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()), file=sys.stderr)
+            rows.append(
+                Row(
+                    bench="pipeline-profile",
+                    case=f"{rate:.0%} poison: staged noop vs plain noop (expressions only)",
+                    baseline_s=phases["plain_noop"], subject_s=phases["staged_noop"],
+                    ratio=phases["staged_noop"] / phases["plain_noop"], goal="info", met=True,
+                    samples={k: [v] for k, v in phases.items()},
+                )
+            )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """``python -m benchmarks.bench_pipeline [--records N] [--repeat K] [--profile]``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="also time each phase of process_batch")
+    args = ap.parse_args(argv)
+    rows = run(args.records, max(args.repeat, 1), with_profile=args.profile)
+    print(markdown_table(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
