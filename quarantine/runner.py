@@ -36,8 +36,9 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig, SourceFormat
-from quarantine.errorlog import redact_error
+from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
 from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, SourceError
+from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import observed_counts
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryWithToleranceOperator
@@ -46,6 +47,7 @@ from quarantine.sinks import read_table
 from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage, apply_stages, final_error, final_result
+from quarantine.tolerance import DeltaWindowStore, ToleranceGuard, window_state_table
 
 __all__ = ["Pipeline", "RunSummary", "check_kafka_shaped"]
 
@@ -147,6 +149,9 @@ class Pipeline:
             (used by expectation validation). See :class:`BatchHook`.
         write_retry: the retry operator for the batch's table writes; None builds
             :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
+        error_handlers: the per-kind handlers (``errors.handler.*``); None loads
+            them from the config on first use (:meth:`from_config` loads them
+            up front, so a bad handler path fails before any data is read).
     """
 
     config: PipelineConfig
@@ -157,7 +162,10 @@ class Pipeline:
     clock: Callable[[], dt.datetime] = _utcnow
     batch_hooks: list[Any] = field(default_factory=list)
     write_retry: RetryWithToleranceOperator | None = None
+    error_handlers: ErrorHandlers | None = None
     _run: RunInfo | None = field(default=None, init=False, repr=False)
+    _guard: ToleranceGuard | None = field(default=None, init=False, repr=False)
+    _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ building
 
@@ -187,6 +195,7 @@ class Pipeline:
             stages=built,
             run_id=run_id or uuid.uuid4().hex,
             listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
+            error_handlers=ErrorHandlers.from_config(config.errors, config.secrets()),
         )
         return pipe
 
@@ -308,7 +317,7 @@ class Pipeline:
                     quarantine=True,
                 )
 
-            self._check_tolerance(quarantined, now)
+            logged = self._check_tolerance(counts, quarantined, now, batch_id, split)
 
             good = self.target_rows(split)
             if streaming:
@@ -342,6 +351,7 @@ class Pipeline:
                 "total-retries": float(counts["retries"]),
                 "deadletterqueue-produce-requests": float(quarantined),
                 "deadletterqueue-produce-failures": 0.0,
+                "total-errors-logged": float(logged),
             },
             finished_at=self.clock(),
         )
@@ -368,16 +378,62 @@ class Pipeline:
             raise
         return attempts
 
-    def _check_tolerance(self, errors: int, now: dt.datetime) -> None:
-        """Fail the run if the errors of this batch break the tolerance (see tolerance.py)."""
-        from quarantine.errors import ToleranceExceededError
+    def _check_tolerance(
+        self, counts: Mapping[str, Any], errors: int, now: dt.datetime, batch_id: int,
+        split: DataFrame,
+    ) -> int:
+        """Handlers, error-context log, then the tolerance guard; returns lines logged.
 
-        if errors and self.config.errors.tolerance.value == "none":
-            raise ToleranceExceededError(
-                f"errors.tolerance=none: {errors} record(s) failed in batch; they are in the "
-                f"quarantine table {self.quarantine_table}; the target was not written",
-                limit="errors.tolerance", count=errors, window="batch",
+        Runs after the batch's quarantine rows are durable and before the target
+        write (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
+        :mod:`quarantine.tolerance`).
+
+        Raises:
+            HandlerError: a custom handler raised or returned no HandlerResponse.
+            ToleranceExceededError: a handler said fail, or a tolerance limit broke.
+        """
+        if not errors:
+            return 0
+        cfg = self.config.errors
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in self.stages}
+        handlers = self.error_handlers or ErrorHandlers.from_config(cfg, self.config.secrets())
+        decision = handlers.decide(
+            counts_by_kind(self.stages, by_stage), pipeline=self.config.pipeline,
+            run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
+            stage_kinds={s.name: s.kind for s in self.stages},
+        )
+        kinds = set(decision.logged_kinds) | (set(decision.failed_kinds) if cfg.log_enable else set())
+        logged = 0
+        if kinds:
+            if self._error_log is None:
+                self._error_log = ErrorContextLogger.from_config(
+                    cfg, config=self.config.redacted(), secrets=self.config.secrets()
+                )
+            # a bounded sample (limit + collect) of the persisted batch, never a count
+            sample = sample_errors(
+                split, error=_ERR, kinds={k.value for k in kinds},
+                include_messages=cfg.log_include_messages,
+            ).collect()
+            logged = self._error_log.log_batch(
+                [r.asDict() for r in sample], pipeline=self.config.pipeline, run_id=self.run_id,
+                batch_id=batch_id, total=sum(decision.counts[k] for k in kinds),
             )
+        decision.raise_for_failure()
+        self._tolerance().check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
+        return logged
+
+    def _tolerance(self) -> ToleranceGuard:
+        """This run's tolerance guard (rate-limit windows in ``<quarantine>_tolerance``)."""
+        if self._guard is None or self._guard.run_id != self.run_id:
+            cfg = self.config.errors
+            store = (
+                DeltaWindowStore(self.spark, window_state_table(cfg.dlq_table_name))
+                if cfg.tolerance_rate_limit >= 0 else None
+            )
+            self._guard = ToleranceGuard(
+                cfg, pipeline=self.config.pipeline, run_id=self.run_id, store=store
+            )
+        return self._guard
 
     # ------------------------------------------------------------------ runs
 
