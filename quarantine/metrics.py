@@ -392,6 +392,10 @@ class BatchMetrics:
         m = MetricNames(metric)
         return {p.topic: p.value for p in self.points if p.metric is m and p.topic is not None}
 
+    def topic_counts(self, metric: MetricNames | str) -> dict[str, int]:
+        """``{topic: count}`` of a counting metric (for ``BatchReport.quarantined_by_topic``)."""
+        return {t: int(v) for t, v in self.by_topic(metric).items()}
+
     def as_report(self) -> dict[str, float]:
         """The flat ``BatchReport.metrics`` mapping (keys from :func:`metric_key`)."""
         return {p.key: p.value for p in self.points}
@@ -507,10 +511,12 @@ class RunMetrics:
     Not thread safe; one instance per run, updated by the driver after each batch.
 
     Attributes:
+        run_id: the run these totals belong to.
         batches: how many batches were added.
         totals: ``{metric key: value}`` over the run (keys from :func:`metric_key`).
     """
 
+    run_id: str = ""
     batches: int = 0
     totals: dict[str, float] = field(default_factory=dict)
 
