@@ -39,7 +39,7 @@ from quarantine.config import PipelineConfig, SourceFormat
 from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
 from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, SourceError
 from quarantine.handlers import ErrorHandlers, counts_by_kind
-from quarantine.metrics import observed_counts
+from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -164,6 +164,7 @@ class Pipeline:
     write_retry: RetryWithToleranceOperator | None = None
     error_handlers: ErrorHandlers | None = None
     _run: RunInfo | None = field(default=None, init=False, repr=False)
+    _run_metrics: RunMetrics | None = field(default=None, init=False, repr=False)
     _guard: ToleranceGuard | None = field(default=None, init=False, repr=False)
     _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
 
@@ -210,6 +211,13 @@ class Pipeline:
     @property
     def target_table(self) -> str:
         return self.config.target.table
+
+    @property
+    def run_metrics(self) -> RunMetrics:
+        """This run's metric totals so far (a new run id starts from zero)."""
+        if self._run_metrics is None or self._run_metrics.run_id != self.run_id:
+            self._run_metrics = RunMetrics(run_id=self.run_id)
+        return self._run_metrics
 
     def run_info(self) -> RunInfo:
         """The current run (created on first use)."""
@@ -302,6 +310,7 @@ class Pipeline:
             records_in = int(counts["records_in"])
             quarantined = int(counts["records_quarantined"])
 
+            dlq_attempts = 1
             if quarantined:
                 failed = split.where(F.col(_ERR).isNotNull())
                 rows = quarantine_rows(
@@ -309,7 +318,7 @@ class Pipeline:
                     failed.withColumn(_ERR, redact_error(F.col(_ERR), self.config.secrets())),
                     pipeline=self.config.pipeline, run_id=run.run_id, batch_id=batch_id, now=now,
                 )
-                self._write(
+                dlq_attempts = self._write(
                     f"quarantine MERGE into {self.quarantine_table}",
                     lambda: merge_quarantine(
                         self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline
@@ -335,6 +344,10 @@ class Pipeline:
         finally:
             split.unpersist()
 
+        metrics = batch_metrics(
+            counts, stages=self.stages, now=now, dlq_attempts=dlq_attempts
+        )
+        self.run_metrics.add(metrics)
         report = BatchReport(
             run=run,
             batch_id=batch_id,
@@ -344,15 +357,8 @@ class Pipeline:
             quarantined_by_stage={
                 s.name: int(counts[f"stage:{s.name}"]) for s in self.stages if int(counts[f"stage:{s.name}"])
             },
-            metrics={
-                "total-record-failures": float(quarantined),
-                "total-record-errors": float(quarantined),
-                "total-records-skipped": float(quarantined),
-                "total-retries": float(counts["retries"]),
-                "deadletterqueue-produce-requests": float(quarantined),
-                "deadletterqueue-produce-failures": 0.0,
-                "total-errors-logged": float(logged),
-            },
+            quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
+            metrics=metrics.as_report(),
             finished_at=self.clock(),
         )
         for problem in fan_out(self.listeners, "on_batch", report):
