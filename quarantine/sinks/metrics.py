@@ -1,0 +1,213 @@
+"""The Delta metrics table: one row per batch per metric (and per stage / per topic).
+
+Schema :data:`~quarantine.schema.METRICS_SCHEMA`::
+
+    pipeline, run_id, batch_id, recorded_at, metric, stage, topic, value
+
+A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
+row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
+run's or a day's total is a plain ``GROUP BY metric`` over the rows where
+``stage IS NULL AND topic IS NULL`` (see ``docs/metrics.md``).
+
+Exactly once per ``(run_id, batch_id)``: each batch is one blind append carrying
+``txnAppId = quarantine-metrics:<pipeline>:<run_id>`` and ``txnVersion = batch_id``.
+Delta skips a transaction version it has already committed for that app id, so
+a micro-batch replayed after a crash (same streaming query id, same batch id)
+and a listener called twice add nothing. Blind appends never conflict with each
+other, so many pipelines can share one metrics table; the write still runs
+under the write retry policy (:meth:`RetryWithToleranceOperator.for_writes`).
+Delta keeps one ``SetTransaction`` entry per app id in its log; set the table
+property ``delta.setTransactionRetentionDuration`` to expire old runs' entries.
+
+A run that ends on a tolerance breach (:class:`~quarantine.errors.ToleranceExceededError`)
+sends no batch report for the breaching batch; :meth:`MetricsTableListener.on_run_end`
+records it as one ``tolerance-breaches`` row with ``batch_id`` NULL.
+
+Listener contract (:mod:`quarantine.report`): a write that still fails after its
+retries is logged with the number of rows lost and never fails the data path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from quarantine.config import PipelineConfig
+from quarantine.errors import ToleranceExceededError
+from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
+from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
+from quarantine.retry import RetryWithToleranceOperator
+from quarantine.schema import METRICS_SCHEMA
+from quarantine.sinks import is_path, save, table_exists
+
+__all__ = [
+    "MetricsTableListener",
+    "NoMetricsTable",
+    "ensure_metrics_table",
+    "metric_rows",
+    "metrics_listener",
+    "metrics_txn_app_id",
+]
+
+log = logging.getLogger("quarantine.metrics")
+
+#: ``txnVersion`` of the run-end row (a breach): after any real batch id.
+_RUN_END_VERSION = 2**62
+
+Row = tuple[Any, ...]
+
+
+def metrics_txn_app_id(pipeline: str, run_id: str) -> str:
+    """The Delta ``txnAppId`` of one run's metrics appends."""
+    return f"quarantine-metrics:{pipeline}:{run_id}"
+
+
+def ensure_metrics_table(spark: SparkSession, name: str) -> None:
+    """Create the metrics table if it does not exist (safe against a creation race).
+
+    Liquid-clustered by ``(pipeline, metric)``, the columns every query filters on.
+    """
+    if table_exists(spark, name):
+        return
+    builder = DeltaTable.createIfNotExists(spark)
+    builder = builder.location(name) if is_path(name) else builder.tableName(name)
+    builder = (
+        builder.addColumns(METRICS_SCHEMA)
+        .comment("quarantine: error metrics per batch, Kafka Connect's names")
+        .clusterBy("pipeline", "metric")
+    )
+    try:
+        builder.execute()
+    except Exception:
+        if not table_exists(spark, name):
+            raise
+
+
+def metric_rows(report: BatchReport) -> list[Row]:
+    """The metrics table rows of one batch report (pure).
+
+    One row per :class:`~quarantine.metrics.MetricPoint` in ``report.metrics``;
+    keys that are not metrics are skipped. ``tolerance-breaches`` is at least
+    the number of breaches the report carries.
+    """
+    points = list(BatchMetrics.from_report(report.metrics).points)
+    breaches = len(report.breaches)
+    total_key = MetricNames.TOLERANCE_BREACHES.value
+    if breaches:
+        points = [p for p in points if p.key != total_key]
+        reported = report.metrics.get(total_key, 0.0)
+        points.append(MetricPoint(MetricNames.TOLERANCE_BREACHES, max(float(breaches), reported)))
+    run = report.run
+    at = report.finished_at
+    return [
+        (run.pipeline, run.run_id, report.batch_id, at, p.metric.value, p.stage, p.topic, p.value)
+        for p in points
+    ]
+
+
+class NoMetricsTable:
+    """The listener used when ``metrics.table`` is not configured: does nothing."""
+
+    def on_run_start(self, run: RunInfo) -> None:
+        """Nothing to prepare."""
+
+    def on_batch(self, report: BatchReport) -> None:
+        """Nothing to write."""
+
+    def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
+        """Nothing to write."""
+
+
+def _breach(error: BaseException | None) -> ToleranceExceededError | None:
+    seen: set[int] = set()
+    cur = error
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, ToleranceExceededError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+class MetricsTableListener:
+    """Appends each batch's metrics to a Delta table, once per ``(run_id, batch_id)``.
+
+    Args:
+        spark: the session.
+        table: the metrics table (path or ``catalog.schema.table``), created on first use.
+        retry: the write retry operator (retries Delta commit conflicts).
+        clock: the wall clock (for the run-end row).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        table: str,
+        *,
+        retry: RetryWithToleranceOperator,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.spark = spark
+        self.table = table
+        self.retry = retry
+        self.clock = clock
+
+    def on_run_start(self, run: RunInfo) -> None:
+        """Create the table up front, so the first batch pays nothing extra."""
+        try:
+            ensure_metrics_table(self.spark, self.table)
+        except Exception as exc:  # the listener contract: never fail the data path
+            log.warning("metrics table %s could not be created: %s", self.table, exc)
+
+    def on_batch(self, report: BatchReport) -> None:
+        """Append the batch's rows (idempotent per ``(run_id, batch_id)``)."""
+        run = report.run
+        self._append(metric_rows(report), run.pipeline, run.run_id, report.batch_id)
+
+    def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
+        """Record a tolerance breach that ended the run (its batch sent no report)."""
+        breach = _breach(error)
+        if breach is None:
+            return
+        row = (
+            run.pipeline, run.run_id, None, self.clock(),
+            MetricNames.TOLERANCE_BREACHES.value, None, None, 1.0,
+        )
+        self._append([row], run.pipeline, run.run_id, _RUN_END_VERSION)
+
+    def _append(self, rows: Sequence[Row], pipeline: str, run_id: str, version: int) -> None:
+        if not rows:
+            return
+
+        def write() -> None:
+            ensure_metrics_table(self.spark, self.table)
+            df = self.spark.createDataFrame(list(rows), METRICS_SCHEMA)
+            writer = (
+                df.write.format("delta")
+                .mode("append")
+                .option("txnAppId", metrics_txn_app_id(pipeline, run_id))
+                .option("txnVersion", str(version))
+            )
+            save(writer, self.table)
+
+        try:
+            self.retry.call(write, name=f"metrics append to {self.table}")
+        except Exception as exc:  # the listener contract: never fail the data path
+            log.warning(
+                "metrics table %s: %d row(s) of run %s (txnVersion %s) not written: %s",
+                self.table, len(rows), run_id, version, exc,
+            )
+
+
+def metrics_listener(config: PipelineConfig, spark: SparkSession) -> RunListener:
+    """The metrics listener a config asks for: the table's, or a no-op without ``metrics.table``."""
+    if not config.metrics.table:
+        return NoMetricsTable()
+    return MetricsTableListener(
+        spark, config.metrics.table, retry=RetryWithToleranceOperator.for_writes(config.errors)
+    )
