@@ -476,5 +476,7 @@ class Pipeline:
 
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
     """The listeners a config asks for (metrics table, MLflow, error log)."""
-    return []
+    from quarantine.sinks.metrics import metrics_listener
+
+    return [metrics_listener(config, spark)]
 
