@@ -345,7 +345,7 @@ class Pipeline:
             split.unpersist()
 
         metrics = batch_metrics(
-            counts, stages=self.stages, now=now, dlq_attempts=dlq_attempts
+            counts, stages=self.stages, now=now, errors_logged=logged, dlq_attempts=dlq_attempts
         )
         self.run_metrics.add(metrics)
         report = BatchReport(
