@@ -23,11 +23,11 @@ from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stages._values import snippet
 
 __all__ = ["JsonParse", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
-_SNIPPET = 64
 
 
 @dataclass(frozen=True, repr=False)
@@ -51,72 +51,102 @@ class JsonParse(Stage):
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:
             raise ConfigError(
-                f"stage {self.name}: options.required", missing,
+                f"stage {self.name}: options.required",
+                missing,
                 f"fields of the schema ({', '.join(self.schema.fieldNames())})",
             )
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
-        parsed = F.from_json(value, parse_schema, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"})
+        options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
+        parsed = F.from_json(value, parse_schema, options)
         result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
         corrupt = parsed.getField(_CORRUPT).isNotNull()
-        missing = [
-            F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required
-        ]
+        # The variant parse keeps each field's JSON token (quotes included) for messages.
+        variant = F.try_parse_json(value)
+        missing = [F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
 
+        stripped = F.regexp_replace(value, r"^\s+", "")
+        is_empty = stripped == F.lit("")
+        malformed = parsed.isNull() | variant.isNull()
+        not_object = ~stripped.startswith("{")
         failed = value.isNull() | parsed.isNull() | corrupt | has_missing
         error_class = (
             F.when(value.isNull(), F.lit("NullInput"))
-            .when(parsed.isNull() | F.try_parse_json(value).isNull(), F.lit("MalformedJson"))
-            .when(~F.ltrim(value).startswith("{"), F.lit("NotAJsonObject"))
+            .when(is_empty, F.lit("MalformedJson"))
+            .when(variant.isNotNull() & not_object, F.lit("NotAJsonObject"))
+            .when(malformed, F.lit("MalformedJson"))
             .when(corrupt, F.lit("SchemaMismatch"))
             .otherwise(F.lit("MissingRequiredField"))
         )
         message = (
             F.when(value.isNull(), F.lit("input is NULL; expected a JSON object"))
             .when(
-                parsed.isNull() | F.try_parse_json(value).isNull(),
-                F.format_string(
-                    "malformed JSON (%d chars): %s", F.length(value), _snippet(value)
-                ),
+                is_empty,
+                F.format_string("empty value (%d chars of whitespace); expected a JSON object", F.length(value)),
             )
             .when(
-                ~F.ltrim(value).startswith("{"),
-                F.format_string("expected a JSON object, found: %s", _snippet(value)),
+                variant.isNotNull() & not_object,
+                F.format_string("expected a JSON object, found %s", snippet(F.to_json(variant))),
             )
-            .when(corrupt, self._mismatch_message(value, parsed))
-            .otherwise(F.format_string("required field(s) missing or null: %s", missing_list))
+            .when(
+                malformed,
+                F.format_string(
+                    "malformed JSON (%d chars); expected a JSON object, found %s",
+                    F.length(value),
+                    snippet(value),
+                ),
+            )
+            .when(corrupt, self._mismatch_message(value, parsed, variant))
+            .otherwise(self._missing_message(parsed, variant))
+        )
+        message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
+            message
         )
         return outcome(result, failed, self.error(error_class, message))
 
-    def _mismatch_message(self, value: Column, parsed: Column) -> Column:
-        """Name each field whose text did not convert to its declared type."""
-        as_text = F.from_json(
-            value, StructType([StructField(f.name, StringType()) for f in self.schema.fields])
-        )
+    def _mismatch_message(self, value: Column, parsed: Column, variant: Column) -> Column:
+        """Name each field whose JSON value did not convert to its declared type."""
+        as_text = F.from_json(value, StructType([StructField(f.name, StringType()) for f in self.schema.fields]))
         parts = [
             F.when(
                 as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull(),
                 F.format_string(
                     "field '%s': expected %s, found %s",
-                    F.lit(f.name), F.lit(f.dataType.simpleString().upper()),
-                    _snippet(as_text.getField(f.name)),
+                    F.lit(f.name),
+                    F.lit(f.dataType.simpleString().upper()),
+                    F.coalesce(
+                        snippet(F.to_json(_field(variant, f.name))),
+                        snippet(as_text.getField(f.name)),
+                    ),
                 ),
             )
             for f in self.schema.fields
         ]
         joined = F.concat_ws("; ", *parts)
-        return F.when(joined != "", joined).otherwise(
-            F.lit("record does not match the declared schema")
-        )
+        return F.when(joined != "", joined).otherwise(F.lit("record does not match the declared schema"))
+
+    def _missing_message(self, parsed: Column, variant: Column) -> Column:
+        """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
+        parts = [
+            F.when(
+                parsed.getField(r).isNull(),
+                F.when(
+                    _field(variant, r).isNull() & variant.isNotNull(),
+                    F.lit(f"required field '{r}': expected a value, found no such field"),
+                ).otherwise(F.lit(f"required field '{r}': expected a value, found null")),
+            )
+            for r in self.required
+        ]
+        return F.concat_ws("; ", *parts)
 
 
-def _snippet(text: Column) -> Column:
-    return F.when(
-        F.length(text) > _SNIPPET, F.concat(F.substring(text, 1, _SNIPPET), F.lit("…"))
-    ).otherwise(text)
+def _field(variant: Column, name: str) -> Column:
+    """A top-level field of a variant, as a variant (SQL NULL when absent)."""
+    escaped = name.replace("\\", "\\\\").replace("'", "\\'")
+    return F.try_variant_get(variant, f"$['{escaped}']", "variant")
 
 
 def _parse_schema(spec: StageSpec, raw: object) -> StructType:
