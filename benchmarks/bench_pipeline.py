@@ -92,7 +92,7 @@ def available_stages(config: PipelineConfig) -> tuple[list[StageSpec], list[Stag
 
 
 def _check(rule: Mapping[str, Any], v: Column) -> Column:
-    """A rule of the ``checks`` stage as a plain boolean filter."""
+    """A rule of the ``checks`` stage as a plain boolean filter (NULL means pass, as there)."""
     col = v.getField(str(rule["column"]))
     check = rule["check"]
     if check == "range":
@@ -108,7 +108,9 @@ def _check(rule: Mapping[str, Any], v: Column) -> Column:
     if check == "not_null":
         return col.isNotNull()
     if check == "regex":
-        return col.rlike(str(rule["pattern"]))
+        pattern = str(rule["pattern"])
+        full = rule.get("match", "full") == "full"
+        return col.rlike(f"\\A(?:{pattern})\\z" if full else pattern)
     raise ValueError(f"plain arm: unsupported check {check!r}; expected range | in_set | not_null | regex")
 
 
@@ -140,7 +142,7 @@ def _plain_step(spec: StageSpec, v: Column) -> tuple[Column, Column]:
     if spec.type == "checks":
         ok = F.lit(True)
         for rule in opts["rules"]:
-            ok = ok & F.coalesce(_check(rule, v), F.lit(False))
+            ok = ok & F.coalesce(_check(rule, v), F.lit(True))
         return v, ok
     raise ValueError(f"plain arm: no plain equivalent for stage type {spec.type!r}")
 
