@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -150,7 +151,7 @@ def _loopback(host: str) -> bool:
 
 def parsed_orders(df: DataFrame) -> DataFrame:
     """Decode + parse in plain PySpark (the dqx arm's input: one column per order field)."""
-    schema = StructType.fromDDL(ORDER_SCHEMA_DDL)
+    schema = cast(StructType, StructType.fromDDL(ORDER_SCHEMA_DDL))
     return df.select(
         F.from_json(F.col("value").cast("string"), schema).alias("o"),
         "topic", "partition", "offset", "timestamp",
@@ -248,7 +249,7 @@ def run(
         for name in (list(arms) if k % 2 == 0 else list(reversed(arms))):
             out = fresh_dir(name)
             try:
-                samples[name].append(timed(lambda fn=arms[name], o=out: fn(o)))  # type: ignore[misc]
+                samples[name].append(timed(partial(arms[name], out)))
             finally:
                 drop_dir(out)
             print(f"  [{name}] repeat {k + 1}/{repeat}: {samples[name][-1]:.2f}s", file=sys.stderr, flush=True)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,6 +41,7 @@ from benchmarks import (
     timed,
 )
 from quarantine.config import PipelineConfig, StageSpec, load_config
+from quarantine.report import RunListener
 from quarantine.runner import Pipeline, default_listeners
 from quarantine.stage import Stage
 
@@ -120,7 +122,7 @@ def _plain_step(spec: StageSpec, v: Column) -> tuple[Column, Column]:
     if spec.type == "decode_utf8":
         return v.cast("string"), F.coalesce(F.is_valid_utf8(v), F.lit(False))
     if spec.type == "json":
-        schema = StructType.fromDDL(str(opts["schema"]))
+        schema = cast(StructType, StructType.fromDDL(str(opts["schema"])))
         parse = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
         parsed = F.from_json(v, parse, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"})
         ok = parsed.isNotNull() & parsed.getField(_CORRUPT).isNull()
@@ -176,7 +178,7 @@ def run_quarantine(
 ) -> None:
     """Run the quarantine pipeline once into ``out`` (listeners=[] unless ``default``)."""
     config = demo_config(source, out)
-    listeners = None if default else []
+    listeners: list[RunListener] | None = None if default else []
     Pipeline.from_config(config, spark, listeners=listeners, stages=stages).run()
 
 
@@ -239,7 +241,7 @@ def _interleaved(
         for name in order:
             out = fresh_dir(name)
             try:
-                samples[name].append(timed(lambda fn=arms[name], o=out: fn(o)))  # type: ignore[misc]
+                samples[name].append(timed(partial(arms[name], out)))
             finally:
                 drop_dir(out)
             print(f"  [{name}] repeat {k + 1}/{repeat}: {samples[name][-1]:.2f}s", file=sys.stderr, flush=True)
@@ -262,10 +264,11 @@ def run(
     has_default = bool(default_listeners(probe, spark))
     # Warm the JVM (JIT, Delta classes) on a small source so the first timed run is not penalised.
     warm = ensure_source(spark, 20_000, 0.10)
-    for fn in (
-        lambda o: run_plain(spark, warm, specs, o),
-        lambda o: run_quarantine(spark, warm, stages, o, default=False),
-    ):
+    warm_arms: list[Callable[[Path], None]] = [
+        partial(run_plain, spark, warm, specs),
+        partial(run_quarantine, spark, warm, stages, default=False),
+    ]
+    for fn in warm_arms:
         out = fresh_dir("warmup")
         fn(out)
         drop_dir(out)
@@ -274,11 +277,11 @@ def run(
     for rate in poison_rates:
         source = ensure_source(spark, records, rate)
         arms: dict[str, Callable[[Path], None]] = {
-            "plain": lambda o, s=source: run_plain(spark, s, specs, o),
-            "quarantine": lambda o, s=source: run_quarantine(spark, s, stages, o, default=False),
+            "plain": partial(run_plain, spark, source, specs),
+            "quarantine": partial(run_quarantine, spark, source, stages, default=False),
         }
         if has_default:
-            arms["quarantine+listeners"] = lambda o, s=source: run_quarantine(spark, s, stages, o, default=True)
+            arms["quarantine+listeners"] = partial(run_quarantine, spark, source, stages, default=True)
         print(f"pipeline: {records:,} records, {rate:.0%} poison, {repeat} repeats", file=sys.stderr)
         samples = _interleaved(arms, repeat)
         goal = GOALS.get(rate, 1.3)

@@ -1,0 +1,145 @@
+"""Run every benchmark and write the results: ``python -m benchmarks.run``.
+
+    python -m benchmarks.run [--only NAME ...] [--records N] [--repeat K]
+
+Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
+(dqx vs quarantine), ``memory`` (driver RSS, subprocess), and — when their
+modules exist — ``python_stage``, ``streaming``, ``expectations`` (owned by
+their authors; each has a ``main()`` that prints its own table).
+
+Writes ``benchmarks/results/<UTC date>.json`` (every row with its samples,
+plus the machine and versions) and prints one markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from benchmarks import Row, markdown_table
+
+__all__ = ["BENCHMARKS", "environment", "main"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: Benchmarks owned here: name -> (module, takes --records/--repeat).
+_OWN = {"pipeline": "benchmarks.bench_pipeline", "dqx": "benchmarks.bench_dqx", "memory": "benchmarks.bench_memory"}
+#: Benchmarks owned by other engineers: name -> module with ``main()``.
+_OTHERS = {
+    "python_stage": "benchmarks.bench_python_stage",
+    "streaming": "benchmarks.bench_streaming",
+    "expectations": "benchmarks.bench_expectations",
+}
+BENCHMARKS: tuple[str, ...] = (*_OWN, *_OTHERS)
+
+
+def environment() -> dict[str, Any]:
+    """The machine and versions the numbers were measured on."""
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kib = next(
+            int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")
+        )
+    except (OSError, StopIteration, ValueError):
+        mem_kib = 0
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
+
+    def v(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "ram_gib": round(mem_kib / 1024 / 1024, 1),
+        "cpu": cpu,
+        "load_avg_at_start": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "java": java[0] if java else "?",
+        "pyspark": v("pyspark"),
+        "delta-spark": v("delta-spark"),
+        "databricks-labs-dqx": v("databricks-labs-dqx"),
+    }
+
+
+def _own(name: str, records: int, repeat: int) -> list[Row]:
+    module = importlib.import_module(_OWN[name])
+    if name == "memory":
+        rows: list[Row] = module.run()
+    elif name == "pipeline":
+        rows = module.run(records, repeat, with_profile=True)
+    else:
+        rows = module.run(records, repeat)
+    return rows
+
+
+def _other(name: str) -> Callable[[], Any] | None:
+    try:
+        module = importlib.import_module(_OTHERS[name])
+    except ModuleNotFoundError as exc:
+        if exc.name == _OTHERS[name]:
+            return None
+        raise
+    fn: Callable[[], Any] = module.main
+    return fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the selected benchmarks; return 0 (goals missed are reported, not errors)."""
+    ap = argparse.ArgumentParser(description="Run the quarantine benchmarks.")
+    ap.add_argument("--only", action="append", choices=BENCHMARKS, metavar="NAME",
+                    help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records per source (pipeline, dqx)")
+    ap.add_argument("--repeat", type=int, default=3, help="repeats per arm, median reported (>= 3 advised)")
+    args = ap.parse_args(argv)
+    selected = args.only or list(BENCHMARKS)
+    env = environment()
+    rows: list[Row] = []
+    others: dict[str, str] = {}
+    for name in selected:
+        if name in _OWN:
+            rows.extend(_own(name, args.records, args.repeat))
+            continue
+        fn = _other(name)
+        if fn is None:
+            others[name] = "module not present"
+            print(f"{name}: {_OTHERS[name]} not present, skipped", file=sys.stderr)
+            continue
+        print(f"\n## {name}\n", flush=True)
+        out = fn()
+        others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
+    env["load_avg_at_end"] = list(os.getloadavg())
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
+    doc = {
+        "environment": env,
+        "args": {"only": selected, "records": args.records, "repeat": args.repeat},
+        "rows": [dataclasses.asdict(r) for r in rows],
+        "other_benchmarks": others,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print()
+    print(markdown_table(rows))
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
