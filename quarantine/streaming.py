@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StreamFailedError",
+    "is_kafka_metrics_npe",
     "kafka_options",
     "options_summary",
     "query_name",
@@ -57,6 +58,9 @@ log = logging.getLogger("quarantine.streaming")
 
 #: How long a micro-batch waits for the query id before giving up (start() returns in ms).
 _ID_WAIT_S = 60.0
+
+#: In-process restarts allowed after Spark's Kafka metrics NPE (see :func:`is_kafka_metrics_npe`).
+_MAX_METRICS_RESTARTS = 3
 
 
 class StreamFailedError(QuarantineError):
@@ -211,34 +215,69 @@ def run_stream(
     from quarantine.runner import RunSummary
 
     cfg = pipeline.config
-    df = read_stream(pipeline.spark, cfg.source)
     runner = _BatchRunner(pipeline)
-    query: StreamingQuery = _writer(df, runner, pipeline).start()
-    runner.set_run_id(str(query.id))
-    run = pipeline.run_info()
-    fan_out(pipeline.listeners, "on_run_start", run)
-    log.info(
-        "streaming query %s (run %s) started on %s [%s]", query.name, run.run_id,
-        cfg.source.location, options_summary(kafka_options(cfg.source))
-        if cfg.source.format is SourceFormat.KAFKA else dict(cfg.source.options),
-    )
-    if on_started is not None:
-        on_started(query)
-    failure: BaseException | None = None
-    try:
-        _await(query, max_duration_s)
-    except BaseException as exc:
-        failure = runner.error or _stream_failure(exc, cfg.source.location)
-    finally:
-        if query.isActive:
-            query.stop()
-    if failure is None and query.exception() is not None:
-        failure = runner.error or _stream_failure(query.exception(), cfg.source.location)
+    deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
+    run = None
+    restarts = 0
+    while True:
+        df = read_stream(pipeline.spark, cfg.source)
+        query: StreamingQuery = _writer(df, runner, pipeline).start()
+        runner.set_run_id(str(query.id))
+        if run is None:
+            run = pipeline.run_info()
+            fan_out(pipeline.listeners, "on_run_start", run)
+        log.info(
+            "streaming query %s (run %s) started on %s [%s]", query.name, run.run_id,
+            cfg.source.location, options_summary(kafka_options(cfg.source))
+            if cfg.source.format is SourceFormat.KAFKA else dict(cfg.source.options),
+        )
+        if on_started is not None:
+            on_started(query)
+        failure = _run_query(query, runner, deadline, cfg.source.location)
+        if (
+            isinstance(failure, StreamFailedError)
+            and runner.error is None
+            and is_kafka_metrics_npe(str(failure))
+            and restarts < _MAX_METRICS_RESTARTS
+        ):
+            # SPARK-55271: the query died in progress reporting *after* committing the
+            # batch it replayed from the offset log; restarting from the checkpoint is safe.
+            restarts += 1
+            log.warning("restarting the query after Spark's Kafka metrics NPE (SPARK-55271)")
+            continue
+        break
     status = RunStatus.FAILED if failure else RunStatus.SUCCEEDED
     fan_out(pipeline.listeners, "on_run_end", run, status, failure)
     if failure is not None:
         raise failure
     return RunSummary(run=run, batches=tuple(runner.reports), status=status)
+
+
+def is_kafka_metrics_npe(text: str) -> bool:
+    """Whether a query failure is Spark 4.1's NPE in ``KafkaMicroBatchStream.metrics``.
+
+    SPARK-55271 (fixed after 4.1.1): when a restarted query's first batch is one
+    replayed from the offset log, ``latestOffset()`` never ran, and progress
+    reporting dereferences ``Some(null)`` — after the batch was committed.
+    """
+    return 'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" is null' in text
+
+
+def _run_query(
+    query: StreamingQuery, runner: _BatchRunner, deadline: float | None, where: str
+) -> BaseException | None:
+    """Wait for the query to end; return what it failed with (the pipeline's own error first)."""
+    failure: BaseException | None = None
+    try:
+        _await(query, None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except BaseException as exc:
+        failure = runner.error or _stream_failure(exc, where)
+    finally:
+        if query.isActive:
+            query.stop()
+    if failure is None and query.exception() is not None:
+        failure = runner.error or _stream_failure(query.exception(), where)
+    return failure
 
 
 def _await(query: StreamingQuery, max_duration_s: float | None) -> None:

@@ -614,6 +614,7 @@ def kafka_pipeline_conf(
     processing_time: str | None = None,
     max_offsets_per_trigger: int | None = None,
     source_options: Mapping[str, str] | None = None,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A streaming pipeline config (as YAML would load it) over order events.
 
@@ -633,7 +634,7 @@ def kafka_pipeline_conf(
         source["max.offsets.per.trigger"] = max_offsets_per_trigger
     if source_options:
         source["options"] = dict(source_options)
-    return {
+    out: dict[str, Any] = {
         "pipeline": pipeline,
         "source": source,
         "target": {"table": str(w / "target"), "checkpoint": str(w / "checkpoint")},
@@ -645,6 +646,9 @@ def kafka_pipeline_conf(
                 "schema": ORDER_SCHEMA_DDL, "required": ["order_id", "amount", "currency"]}},
         ],
     }
+    if spark_conf:
+        out["spark"] = {"conf": dict(spark_conf)}
+    return out
 
 
 # ---------------------------------------------------------------------- verification
@@ -755,16 +759,27 @@ def _delta_exists(spark: Any, path: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``start | stop | status`` of a detached local broker (``scripts/kafka_broker.sh``)."""
+    """``start | stop | status`` of a detached local broker, and ``produce`` demo orders.
+
+    Used by ``scripts/kafka_broker.sh``; ``produce`` writes :func:`order_records`
+    (round-robin over the topic's partitions) to a running broker.
+    """
     ap = argparse.ArgumentParser(prog="python -m quarantine.testing.kafka")
-    ap.add_argument("action", choices=["start", "stop", "status"])
+    ap.add_argument("action", choices=["start", "stop", "status", "produce"])
     ap.add_argument("--dir", default=".cache/kafka-demo", help="data dir (pid file, logs, config)")
     ap.add_argument("--port", type=int, default=9092, help="client port on 127.0.0.1")
     ap.add_argument("--controller-port", type=int, default=9093)
-    ap.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS",
-                    help="create this topic after start if missing (repeatable)")
+    ap.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                    help="start: create if missing; produce: the topic (repeatable)")
+    ap.add_argument("--records", type=int, default=10_000, help="produce: how many")
+    ap.add_argument("--poison-rate", type=float, default=0.04, help="produce: poison share")
+    ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args(argv)
     broker = KafkaBroker(Path(args.dir), port=args.port, controller_port=args.controller_port)
+    topics = {}
+    for spec in args.topic:
+        name, _, parts = spec.partition(":")
+        topics[name] = int(parts or 1)
     if args.action == "status":
         pid = broker.pid
         print(f"running (pid {pid}) on {broker.bootstrap}" if pid else "not running")
@@ -774,20 +789,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker.stop()
         print(f"stopped (pid {pid})" if pid else "not running")
         return 0
-    try:
-        broker.start(detached=True)
-    except BrokerError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    if args.action == "produce":
+        from confluent_kafka.admin import AdminClient
+
+        meta = AdminClient(_quiet({"bootstrap.servers": broker.bootstrap})).list_topics(timeout=10)
+        names = list(topics) or ["orders"]
+        parts = {t: len(meta.topics[t].partitions) for t in names if t in meta.topics}
+        missing = [t for t in names if t not in parts]
+        if missing:
+            print(f"topics {missing} do not exist on {broker.bootstrap}", file=sys.stderr)
+            return 1
+        n_parts = min(parts.values())
+        acked = produce(broker.bootstrap, order_records(
+            names, n_parts, args.records, poison_rate=args.poison_rate, seed=args.seed))
+        print(f"produced {len(acked):,} order events ({args.poison_rate:.0%} poison) to "
+              f"{', '.join(names)} on {broker.bootstrap}")
+        return 0
+    if broker.pid is not None:
+        print(f"already running (pid {broker.pid}) on {broker.bootstrap}")
+    else:
+        try:
+            broker.start(detached=True)
+        except BrokerError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(_quiet({"bootstrap.servers": broker.bootstrap}))
     existing = set(admin.list_topics(timeout=10).topics)
-    wanted = {}
-    for spec in args.topic:
-        name, _, parts = spec.partition(":")
-        if name not in existing:
-            wanted[name] = int(parts or 1)
+    wanted = {t: n for t, n in topics.items() if t not in existing}
     if wanted:
         create_topics(broker.bootstrap, wanted)
     print(f"started (pid {broker.pid}) on {broker.bootstrap}; data in {broker.data_dir}")

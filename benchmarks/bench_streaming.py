@@ -1,0 +1,170 @@
+"""Streaming overhead: the quarantine runner vs a plain streaming query, same broker, same data.
+
+    .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeats 2]
+
+A real local broker (:class:`quarantine.testing.KafkaBroker`) gets order events
+(1% poison) on 2 topics x 2 partitions, produced once. Both arms read them with
+``readStream.format("kafka")`` from the earliest offsets, an available-now
+trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
+
+* **plain** — ``from_json`` of the value cast to string, no error capture; rows
+  missing a required field are dropped; one Delta append per micro-batch
+  (``writeStream.format("delta")``) of only the target;
+* **quarantine** — :func:`quarantine.streaming.run_stream` with the
+  ``decode_utf8`` + ``json`` stages: result-or-error columns, one persisted
+  read, the quarantine MERGE, the txn target append, observed counts.
+
+Reported: wall time per arm (median of repeats, arms interleaved) and their
+ratio, and per-micro-batch latency (``triggerExecution`` from the query's
+progress, p50/p95) at the fixed batch size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from quarantine.config import parse_config
+from quarantine.runner import Pipeline
+from quarantine.streaming import run_stream
+from quarantine.testing import (
+    ORDER_SCHEMA_DDL,
+    KafkaBroker,
+    create_topics,
+    kafka_pipeline_conf,
+    order_records,
+    produce,
+)
+
+__all__ = ["main", "run_plain", "run_quarantine"]
+
+TOPICS = ("bench-orders", "bench-payments")
+GOAL = 1.2
+
+
+def _batch_ms(progress: Sequence[Any]) -> list[float]:
+    return [
+        float(p["durationMs"]["triggerExecution"])
+        for p in progress
+        if p.get("numInputRows", 0) > 0 and "triggerExecution" in p.get("durationMs", {})
+    ]
+
+
+def run_plain(spark: SparkSession, bootstrap: str, out: Path, max_offsets: int) -> tuple[float, list[float]]:
+    """The plain arm: parse without error capture, write only the target. Returns (s, batch ms)."""
+    schema = StructType.fromDDL(ORDER_SCHEMA_DDL)
+    src = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(TOPICS))
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .option("maxOffsetsPerTrigger", str(max_offsets))
+        .load()
+    )
+    parsed = src.select(
+        F.from_json(F.col("value").cast("string"), schema).alias("o"),
+        "topic", "partition", "offset", "timestamp",
+    ).where(F.col("o.order_id").isNotNull() & F.col("o.amount").isNotNull() & F.col("o.currency").isNotNull())
+    rows = parsed.select(
+        "o.*", F.col("topic").alias("_source_topic"), F.col("partition").alias("_source_partition"),
+        F.col("offset").alias("_source_offset"), F.col("timestamp").alias("_source_timestamp"),
+    )
+    t0 = time.perf_counter()
+    q = (
+        rows.writeStream.format("delta")
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(out / "target"))
+    )
+    q.awaitTermination()
+    elapsed = time.perf_counter() - t0
+    return elapsed, _batch_ms(q.recentProgress)
+
+
+def run_quarantine(
+    spark: SparkSession, bootstrap: str, out: Path, max_offsets: int
+) -> tuple[float, list[float]]:
+    """The framework arm: run_stream with decode + json stages. Returns (s, batch ms)."""
+    raw = kafka_pipeline_conf(
+        bootstrap, out, topics=TOPICS, pipeline="bench_streaming", max_offsets_per_trigger=max_offsets
+    )
+    pipe = Pipeline.from_config(parse_config(raw), spark, listeners=[])
+    queries: list[Any] = []
+    t0 = time.perf_counter()
+    run_stream(pipe, on_started=queries.append)
+    elapsed = time.perf_counter() - t0
+    return elapsed, [ms for q in queries for ms in _batch_ms(q.recentProgress)]
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--poison-rate", type=float, default=0.01)
+    ap.add_argument("--max-offsets", type=int, default=20_000, help="maxOffsetsPerTrigger")
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from benchmarks import bench_spark
+
+    work = Path(tempfile.mkdtemp(prefix="quarantine-bench-stream-"))
+    broker = KafkaBroker(work / "kafka")
+    broker.start()
+    try:
+        create_topics(broker.bootstrap, dict.fromkeys(TOPICS, 2))
+        produce(broker.bootstrap, order_records(
+            list(TOPICS), 2, args.records, poison_rate=args.poison_rate, seed=7))
+        spark = bench_spark("quarantine-bench-streaming")
+        arms = {"plain": run_plain, "quarantine": run_quarantine}
+        secs: dict[str, list[float]] = {k: [] for k in arms}
+        batch_ms: dict[str, list[float]] = {k: [] for k in arms}
+        # one warm-up of each (JIT, Delta, Kafka consumer pools), then interleaved repeats
+        order = ["plain", "quarantine"]
+        for i in range(args.repeats + 1):
+            for name in order if i % 2 == 0 else order[::-1]:
+                out = work / f"{name}-{i}"
+                s, ms = arms[name](spark, broker.bootstrap, out, args.max_offsets)
+                shutil.rmtree(out, ignore_errors=True)
+                if i > 0:
+                    secs[name].append(s)
+                    batch_ms[name].extend(ms)
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    plain, quar = statistics.median(secs["plain"]), statistics.median(secs["quarantine"])
+    ratio = quar / plain
+    print(f"\nstreaming: {args.records:,} records, {args.poison_rate:.0%} poison, "
+          f"2 topics x 2 partitions, maxOffsetsPerTrigger={args.max_offsets:,}, "
+          f"available-now, median of {args.repeats}")
+    print("| arm | wall s | records/s | batch p50 ms | batch p95 ms | batches |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, med in (("plain", plain), ("quarantine", quar)):
+        ms = batch_ms[name]
+        print(f"| {name} | {med:.1f} | {args.records / med:,.0f} | {_pct(ms, 0.5):,.0f} | "
+              f"{_pct(ms, 0.95):,.0f} | {len(ms) // max(1, args.repeats)} |")
+    print(f"\nratio quarantine/plain = {ratio:.2f}x (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

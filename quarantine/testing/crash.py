@@ -1,0 +1,174 @@
+"""Crash a streaming pipeline process at random points, restart it, let it finish.
+
+The pipeline runs as ``python -m quarantine.cli run --conf <yml>`` in its own
+process group (the Python driver and its Spark JVM); a crash is ``SIGKILL`` to
+that whole group, which is what a lost driver looks like. Kill points are
+chosen relative to the checkpoint: once a micro-batch is in flight (its
+``offsets/<n>`` file written, ``commits/<n>`` not yet), the process is killed
+after a random delay, so kills land before, between and after the batch's two
+writes and its offset commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quarantine.errors import QuarantineError
+
+__all__ = [
+    "CrashRun",
+    "CrashRunError",
+    "batch_files",
+    "run_to_completion",
+    "run_with_kills",
+    "write_conf",
+]
+
+
+class CrashRunError(QuarantineError):
+    """The pipeline process failed by itself, or did not make progress in time."""
+
+
+@dataclass
+class CrashRun:
+    """What a kill-and-restart run did.
+
+    Attributes:
+        kills: SIGKILLs delivered while a batch was in flight.
+        kill_points: per kill, the batch in flight and the delay after it was planned (s).
+        wall_s: total wall time including the final run.
+        committed_batches: batches committed in the checkpoint at the end.
+    """
+
+    kills: int = 0
+    kill_points: list[tuple[int, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+    committed_batches: int = 0
+
+
+def write_conf(raw: Mapping[str, Any], path: Path) -> Path:
+    """Write a pipeline config mapping as YAML and return the path."""
+    path.write_text(yaml.safe_dump(dict(raw), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def batch_files(checkpoint: Path, kind: str) -> set[int]:
+    """Batch ids with a file in ``<checkpoint>/<kind>`` (``offsets`` or ``commits``)."""
+    d = checkpoint / kind
+    if not d.is_dir():
+        return set()
+    return {int(p.name) for p in d.iterdir() if p.name.isdigit()}
+
+
+def _start(conf: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
+    env["PYTHONUNBUFFERED"] = "1"
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "quarantine.cli", "run", "--conf", str(conf)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    if not log.exists():
+        return "(no log)"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def run_with_kills(
+    conf: Path,
+    checkpoint: Path,
+    *,
+    kills: int,
+    log: Path,
+    rng: random.Random,
+    max_delay_s: float = 4.0,
+    stall_timeout_s: float = 180.0,
+) -> CrashRun:
+    """Start the pipeline, SIGKILL it mid-batch ``kills`` times, restarting each time.
+
+    Args:
+        conf: a config with a ``processing_time`` trigger (it never ends by itself).
+        checkpoint: its ``target.checkpoint``.
+        kills: how many crashes to inflict.
+        log: the processes' combined stdout/stderr.
+        rng: chooses the delays (seed it for a reproducible run).
+        max_delay_s: a kill lands uniformly in [0, max_delay_s] after a batch is planned.
+        stall_timeout_s: fail if no new batch is planned within this long.
+
+    Raises:
+        CrashRunError: the process exited by itself, or stalled.
+    """
+    out = CrashRun()
+    t0 = time.monotonic()
+    while out.kills < kills:
+        planned_before = batch_files(checkpoint, "offsets")
+        proc = _start(conf, log)
+        try:
+            deadline = time.monotonic() + stall_timeout_s
+            while True:
+                if proc.poll() is not None:
+                    raise CrashRunError(
+                        f"the pipeline exited by itself (code {proc.returncode}) before kill "
+                        f"{out.kills + 1}:\n{_tail(log)}"
+                    )
+                planned = batch_files(checkpoint, "offsets")
+                in_flight = planned - batch_files(checkpoint, "commits")
+                fresh = planned - planned_before
+                if fresh and in_flight:
+                    break
+                if time.monotonic() > deadline:
+                    raise CrashRunError(
+                        f"no new micro-batch planned within {stall_timeout_s:.0f} s:\n{_tail(log)}"
+                    )
+                time.sleep(0.05)
+            delay = rng.uniform(0.0, max_delay_s)
+            time.sleep(delay)
+            out.kill_points.append((max(in_flight), round(delay, 2)))
+        finally:
+            _kill_group(proc)
+        out.kills += 1
+    out.wall_s = time.monotonic() - t0
+    out.committed_batches = len(batch_files(checkpoint, "commits"))
+    return out
+
+
+def run_to_completion(conf: Path, log: Path, *, timeout_s: float = 600.0) -> float:
+    """Run the pipeline (an ``available_now`` config) until it exits; return its wall time.
+
+    Raises:
+        CrashRunError: it failed or did not finish within ``timeout_s``.
+    """
+    t0 = time.monotonic()
+    proc = _start(conf, log)
+    try:
+        code = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise CrashRunError(
+            f"the final run did not finish within {timeout_s:.0f} s:\n{_tail(log)}"
+        ) from None
+    if code != 0:
+        raise CrashRunError(f"the final run failed (exit {code}):\n{_tail(log)}")
+    return time.monotonic() - t0

@@ -1,0 +1,143 @@
+"""MLflow outages never stop the data: a real ``mlflow server`` killed, paused and restarted mid-run.
+
+The tracker is driven with synthetic batch reports (the listener contract is
+the subject here); every ``on_batch`` must return within a bounded time while
+the server is down or hanging, buffered points must reach the server after the
+restart, and points beyond ``buffer_max`` must be counted as dropped and
+reported as ``mlflow-dropped-points``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from mlflow.tracking import MlflowClient
+
+from quarantine.config import BreachAction, MlflowConfig
+from quarantine.report import BatchReport, Breach, RunInfo, RunStatus
+from quarantine.tracking import MlflowTracker, batch_metrics
+from tests.e2e.mlflow_fixtures import MlflowServer, mlflow_server
+
+__all__ = ["mlflow_server"]
+
+_T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+_RUN = RunInfo(
+    pipeline="orders_demo",
+    run_id="r" * 32,
+    source="orders",
+    config={
+        "pipeline": "orders_demo",
+        "source": {"format": "kafka", "topics": ["orders"], "options": {"kafka.sasl.jaas.config": "[redacted]"}},
+        "errors": {"tolerance": "all"},
+        "stages": [{"name": "decode", "type": "decode_utf8"}],
+    },
+    started_at=_T0,
+)
+
+
+def _report(batch_id: int, *, breach: bool = False) -> BatchReport:
+    breaches = (
+        Breach(
+            name="expect_column_mean_to_be_between:amount",
+            action=BreachAction.WARN,
+            message="expect_column_mean_to_be_between(column=amount, min_value=1, max_value=10): found 250.1",
+            details={"success": False, "result": {"observed_value": 250.1}},
+        ),
+    ) if breach else ()
+    return BatchReport(
+        run=_RUN,
+        batch_id=batch_id,
+        records_in=100 + batch_id,
+        records_ok=90,
+        records_quarantined=10 + batch_id,
+        quarantined_by_stage={"check": 10 + batch_id},
+        quarantined_by_expectation={"expect_column_values_to_be_between:amount": 3},
+        metrics={"total-record-failures": float(10 + batch_id), "total-retries": 0.0},
+        breaches=breaches,
+        untranslated_expectations=("expect_column_mean_to_be_between:amount",),
+        sample_messages=({"stage": "check", "error_class": "x", "message": "bad", "value": b"secret-bytes"},),
+        finished_at=_T0 + dt.timedelta(seconds=batch_id),
+    )
+
+
+def _timed_batch(tracker: MlflowTracker, batch_id: int, **kw: bool) -> float:
+    t = time.monotonic()
+    tracker.on_batch(_report(batch_id, **kw))
+    return time.monotonic() - t
+
+
+def test_batches_flow_through_outage_and_buffered_metrics_arrive(mlflow_server: MlflowServer) -> None:
+    per_batch = len(batch_metrics(_report(0)))
+    cfg = MlflowConfig(
+        enabled=True, tracking_uri=mlflow_server.url, experiment="outage-test",
+        http_timeout_s=3, http_max_retries=0, buffer_max=4 * per_batch,
+    )
+    tracker = MlflowTracker(cfg, reconnect_interval_s=1.0)
+    tracker.on_run_start(_RUN)
+    assert tracker.available and tracker.mlflow_run_id is not None
+    for b in range(2):
+        _timed_batch(tracker, b, breach=(b == 1))
+    assert tracker.buffered_points == 0
+
+    # 1) the server hangs (SIGSTOP): each batch waits at most ~one HTTP timeout, then skips MLflow
+    mlflow_server.pause()
+    hung = [_timed_batch(tracker, b) for b in (2, 3)]
+    assert not tracker.available
+    assert hung[0] < cfg.http_timeout_s + 3.0, hung
+    assert hung[1] < 1.0, hung  # within reconnect_interval_s: no MLflow call at all
+
+    # 2) the server is killed: refused connections, batches keep flowing fast
+    mlflow_server.kill()
+    down = []
+    for b in range(4, 8):
+        time.sleep(1.1)  # past reconnect_interval_s, so every batch probes the dead server
+        down.append(_timed_batch(tracker, b))
+    assert max(down) < cfg.http_timeout_s + 3.0, down
+    # 6 batches (2..7) buffered into room for 4: the oldest 2 batches' points dropped
+    assert tracker.dropped_points == 2 * per_batch
+    assert tracker.buffered_points == 4 * per_batch
+
+    # 3) the server comes back: the next batch flushes everything buffered
+    mlflow_server.start()
+    time.sleep(1.1)
+    _timed_batch(tracker, 8, breach=True)
+    assert tracker.available and tracker.buffered_points == 0
+    tracker.on_run_end(_RUN, RunStatus.SUCCEEDED, None)
+
+    client = MlflowClient(tracking_uri=mlflow_server.url)
+    run = client.get_run(tracker.mlflow_run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["status"] == "succeeded"
+    assert run.data.tags["pipeline"] == "orders_demo"
+    assert run.data.tags["source"] == "orders"
+    assert run.data.params["errors.tolerance"] == "all"
+    assert run.data.params["source.options.kafka.sasl.jaas.config"] == "[redacted]"
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "records_in"))
+    assert steps == [0, 1, 4, 5, 6, 7, 8]  # 2 and 3 were the dropped (oldest) points
+    values = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "records_quarantined")}
+    assert values[6] == 16.0
+    dropped = client.get_metric_history(run.info.run_id, "mlflow-dropped-points")
+    assert [m.value for m in dropped] == [float(2 * per_batch)]
+    per_expectation = "quarantined.expectation.expect_column_values_to_be_between.amount"
+    assert [m.value for m in client.get_metric_history(run.info.run_id, per_expectation)][-1] == 3.0
+    assert client.get_metric_history(run.info.run_id, "tolerance_breaches.warn")
+    arts = {a.path for a in client.list_artifacts(run.info.run_id, "breaches/batch-000008")}
+    assert arts == {"breaches/batch-000008/expect_column_mean_to_be_between.amount.json"}
+    sample = client.download_artifacts(run.info.run_id, "samples/batch-000008.json")
+    with open(sample, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "secret-bytes" not in text and '"message": "bad"' in text
+
+
+def test_run_end_while_down_counts_drops_and_returns(mlflow_server: MlflowServer) -> None:
+    cfg = MlflowConfig(enabled=True, tracking_uri=mlflow_server.url, experiment="down-at-end", http_timeout_s=3)
+    tracker = MlflowTracker(cfg, reconnect_interval_s=0.0)
+    tracker.on_run_start(_RUN)
+    mlflow_server.kill()
+    tracker.on_batch(_report(0))
+    t = time.monotonic()
+    tracker.on_run_end(_RUN, RunStatus.FAILED, RuntimeError("password=hunter2 boom"))
+    assert time.monotonic() - t < cfg.http_timeout_s + 3.0
+    assert tracker.dropped_points == len(batch_metrics(_report(0)))
+    assert tracker.buffered_points == 0
