@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -112,6 +113,44 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+# "An error occurred while calling o12.execute.\n: io.delta.exceptions.X: ..." and
+# "Caused by: a.b.Y: ..." lines of a Py4J error that PySpark did not convert.
+_JAVA_CLASS_LINE = re.compile(r"^(?::|Caused by:)\s*([A-Za-z_][\w.$]*)(?::|$)", re.MULTILINE)
+
+
+def _add_java_name(names: set[str], name: str) -> None:
+    names.add(name)
+    names.add(name.rsplit(".", 1)[-1].rsplit("$", 1)[-1])
+
+
+def _java_class_names(exc: BaseException) -> set[str]:
+    """Class names of the JVM exception behind a Py4J / captured Spark error, if any.
+
+    Delta's commit conflicts reach Python either converted (``delta.exceptions``)
+    or as a raw ``Py4JJavaError``; the JVM class hierarchy and cause chain are
+    read through Py4J, falling back to the class names printed in the message.
+    """
+    names: set[str] = set()
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    if java is not None:
+        try:
+            depth = 0
+            while java is not None and depth < 8:
+                cls = java.getClass()
+                while cls is not None:
+                    _add_java_name(names, str(cls.getName()))
+                    cls = cls.getSuperclass()
+                java = java.getCause()
+                depth += 1
+        except Exception:  # Py4J gone or not a JVM object: use the message below
+            pass
+    if java is not None or not names:
+        for m in _JAVA_CLASS_LINE.finditer(str(exc)):
+            if "." in m.group(1):
+                _add_java_name(names, m.group(1))
+    return names
+
+
 def _class_names(exc: BaseException) -> set[str]:
     names: set[str] = set()
     seen: set[int] = set()
@@ -121,6 +160,7 @@ def _class_names(exc: BaseException) -> set[str]:
         for cls in type(cur).__mro__:
             names.add(cls.__name__)
             names.add(f"{cls.__module__}.{cls.__qualname__}")
+        names |= _java_class_names(cur)
         cur = cur.__cause__
     return names
 

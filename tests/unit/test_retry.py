@@ -310,3 +310,24 @@ def test_writes_retry_delta_conflicts_even_when_record_retries_are_off() -> None
     assert clock.sleeps_ms() == [300, 600, 1200]
     budget = ErrorsConfig.from_mapping({"deadletterqueue.table.name": "/tmp/q", "retry.timeout": 5})
     assert RetryWithToleranceOperator.for_writes(budget).policy.timeout_ms == 5
+
+
+def test_unconverted_py4j_delta_conflicts_are_classified_from_the_java_class() -> None:
+    classify = RetriableClassifier.of([])
+    append = BoomError(
+        "An error occurred while calling o2061.execute.\n"
+        ": io.delta.exceptions.ConcurrentAppendException: [DELTA_CONCURRENT_APPEND.WITHOUT_HINT] "
+        "Transaction conflict detected.\n\tat io.delta.exceptions.ConcurrentAppendException$.apply"
+    )
+    assert classify(append)
+    metadata = BoomError(
+        "An error occurred while calling o7.execute.\n"
+        ": io.delta.exceptions.MetadataChangedException: [DELTA_METADATA_CHANGED] changed"
+    )
+    assert not classify(metadata)
+    caused = BoomError(
+        "An error occurred while calling o9.save.\n: org.apache.spark.SparkException: job failed\n"
+        "Caused by: io.delta.exceptions.ConcurrentTransactionException: same txn"
+    )
+    assert classify(caused)
+    assert not classify(BoomError("the word ConcurrentAppendException inside a sentence"))
