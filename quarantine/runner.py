@@ -332,8 +332,11 @@ class Pipeline:
             if streaming:
                 self._write(
                     f"target append to {self.target_table}",
+                    # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
+                    # batch ids at 0, and Delta would silently skip those appends otherwise.
                     lambda: append_batch(
-                        good, self.target_table, pipeline=self.config.pipeline, batch_id=batch_id
+                        good, self.target_table, pipeline=f"{self.config.pipeline}:{run.run_id}",
+                        batch_id=batch_id,
                     ),
                 )
             else:
