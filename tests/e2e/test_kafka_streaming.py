@@ -86,3 +86,24 @@ def test_topic_pattern_subscription_reads_every_matching_topic(
     book = ledger(spark, wanted, target=raw["target"]["table"],
                   quarantine=raw["errors"]["deadletterqueue.table.name"], pipeline=raw["pipeline"])
     assert book.exactly_once, book.describe()
+
+
+def test_a_new_checkpoint_over_the_same_tables_is_a_new_run_whose_batches_are_written(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    first_topic, second_topic = new_topics("ckpt-a", "ckpt-b")
+    b = kafka_broker.bootstrap
+    first = produce(b, order_records([first_topic], 1, 300, poison_rate=0.1, seed=3))
+    second = produce(b, order_records([second_topic], 1, 200, poison_rate=0.1, seed=4))
+    raw = kafka_pipeline_conf(b, tmp_path, topics=[first_topic])
+    s1 = _pipeline(spark, raw).run()
+    # same target and quarantine, another topic, a fresh checkpoint: batch ids start at 0 again
+    raw2 = {**raw, "source": {**raw["source"], "topics": [second_topic]},
+            "target": {**raw["target"], "checkpoint": str(tmp_path / "checkpoint-2")}}
+    s2 = _pipeline(spark, raw2).run()
+
+    assert s1.run.run_id != s2.run.run_id
+    assert [r.batch_id for r in s2.batches] == [0]
+    book = ledger(spark, first + second, target=raw["target"]["table"],
+                  quarantine=raw["errors"]["deadletterqueue.table.name"], pipeline=raw["pipeline"])
+    assert book.exactly_once, book.describe()
