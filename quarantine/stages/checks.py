@@ -406,16 +406,25 @@ class ExprRule(Rule):
 
 
 def _check_sql(text: str, key: str) -> None:
-    """Parse ``text`` with Spark when a session is active (a syntax error is a config error)."""
+    """Parse ``text`` with Spark when a session is active (a syntax error is a config error).
+
+    Only the parser's verdict counts: the expression is analysed against an
+    empty frame, so unknown columns (which exist only in the staged DataFrame)
+    are expected and ignored. No job runs.
+    """
+    from pyspark.errors import ParseException
     from pyspark.sql import SparkSession
 
-    if SparkSession.getActiveSession() is None:
+    session = SparkSession.getActiveSession()
+    if session is None:
         return
     try:
-        F.expr(text)
-    except Exception as exc:  # ParseException; re-raised as ours
+        _ = session.range(0).select(F.expr(text)).schema
+    except ParseException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(key, text, f"a Spark SQL boolean expression ({first})") from None
+    except Exception:  # unresolved columns and the like: only resolvable in the stage's frame
+        return
 
 
 _RULES: dict[Check, type[Rule]] = {
