@@ -1,0 +1,81 @@
+# Databricks notebook source
+# MAGIC %md
+# MAGIC # quarantine: ingest
+# MAGIC
+# MAGIC Runs one pipeline from its YAML config: every record either lands in the target table or,
+# MAGIC with its raw bytes and the reason, in the quarantine table. A thin wrapper over
+# MAGIC `quarantine.runner.Pipeline` — the same code the `quarantine run` command and the
+# MAGIC `quarantine_orders` job run.
+# MAGIC
+# MAGIC Widgets: `conf` (the YAML config), `overrides` (`key=value` per line, like `--set`).
+
+# COMMAND ----------
+
+import os
+
+import yaml
+
+
+def widget(name: str, default: str, label: str) -> str:
+    """A notebook widget on Databricks; the environment (QUARANTINE_<NAME>) or default elsewhere."""
+    try:
+        dbutils.widgets.text(name, default, label)  # noqa: F821 - provided by Databricks
+        return str(dbutils.widgets.get(name))  # noqa: F821
+    except NameError:
+        return os.environ.get(f"QUARANTINE_{name.upper()}", default)
+
+
+def show(df, n: int = 50) -> None:
+    """display() on Databricks, show() elsewhere."""
+    try:
+        display(df)  # noqa: F821 - provided by Databricks
+    except NameError:
+        df.show(n, truncate=False)
+
+
+conf_path = widget("conf", "conf/orders_demo.yml", "pipeline config (YAML)")
+overrides_text = widget("overrides", "", "overrides: key=value per line")
+
+# COMMAND ----------
+
+from quarantine.config import load_config
+from quarantine.session import get_spark
+
+overrides = {}
+for line in overrides_text.splitlines():
+    if line.strip():
+        key, _, value = line.partition("=")
+        overrides[key.strip()] = yaml.safe_load(value)
+
+config = load_config(conf_path, overrides)
+spark = get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
+print(f"pipeline {config.pipeline}: {config.source.location} -> {config.target.table}; "
+      f"quarantine {config.errors.dlq_table_name}")
+
+# COMMAND ----------
+
+from quarantine.runner import Pipeline
+
+pipeline = Pipeline.from_config(config, spark)
+summary = pipeline.run()
+print(summary.render())
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## What was quarantined in this run
+
+# COMMAND ----------
+
+from pyspark.sql import functions as F
+
+from quarantine.sinks import read_table, table_exists
+
+if table_exists(spark, config.errors.dlq_table_name):
+    show(
+        read_table(spark, config.errors.dlq_table_name)
+        .where((F.col("pipeline") == config.pipeline) & (F.col("run_id") == summary.run.run_id))
+        .groupBy("stage", "error_class")
+        .count()
+        .orderBy(F.desc("count"))
+    )
