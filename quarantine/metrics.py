@@ -17,33 +17,55 @@ How counts are made — one pass, no extra scans:
    :class:`BatchMetrics`.
 3. :class:`RunMetrics` adds batches up into per-run totals.
 
-Transport: :meth:`BatchMetrics.as_report` flattens everything into the
-``BatchReport.metrics`` mapping with keys from :func:`metric_key`
-(``total-record-errors``, ``total-record-errors/stage/parse``,
-``records-in/topic/orders``). Kafka topic names (``[A-Za-z0-9._-]``) and stage
-names (identifiers) never contain ``/``, so :func:`parse_metric_key` inverts
-it exactly, and the keys are valid MLflow metric names as they are.
+Cells, so that SQL stays a plain ``sum``. A batch's metric is a set of
+:class:`MetricPoint` *cells* that partition it: each metric has one grain and
+its cells add up to the batch total (``last-error-timestamp``: their max).
+
+====================================================  ==================
+metric                                                grain (cells)
+====================================================  ==================
+``records-quarantined``, ``total-record-errors``,     stage x topic
+``total-records-skipped``, ``expectation-failures``
+``records-in``, ``records-ok``                        topic
+``total-record-failures``, ``total-retries``          stage
+everything else                                       the batch
+====================================================  ==================
+
+A metric with nothing to count still gets one batch-grain cell with value 0,
+so that it exists in every batch. Hence ``SELECT metric, sum(value) … GROUP BY
+metric`` gives totals, ``GROUP BY metric, stage`` per stage, ``GROUP BY metric,
+topic`` per topic, without double counting.
+
+Transport: :meth:`BatchMetrics.as_report` flattens a batch into the
+``BatchReport.metrics`` mapping: the plain metric name holds the batch total
+(what MLflow plots), and keys from :func:`metric_key` hold the cells
+(``total-record-errors/stage/parse/topic/orders``, ``records-in/topic/orders``).
+:meth:`BatchMetrics.from_report` reads the cells back (a metric's plain total
+is used only when it has no cells). Kafka topic names (``[A-Za-z0-9._-]``) and
+stage names never contain ``/``, so the keys parse unambiguously and are valid
+MLflow metric names as they are.
 
 Per-topic counts — the design choice. Topics are not known in advance (a
 ``topic.pattern`` subscription, a Kafka-shaped Delta table), so per-topic
 counts cannot be a fixed list of ``count(CASE WHEN topic = …)`` columns.
 Ruled out: ``collect_list`` (memory grows with the batch), ``count_min_sketch``
 and ``histogram_numeric`` (approximate for every batch, and not readable
-without the JVM). Chosen: Spark's ``approx_top_k(topic, k, maxItemsTracked)``
-aggregate (Spark ≥ 4.1), which is a DataSketches *frequent items* sketch. Its
-memory is bounded by ``maxItemsTracked`` whatever the batch size, it merges
-across partitions (so ``observe`` accepts it), and its counts are **exact** as
-long as the number of distinct items stays well under ``maxItemsTracked`` — the
-sketch only starts estimating once its map must purge. We ask for
-``k = MAX_TOPICS`` items with ``maxItemsTracked = 8 x MAX_TOPICS``, so any batch
-with at most :data:`MAX_TOPICS` topics gets exact counts. That is also checked
-on the driver: the per-topic counts must add up to the exact ``count`` of the
-same pass; if they do not (a batch with thousands of topics), the rest is
-reported under the topic :data:`OTHER_TOPIC` and a warning is logged, so totals
-stay exact and nothing is silently lost.
+without the JVM). Chosen: Spark's ``approx_top_k(item, k, maxItemsTracked)``
+aggregate (Spark ≥ 4.1), a DataSketches *frequent items* sketch. Its memory is
+bounded by ``maxItemsTracked`` whatever the batch size, it merges across
+partitions (so ``observe`` accepts it), and its counts are **exact** as long as
+the number of distinct items stays well under ``maxItemsTracked`` — the sketch
+only starts estimating once its map must purge. We ask for
+``k = MAX_TOPICS + 1`` items with ``maxItemsTracked = 8 x MAX_TOPICS``; one
+sketch counts topics, one counts ``(stage, topic)`` pairs of failed records.
+The result is also checked on the driver against the exact ``count`` columns
+of the same pass: if the cells do not add up (a batch with thousands of
+topics, or NULL topics), the rest is reported under the topic
+:data:`OTHER_TOPIC` and a warning is logged, so totals stay exact and nothing
+is silently lost.
 
 Retries of records that finally *succeeded* leave no trace in the error
-struct. A stage that retries (a Python stage) can report them by implementing
+struct. A stage that retries can report them by implementing
 :class:`ReportsRetries`; :func:`observed_counts` sums its per-row retry column
 in the same pass.
 """
@@ -99,19 +121,19 @@ class MetricNames(StrEnum):
     """Kafka: failed operation attempts, retried ones included ("the number of
     record processing failures"). Ours: failed attempts over all records of the
     batch — every attempt of a quarantined record (``attempts``) plus the failed
-    attempts of records that succeeded after retrying. Per stage, per topic."""
+    attempts of records that succeeded after retrying. Per stage."""
 
     TOTAL_RECORD_ERRORS = "total-record-errors"
     """Kafka: records whose processing failed for good, after retries. Ours:
     records that ended with an error (== ``records-quarantined`` for the
-    pipeline's own stages). Per stage and per topic."""
+    pipeline's own stages). Per stage x topic."""
 
     TOTAL_RECORDS_SKIPPED = "total-records-skipped"
     """Kafka: records skipped (not delivered) because of an error that was
     tolerated. Ours: records the batch did not write to the target because they
     failed — they are in the quarantine table, never dropped. Only reported for
     batches that completed (a tolerance breach fails the batch; nothing is
-    skipped, the batch is replayed)."""
+    skipped, the batch is replayed). Per stage x topic."""
 
     TOTAL_RETRIES = "total-retries"
     """Kafka: operations retried. Ours: attempts beyond the first, over every
@@ -141,10 +163,10 @@ class MetricNames(StrEnum):
     """Source records in the batch. Per topic."""
 
     RECORDS_OK = "records-ok"
-    """Records written to the target (``records-in - records-quarantined``)."""
+    """Records written to the target (``records-in - records-quarantined``). Per topic."""
 
     RECORDS_QUARANTINED = "records-quarantined"
-    """Records written to the quarantine table by the pipeline's stages. Per stage, per topic."""
+    """Records written to the quarantine table by the pipeline's stages. Per stage x topic."""
 
     TOLERANCE_BREACHES = "tolerance-breaches"
     """Tolerance breaches in the batch: aggregate-expectation breaches carried by
@@ -153,7 +175,7 @@ class MetricNames(StrEnum):
 
     EXPECTATION_FAILURES = "expectation-failures"
     """Records that failed an expectation stage (error ``kind`` =
-    ``expectation``). Per stage (the expectation stage)."""
+    ``expectation``). Per stage x topic."""
 
     @property
     def per_run(self) -> str:
@@ -163,13 +185,13 @@ class MetricNames(StrEnum):
 
 @dataclass(frozen=True)
 class MetricPoint:
-    """One value of one metric, optionally for one stage or one topic.
+    """One cell of one metric: the whole batch, one stage, one topic, or a stage x topic.
 
     Attributes:
         metric: which metric.
         value: the value (a count, or epoch ms for ``last-error-timestamp``).
-        stage: the stage it is about, or None for the whole batch.
-        topic: the source topic it is about, or None for all topics.
+        stage: the stage the cell is about, or None.
+        topic: the source topic the cell is about, or None.
     """
 
     metric: MetricNames
@@ -179,53 +201,45 @@ class MetricPoint:
 
     @property
     def key(self) -> str:
-        """This point's key in ``BatchReport.metrics`` (see :func:`metric_key`)."""
+        """This cell's key in ``BatchReport.metrics`` (see :func:`metric_key`)."""
         return metric_key(self.metric, stage=self.stage, topic=self.topic)
 
 
-def metric_key(
-    metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None
-) -> str:
-    """The flat key of a metric: ``metric``, ``metric/stage/<stage>`` or ``metric/topic/<topic>``.
-
-    Raises:
-        ValueError: both a stage and a topic are given (no metric has both).
-    """
-    name = MetricNames(metric).value
-    if stage is not None and topic is not None:
-        raise ValueError(
-            f"metric {name}: expected a stage or a topic, found both ({stage!r}, {topic!r})"
-        )
+def metric_key(metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None) -> str:
+    """The flat key of a cell: ``metric``, ``metric/stage/<s>``, ``metric/topic/<t>``
+    or ``metric/stage/<s>/topic/<t>``."""
+    key = MetricNames(metric).value
     if stage is not None:
-        return f"{name}/stage/{stage}"
+        key += f"/stage/{stage}"
     if topic is not None:
-        return f"{name}/topic/{topic}"
-    return name
+        key += f"/topic/{topic}"
+    return key
 
 
 def parse_metric_key(key: str) -> MetricPoint:
     """Invert :func:`metric_key` (value 0.0; the caller sets it).
 
     Raises:
-        ValueError: the key is not ``<metric>[/stage|topic/<name>]`` with a known metric.
+        ValueError: the key is not one :func:`metric_key` makes for a known metric.
     """
-    parts = key.split("/", 2)
+    name, _, rest = key.partition("/")
     try:
-        metric = MetricNames(parts[0])
+        metric = MetricNames(name)
     except ValueError:
         allowed = ", ".join(m.value for m in MetricNames)
-        raise ValueError(
-            f"metric key {key!r}: expected a metric name first, one of {allowed}"
-        ) from None
-    if len(parts) == 1:
-        return MetricPoint(metric, 0.0)
-    if len(parts) == 3 and parts[1] in ("stage", "topic") and parts[2]:
-        if parts[1] == "stage":
-            return MetricPoint(metric, 0.0, stage=parts[2])
-        return MetricPoint(metric, 0.0, topic=parts[2])
-    raise ValueError(
-        f"metric key {key!r}: expected <metric>, <metric>/stage/<name> or <metric>/topic/<name>"
-    )
+        raise ValueError(f"metric key {key!r}: expected a metric name first, one of {allowed}") from None
+    stage: str | None = None
+    topic: str | None = None
+    if rest.startswith("stage/"):
+        stage, sep, tail = rest[len("stage/") :].partition("/topic/")
+        topic = tail if sep else None
+    elif rest.startswith("topic/"):
+        topic = rest[len("topic/") :]
+    elif rest:
+        stage = ""  # marks the key as malformed below
+    if stage == "" or topic == "":
+        raise ValueError(f"metric key {key!r}: expected <metric>[/stage/<stage>][/topic/<topic>]")
+    return MetricPoint(metric, 0.0, stage, topic)
 
 
 @runtime_checkable
@@ -247,7 +261,7 @@ class ReportsRetries(Protocol):
 
 # --------------------------------------------------------------------------- observing
 
-#: Aliases of the observed columns (the runner and its hooks read some of them).
+#: Aliases of observed columns that the runner and its hooks read as well.
 RECORDS_IN = "records_in"
 RECORDS_FAILED = "records_quarantined"
 _FAILED_ATTEMPTS = "failed_attempts"
@@ -256,14 +270,16 @@ _RETRIABLE = "retriable"
 _EXPECTATION = "expectation_failures"
 _LAST_ERROR_TS = "last_error_ts"
 _TOPICS_IN = "topics_in"
-_TOPICS_FAILED = "topics_failed"
+_CELLS_FAILED = "stage_topic_failed"
+#: Separates stage and topic inside one sketch item (in neither a stage nor a topic name).
+_SEP = "\x1f"
 
 
 def _stage_key(prefix: str, stage: str) -> str:
     return f"{prefix}:{stage}"
 
 
-def _top_topics(col: Column) -> Column:
+def _top_items(col: Column) -> Column:
     # k = MAX_TOPICS + 1: NULL (rows filtered out by a CASE WHEN) takes a slot of its own.
     return F.call_function("approx_top_k", col, F.lit(MAX_TOPICS + 1), F.lit(_MAX_ITEMS_TRACKED))
 
@@ -283,12 +299,13 @@ def observed_counts(
     * ``records_in``, ``records_quarantined``: rows, rows with an error;
     * ``stage:<name>`` / ``attempts:<name>`` / ``retries:<name>``: failed rows,
       their attempts and their retries, per failing stage;
-    * ``retried_ok:<name>``: retries of rows by stages that :class:`ReportsRetries`
-      (successes included, failed rows excluded — those are in ``retries:<name>``);
+    * ``retried_ok:<name>``: retries of rows that did not fail, by stages that
+      :class:`ReportsRetries`;
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
-    * ``topics_in``, ``topics_failed``: ``ARRAY<STRUCT<item, count>>`` from
-      ``approx_top_k`` (see the module doc for why, and when it is exact).
+    * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` from
+      ``approx_top_k`` over topics, and over ``stage <US> topic`` of failed rows
+      (see the module doc for why, and when it is exact).
 
     Args:
         stages: the pipeline's stages (objects with ``name`` and ``kind``).
@@ -302,6 +319,7 @@ def observed_counts(
     failed = err.isNotNull()
     attempts = F.greatest(F.coalesce(err.getField("attempts"), F.lit(1)), F.lit(1))
     zero = F.lit(0).cast("bigint")
+    cell = F.concat(err.getField("stage"), F.lit(_SEP), topic)
     cols: list[Column] = [
         F.count(F.lit(1)).alias(RECORDS_IN),
         F.count(err).alias(RECORDS_FAILED),
@@ -310,25 +328,19 @@ def observed_counts(
         F.count(F.when(err.getField("retriable"), 1)).alias(_RETRIABLE),
         F.count(F.when(err.getField("kind") == ErrorKind.EXPECTATION.value, 1)).alias(_EXPECTATION),
         F.max(F.when(failed, F.unix_millis(ts))).alias(_LAST_ERROR_TS),
-        _top_topics(topic).alias(_TOPICS_IN),
-        _top_topics(F.when(failed, topic)).alias(_TOPICS_FAILED),
+        _top_items(topic).alias(_TOPICS_IN),
+        _top_items(F.when(failed, cell)).alias(_CELLS_FAILED),
     ]
     for s in stages:
         mine = err.getField("stage") == s.name
-        cols.append(F.count(F.when(mine, 1)).alias(_stage_key("stage", s.name)))
-        cols.append(
-            F.coalesce(F.sum(F.when(mine, attempts)), zero).alias(_stage_key("attempts", s.name))
-        )
-        cols.append(
-            F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(_stage_key("retries", s.name))
-        )
+        cols += [
+            F.count(F.when(mine, 1)).alias(_stage_key("stage", s.name)),
+            F.coalesce(F.sum(F.when(mine, attempts)), zero).alias(_stage_key("attempts", s.name)),
+            F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(_stage_key("retries", s.name)),
+        ]
         if isinstance(s, ReportsRetries):
             retried = F.coalesce(s.retries(F.col(s.name)).cast("bigint"), zero)
-            cols.append(
-                F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(
-                    _stage_key("retried_ok", s.name)
-                )
-            )
+            cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(_stage_key("retried_ok", s.name)))
     return cols
 
 
@@ -340,18 +352,23 @@ def _int(row: Mapping[str, Any], key: str) -> int:
     return int(v) if v is not None else 0
 
 
-def _topic_counts(entries: Iterable[Any] | None, total: int, what: str) -> dict[str, int]:
-    """``approx_top_k`` output → {topic: count}, checked against the exact total."""
+def _items(entries: Iterable[Any] | None) -> dict[str, int]:
+    """``approx_top_k`` output → {item: count}; the NULL item (filtered-out rows) dropped."""
     out: dict[str, int] = {}
     for e in entries or ():
-        item, count = (e["item"], e["count"]) if not isinstance(e, tuple) else e
+        item, count = e[0], e[1]
         if item is not None:
-            out[str(item)] = int(count)
-    rest = total - sum(out.values())
+            out[str(item)] = out.get(str(item), 0) + int(count)
+    return out
+
+
+def _complete(counts: dict[str, int], total: int, what: str) -> dict[str, int]:
+    """Counts that add up to ``total``: any rest goes to :data:`OTHER_TOPIC` (with a warning)."""
+    rest = total - sum(counts.values())
     if rest:
         log.warning(
-            "per-topic %s: expected the topic counts to add up to %d, found %d; more than %d "
-            "topics in one batch? the remaining %d are reported under topic %r",
+            "%s: expected the per-topic counts to add up to %d, found %d (NULL topics, or "
+            "more than %d topics in one batch); %d reported under topic %r",
             what,
             total,
             total - rest,
@@ -359,58 +376,90 @@ def _topic_counts(entries: Iterable[Any] | None, total: int, what: str) -> dict[
             rest,
             OTHER_TOPIC,
         )
-        out[OTHER_TOPIC] = out.get(OTHER_TOPIC, 0) + rest
-    return out
+        counts = {**counts, OTHER_TOPIC: counts.get(OTHER_TOPIC, 0) + rest}
+    return counts
 
 
 @dataclass(frozen=True)
 class BatchMetrics:
-    """Every metric of one batch.
+    """Every metric of one batch, as cells (see the module doc).
 
     Attributes:
-        points: one :class:`MetricPoint` per metric, and per stage / per topic
-            where the metric has one. Batch-level points always exist (value 0
-            when nothing happened) so that SQL sums never miss a metric.
+        points: the cells. For each metric, its cells partition its batch total.
     """
 
     points: tuple[MetricPoint, ...]
 
-    def value(
-        self, metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None
-    ) -> float:
-        """One point's value (0.0 when there is no such point)."""
-        key = metric_key(metric, stage=stage, topic=topic)
-        return next((p.value for p in self.points if p.key == key), 0.0)
+    def total(self, metric: MetricNames | str) -> float:
+        """The batch total of a metric (max for ``last-error-timestamp``); 0.0 if absent."""
+        m = MetricNames(metric)
+        values = [p.value for p in self.points if p.metric is m]
+        if not values:
+            return 0.0
+        return max(values) if m.per_run == "max" else float(sum(values))
+
+    def value(self, metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None) -> float:
+        """The total, or the sum of the cells of one stage and/or one topic."""
+        m = MetricNames(metric)
+        if stage is None and topic is None:
+            return self.total(m)
+        return float(
+            sum(
+                p.value
+                for p in self.points
+                if p.metric is m and (stage is None or p.stage == stage) and (topic is None or p.topic == topic)
+            )
+        )
 
     def by_stage(self, metric: MetricNames | str) -> dict[str, float]:
-        """``{stage: value}`` of one metric."""
+        """``{stage: value}`` of one metric (its cells summed per stage)."""
         m = MetricNames(metric)
-        return {p.stage: p.value for p in self.points if p.metric is m and p.stage is not None}
+        out: dict[str, float] = {}
+        for p in self.points:
+            if p.metric is m and p.stage is not None:
+                out[p.stage] = out.get(p.stage, 0.0) + p.value
+        return out
 
     def by_topic(self, metric: MetricNames | str) -> dict[str, float]:
-        """``{topic: value}`` of one metric."""
+        """``{topic: value}`` of one metric (its cells summed per topic)."""
         m = MetricNames(metric)
-        return {p.topic: p.value for p in self.points if p.metric is m and p.topic is not None}
+        out: dict[str, float] = {}
+        for p in self.points:
+            if p.metric is m and p.topic is not None:
+                out[p.topic] = out.get(p.topic, 0.0) + p.value
+        return out
 
     def topic_counts(self, metric: MetricNames | str) -> dict[str, int]:
         """``{topic: count}`` of a counting metric (for ``BatchReport.quarantined_by_topic``)."""
         return {t: int(v) for t, v in self.by_topic(metric).items()}
 
     def as_report(self) -> dict[str, float]:
-        """The flat ``BatchReport.metrics`` mapping (keys from :func:`metric_key`)."""
-        return {p.key: p.value for p in self.points}
+        """The flat ``BatchReport.metrics`` mapping: every metric's total, then its cells."""
+        out = {m.value: self.total(m) for m in MetricNames if any(p.metric is m for p in self.points)}
+        out.update({p.key: p.value for p in self.points if p.stage or p.topic})
+        return out
 
     @classmethod
     def from_report(cls, metrics: Mapping[str, float]) -> BatchMetrics:
-        """Rebuild from a ``BatchReport.metrics`` mapping; keys that are not metrics are ignored."""
-        points = []
+        """Read the cells back from a ``BatchReport.metrics`` mapping.
+
+        A metric's plain total is used only when the mapping has no cells for it;
+        keys that are not metric keys are ignored.
+        """
+        cells: list[MetricPoint] = []
+        totals: dict[MetricNames, float] = {}
         for key, value in metrics.items():
             try:
                 p = parse_metric_key(key)
             except ValueError:
                 continue
-            points.append(MetricPoint(p.metric, float(value), p.stage, p.topic))
-        return cls(tuple(points))
+            if p.stage is None and p.topic is None:
+                totals[p.metric] = float(value)
+            else:
+                cells.append(MetricPoint(p.metric, float(value), p.stage, p.topic))
+        with_cells = {p.metric for p in cells}
+        plain = [MetricPoint(m, v) for m, v in totals.items() if m not in with_cells]
+        return cls((*plain, *cells))
 
 
 def _epoch_ms(ts: dt.datetime) -> float:
@@ -441,63 +490,68 @@ def batch_metrics(
         breaches: tolerance breaches of the batch.
     """
     row = observed_row
+    mn = MetricNames
     records_in = _int(row, RECORDS_IN)
     failed = _int(row, RECORDS_FAILED)
-    retried_ok = {s.name: _int(row, _stage_key("retried_ok", s.name)) for s in stages}
-    retries_failed = {s.name: _int(row, _stage_key("retries", s.name)) for s in stages}
-    attempts_failed = {s.name: _int(row, _stage_key("attempts", s.name)) for s in stages}
-    errors_by_stage = {s.name: _int(row, _stage_key("stage", s.name)) for s in stages}
+    names = [s.name for s in stages]
     kinds = {s.name: getattr(s, "kind", None) for s in stages}
+    errors = {n: _int(row, _stage_key("stage", n)) for n in names}
+    retried_ok = {n: _int(row, _stage_key("retried_ok", n)) for n in names}
+
+    # stage x topic cells of failed records, completed per stage against the exact counts
+    sketch: dict[str, dict[str, int]] = {}
+    for item, n in _items(row.get(_CELLS_FAILED)).items():
+        stage, _, topic = item.partition(_SEP)
+        sketch.setdefault(stage, {})[topic] = n
+    failed_cells = {
+        s: _complete(sketch.get(s, {}), errors[s], f"records-quarantined at stage {s}") for s in names if errors[s]
+    }
+    in_topics = _complete(_items(row.get(_TOPICS_IN)), records_in, "records-in")
+    failed_by_topic: dict[str, int] = {}
+    for topics in failed_cells.values():
+        for t, n in topics.items():
+            failed_by_topic[t] = failed_by_topic.get(t, 0) + n
+
+    points: list[MetricPoint] = []
+
+    def cells(metric: MetricNames, values: Iterable[tuple[str | None, str | None, int]]) -> None:
+        nonzero = [(stage, topic, v) for stage, topic, v in values if v]
+        if not nonzero:
+            points.append(MetricPoint(metric, 0.0))
+        for stage, topic, v in nonzero:
+            points.append(MetricPoint(metric, float(v), stage, topic))
+
+    by_cell = [(s, t, n) for s, topics in failed_cells.items() for t, n in sorted(topics.items())]
+    for metric in (mn.RECORDS_QUARANTINED, mn.TOTAL_RECORD_ERRORS, mn.TOTAL_RECORDS_SKIPPED):
+        cells(metric, by_cell)
+    cells(
+        mn.EXPECTATION_FAILURES,
+        [(s, t, n) for s, t, n in by_cell if kinds.get(s) == ErrorKind.EXPECTATION],
+    )
+    cells(mn.RECORDS_IN, [(None, t, n) for t, n in sorted(in_topics.items())])
+    ok_topics = sorted(set(in_topics) | set(failed_by_topic))
+    cells(
+        mn.RECORDS_OK,
+        [(None, t, in_topics.get(t, 0) - failed_by_topic.get(t, 0)) for t in ok_topics],
+    )
+    cells(
+        mn.TOTAL_RECORD_FAILURES,
+        [(n, None, _int(row, _stage_key("attempts", n)) + retried_ok[n]) for n in names],
+    )
+    cells(
+        mn.TOTAL_RETRIES,
+        [(n, None, _int(row, _stage_key("retries", n)) + retried_ok[n]) for n in names],
+    )
     last_ms = row.get(_LAST_ERROR_TS)
     last_error = float(last_ms) if last_ms is not None else _epoch_ms(now)
-    last_error = last_error if failed else 0.0
     dlq_attempts = max(dlq_attempts, 1) if failed else 0
-
-    mn = MetricNames
-    totals: dict[MetricNames, float] = {
-        mn.RECORDS_IN: records_in,
-        mn.RECORDS_OK: records_in - failed,
-        mn.RECORDS_QUARANTINED: failed,
-        mn.TOTAL_RECORD_FAILURES: _int(row, _FAILED_ATTEMPTS) + sum(retried_ok.values()),
-        mn.TOTAL_RECORD_ERRORS: failed,
-        mn.TOTAL_RECORDS_SKIPPED: failed,
-        mn.TOTAL_RETRIES: _int(row, _RETRIES_FAILED) + sum(retried_ok.values()),
-        mn.TOTAL_ERRORS_LOGGED: errors_logged,
-        mn.DEADLETTERQUEUE_PRODUCE_REQUESTS: failed * dlq_attempts,
-        mn.DEADLETTERQUEUE_PRODUCE_FAILURES: failed * max(dlq_attempts - 1, 0),
-        mn.LAST_ERROR_TIMESTAMP: last_error,
-        mn.TOLERANCE_BREACHES: breaches,
-        mn.EXPECTATION_FAILURES: _int(row, _EXPECTATION),
-    }
-    points = [MetricPoint(m, float(v)) for m, v in totals.items()]
-    for name in (s.name for s in stages):
-        n = errors_by_stage[name]
-        retries = retries_failed[name] + retried_ok[name]
-        if n:
-            points += [
-                MetricPoint(mn.TOTAL_RECORD_ERRORS, float(n), stage=name),
-                MetricPoint(mn.RECORDS_QUARANTINED, float(n), stage=name),
-                MetricPoint(mn.TOTAL_RECORDS_SKIPPED, float(n), stage=name),
-            ]
-            if kinds[name] == ErrorKind.EXPECTATION:
-                points.append(MetricPoint(mn.EXPECTATION_FAILURES, float(n), stage=name))
-        if n or retried_ok[name]:
-            points.append(
-                MetricPoint(
-                    mn.TOTAL_RECORD_FAILURES,
-                    float(attempts_failed[name] + retried_ok[name]),
-                    stage=name,
-                )
-            )
-        if retries:
-            points.append(MetricPoint(mn.TOTAL_RETRIES, float(retries), stage=name))
-    for topic, n in sorted(_topic_counts(row.get(_TOPICS_IN), records_in, "records-in").items()):
-        points.append(MetricPoint(mn.RECORDS_IN, float(n), topic=topic))
-    for topic, n in sorted(_topic_counts(row.get(_TOPICS_FAILED), failed, "errors").items()):
-        points += [
-            MetricPoint(mn.TOTAL_RECORD_ERRORS, float(n), topic=topic),
-            MetricPoint(mn.RECORDS_QUARANTINED, float(n), topic=topic),
-        ]
+    points += [
+        MetricPoint(mn.TOTAL_ERRORS_LOGGED, float(errors_logged)),
+        MetricPoint(mn.DEADLETTERQUEUE_PRODUCE_REQUESTS, float(failed * dlq_attempts)),
+        MetricPoint(mn.DEADLETTERQUEUE_PRODUCE_FAILURES, float(failed * max(dlq_attempts - 1, 0))),
+        MetricPoint(mn.LAST_ERROR_TIMESTAMP, last_error if failed else 0.0),
+        MetricPoint(mn.TOLERANCE_BREACHES, float(breaches)),
+    ]
     return BatchMetrics(tuple(points))
 
 
@@ -506,41 +560,40 @@ def batch_metrics(
 
 @dataclass
 class RunMetrics:
-    """Per-run totals: the sum of the batches' points (max for timestamps).
+    """Per-run totals: the batches' cells summed (max for timestamps).
 
     Not thread safe; one instance per run, updated by the driver after each batch.
 
     Attributes:
         run_id: the run these totals belong to.
         batches: how many batches were added.
-        totals: ``{metric key: value}`` over the run (keys from :func:`metric_key`).
+        cells: ``{cell key: value}`` over the run (keys from :func:`metric_key`).
     """
 
     run_id: str = ""
     batches: int = 0
-    totals: dict[str, float] = field(default_factory=dict)
+    cells: dict[str, float] = field(default_factory=dict)
 
     def add(self, batch: BatchMetrics | Mapping[str, float]) -> None:
         """Add one batch (its :class:`BatchMetrics` or its ``BatchReport.metrics``)."""
-        points = (
-            batch.points
-            if isinstance(batch, BatchMetrics)
-            else BatchMetrics.from_report(batch).points
-        )
-        for p in points:
-            old = self.totals.get(p.key)
+        metrics = batch if isinstance(batch, BatchMetrics) else BatchMetrics.from_report(batch)
+        for p in metrics.points:
+            old = self.cells.get(p.key)
             if p.metric.per_run == "max":
-                self.totals[p.key] = p.value if old is None else max(old, p.value)
+                self.cells[p.key] = p.value if old is None else max(old, p.value)
             else:
-                self.totals[p.key] = (old or 0.0) + p.value
+                self.cells[p.key] = (old or 0.0) + p.value
         self.batches += 1
 
-    def value(
-        self, metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None
-    ) -> float:
-        """A run total (0.0 when never recorded)."""
-        return self.totals.get(metric_key(metric, stage=stage, topic=topic), 0.0)
-
     def snapshot(self) -> BatchMetrics:
-        """The run totals as points (e.g. for a run summary or MLflow run-level metrics)."""
-        return BatchMetrics.from_report(self.totals)
+        """The run so far, as cells."""
+        return BatchMetrics(
+            tuple(
+                MetricPoint(p.metric, v, p.stage, p.topic)
+                for p, v in ((parse_metric_key(k), v) for k, v in self.cells.items())
+            )
+        )
+
+    def value(self, metric: MetricNames | str, *, stage: str | None = None, topic: str | None = None) -> float:
+        """A run total, or the run's sum over one stage and/or topic (0.0 when never recorded)."""
+        return self.snapshot().value(metric, stage=stage, topic=topic)
