@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ExpectationBreachError",
     "HandlerError",
     "QuarantineError",
     "QuarantineWriteError",
@@ -76,3 +77,16 @@ class HandlerError(QuarantineError):
 
 class QuarantineWriteError(QuarantineError):
     """Writing the quarantine table failed after retries; the batch is not committed."""
+
+
+class ExpectationBreachError(ToleranceExceededError):
+    """A GX expectation with ``on_breach: fail`` failed on a batch.
+
+    Raised after the batch's quarantine rows are durable and before its good
+    rows and offsets are committed. ``breaches`` holds the
+    :class:`quarantine.report.Breach` es (with GX's result JSON) for listeners.
+    """
+
+    def __init__(self, message: str, *, breaches: tuple[object, ...] = (), count: int = 0) -> None:
+        self.breaches = breaches
+        super().__init__(message, limit="expectation on_breach=fail", count=count, window="batch")
