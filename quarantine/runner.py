@@ -35,9 +35,15 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.config import PipelineConfig, SourceFormat
+from quarantine.config import BreachAction, PipelineConfig, SourceFormat
 from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
-from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, SourceError
+from quarantine.errors import ExpectationBreachError, QuarantineWriteError, RetriesExhaustedError, SourceError
+from quarantine.expectations.stage import (
+    expectation_counts,
+    keeps_whole_batch,
+    validate_expectations,
+    validation_columns,
+)
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
@@ -248,7 +254,8 @@ class Pipeline:
         """
         staged = self.transform(df)
         err = final_error(self.stages)
-        failed = err.isNotNull()
+        # an expectation breach with on_breach=quarantine_batch may send every row to quarantine
+        failed = err.isNotNull() | F.lit(keeps_whole_batch(self.stages))
         return staged.select(
             "topic", "partition", "offset", "timestamp", "timestampType",
             F.when(failed, F.col("key")).alias("key"),
@@ -256,6 +263,7 @@ class Pipeline:
             F.when(failed, F.col("headers")).alias("headers"),
             final_result(self.stages).alias(_RES),
             err.alias(_ERR),
+            *validation_columns(self.stages),  # expectation stages' input, for GX (expectations/stage.py)
         )
 
     def target_rows(self, split: DataFrame) -> DataFrame:
@@ -301,14 +309,26 @@ class Pipeline:
         """
         run = self.run_info()
         now = self.clock()
-        split = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
+        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             obs = Observation(f"quarantine_{uuid.uuid4().hex}")
             # The one pass: builds the persisted batch and counts everything on the way.
-            split.observe(obs, *self._observed_counts()).write.format("noop").mode("overwrite").save()
+            observed = [*self._observed_counts(), *expectation_counts(self.stages, F.col(_ERR))]
+            split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
             counts: Mapping[str, Any] = obs.get
             records_in = int(counts["records_in"])
             quarantined = int(counts["records_quarantined"])
+
+            # GX validates the expectation stages' input on the persisted batch (not the source).
+            expect = validate_expectations(split, self.stages, batch_id)
+            whole_batch_error = expect.batch_error(self.stages)
+            if whole_batch_error is not None:
+                # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
+                split = split.withColumn(_ERR, F.coalesce(F.col(_ERR), whole_batch_error))
+                obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+                split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
+                counts = obs.get
+                quarantined = int(counts["records_quarantined"])
 
             dlq_attempts = 1
             if quarantined:
@@ -327,6 +347,13 @@ class Pipeline:
                 )
 
             logged = self._check_tolerance(counts, quarantined, now, batch_id, split)
+            failing = expect.with_action(BreachAction.FAIL)
+            if failing:
+                raise ExpectationBreachError(
+                    "expectation breach (on_breach=fail): " + "; ".join(b.message for b in failing)
+                    + f"; failed records are in {self.quarantine_table}; the target was not written",
+                    breaches=failing, count=len(failing),
+                )
 
             good = self.target_rows(split)
             if streaming:
@@ -345,7 +372,7 @@ class Pipeline:
                     lambda: merge_new_rows(self.spark, good, self.target_table),
                 )
         finally:
-            split.unpersist()
+            persisted.unpersist()
 
         metrics = batch_metrics(
             counts, stages=self.stages, now=now, errors_logged=logged, dlq_attempts=dlq_attempts
@@ -361,7 +388,12 @@ class Pipeline:
                 s.name: int(counts[f"stage:{s.name}"]) for s in self.stages if int(counts[f"stage:{s.name}"])
             },
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
+            quarantined_by_expectation={
+                k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("expectation:") and int(v)
+            },
             metrics=metrics.as_report(),
+            breaches=expect.breaches,
+            untranslated_expectations=expect.untranslated,
             finished_at=self.clock(),
         )
         for problem in fan_out(self.listeners, "on_batch", report):
@@ -480,6 +512,7 @@ class Pipeline:
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
     """The listeners a config asks for (metrics table, MLflow, error log)."""
     from quarantine.sinks.metrics import metrics_listener
+    from quarantine.tracking import tracker_for
 
-    return [metrics_listener(config, spark)]
+    return [metrics_listener(config, spark), tracker_for(config)]
 
