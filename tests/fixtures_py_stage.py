@@ -15,6 +15,7 @@ import pandas as pd
 
 __all__ = [
     "NOT_CALLABLE",
+    "FailFirstCalls",
     "Recorder",
     "TransientError",
     "add_tax_vectorized",
@@ -117,3 +118,16 @@ class Recorder:
         """The reprs recorded so far (in no particular order across workers)."""
         p = Path(self.path)
         return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
+
+
+class FailFirstCalls:
+    """Raises TransientError on its first ``n`` calls (per worker copy), then echoes."""
+
+    def __init__(self, n: int) -> None:
+        self.remaining = n
+
+    def __call__(self, value: Any) -> Any:
+        if self.remaining > 0:
+            self.remaining -= 1
+            raise TransientError(f"transient failure, {self.remaining} more to go")
+        return value

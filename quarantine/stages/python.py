@@ -49,9 +49,17 @@ Chaining: Spark evaluates a UDF on every row before any ``CASE WHEN`` around it,
 so the stage passes :attr:`StageContext.skip` into the UDF and never calls the
 function on a row an earlier stage failed.
 
-Retries: an exception that is an instance of ``retriable`` is marked
-``retriable = true`` in its error; ``attempts`` counts calls made for the row
-(always 1 until a retry policy is wired in through :attr:`StageContext.retry`).
+Retries: when :attr:`StageContext.retry` is a :class:`quarantine.retry.RetryPolicy`
+with a budget (``errors.retry.timeout`` ≠ 0), a call that raises a retriable
+exception (the policy's classes — ``errors.retry.retriable.exceptions`` — or
+this stage's ``retriable`` classes) is retried with backoff and jitter, per row
+in row mode and per call (before any bisection) in vectorized mode, so a
+transient outage does not explode into one-row calls. The error records
+``retriable`` and ``attempts`` (calls made for that row or call). Without a
+policy every call is made once and ``retriable`` still marks the error. The
+budget is per call: under a long outage, row mode spends up to
+``rows x errors.retry.timeout`` per batch, so keep that budget small for
+Python stages.
 
 Options::
 
@@ -67,8 +75,9 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -77,8 +86,9 @@ import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql.types import DataType, StructType
 
-from quarantine.config import StageSpec
+from quarantine.config import StageSpec, Tolerance
 from quarantine.errors import ConfigError
+from quarantine.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, ErrorKind, result_struct
 from quarantine.stage import Stage, StageContext
 from quarantine.stages._values import parse_spark_type, type_name
@@ -150,9 +160,11 @@ class PythonStage(Stage):
             nullable=self.nullable,
             stacktrace=ctx.stacktrace,
             retriable=self.retriable,
+            retry=_stage_policy(ctx.retry, self.retriable),
         )
         # The type hints of _BatchRunner.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
-        udf = arrow_udf(runner.run, result_struct(self.returns))
+        factory: Any = arrow_udf  # its stubs insist on functionType; hints are preferred at runtime
+        udf = factory(runner.run, result_struct(self.returns))
         out: Column = udf(value, ctx.skip)
         return out
 
@@ -191,6 +203,7 @@ class _BatchRunner:
     nullable: bool
     stacktrace: bool
     retriable: tuple[type[BaseException], ...]
+    retry: RetryPolicy | None = None
 
     def run(self, values: pa.Array, skip: pa.Array) -> pa.Array:
 
@@ -215,12 +228,20 @@ class _BatchRunner:
         ok_pos: list[int] = []
         ok_val: list[Any] = []
         errors: dict[int, dict[str, Any]] = {}
+        retrying = self.retry is not None and self.retry.retries_enabled
         for pos, x in zip(todo.tolist(), inputs, strict=True):
-            try:
-                out = fn(x)
-            except Exception as exc:
-                errors[pos] = self._error(exc)
-                continue
+            if retrying:
+                attempt = self._attempt(partial(fn, x))
+                if attempt.error is not None:
+                    errors[pos] = self._error(attempt.error, attempt)
+                    continue
+                out = attempt.value
+            else:  # the hot path: no operator, no closure
+                try:
+                    out = fn(x)
+                except Exception as exc:
+                    errors[pos] = self._error(exc)
+                    continue
             if out is None and not self.nullable:
                 errors[pos] = self._null_result(x)
                 continue
@@ -265,18 +286,17 @@ class _BatchRunner:
         stack: list[np.ndarray] = [todo] if len(todo) else []
         while stack:
             positions = stack.pop()
-            try:
-                out = self._call_vectorized(values, positions)
-            except Exception as exc:
+            attempt = self._attempt(partial(self._call_vectorized, values, positions))
+            if attempt.error is not None:
                 if len(positions) == 1:
-                    errors[int(positions[0])] = self._error(exc)
+                    errors[int(positions[0])] = self._error(attempt.error, attempt)
                 else:
                     mid = len(positions) // 2
                     stack.append(positions[mid:])
                     stack.append(positions[:mid])
                 continue
             ok_pos.append(positions)
-            ok_val.append(out)
+            ok_val.append(attempt.value)
         if not ok_val:
             return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
         return (np.concatenate(ok_pos), pa.concat_arrays(ok_val)), errors
@@ -284,11 +304,9 @@ class _BatchRunner:
     def _call_vectorized(self, values: pa.Array, positions: np.ndarray) -> pa.Array:
 
         sub = values.take(pa.array(positions, type=pa.int64()))
-        arg: pd.Series | pd.DataFrame
-        if isinstance(sub, pa.StructArray):
-            arg = pa.Table.from_struct_array(sub).to_pandas()
-        else:
-            arg = sub.to_pandas()
+        # A struct arrives as a DataFrame (one column per field), anything else as a Series.
+        is_struct = isinstance(sub, pa.StructArray)
+        arg = pa.Table.from_struct_array(sub).to_pandas() if is_struct else sub.to_pandas()
         out = self.fn(arg)
         arr = self._from_pandas(out, len(positions))
         if not self.nullable and arr.null_count:
@@ -313,10 +331,7 @@ class _BatchRunner:
             )
         try:
             if isinstance(out, pd.DataFrame) and isinstance(self.returns, StructType):
-                cols = [
-                    pa.Array.from_pandas(out[f.name], type=at.field(f.name).type)
-                    for f in self.returns.fields
-                ]
+                cols = [pa.Array.from_pandas(out[f.name], type=at.field(f.name).type) for f in self.returns.fields]
                 return pa.StructArray.from_arrays(cols, fields=list(at))
             if isinstance(out, pd.Series | pd.Index):
                 return pa.Array.from_pandas(out, type=at)
@@ -324,8 +339,7 @@ class _BatchRunner:
         except (pa.ArrowException, TypeError, ValueError, OverflowError, KeyError) as exc:
             raise _ResultError(
                 PythonErrorClass.RESULT_TYPE_MISMATCH,
-                f"function returned values that are not {type_name(self.returns)} "
-                f"({type(exc).__name__}: {exc})",
+                f"function returned values that are not {type_name(self.returns)} ({type(exc).__name__}: {exc})",
             ) from None
 
     # ------------------------------------------------------------------ both modes
@@ -349,7 +363,22 @@ class _BatchRunner:
             f"{type_name(self.returns)} ({type(exc).__name__}: {exc})",
         )
 
-    def _error(self, exc: BaseException) -> dict[str, Any]:
+    def _attempt(self, operation: Callable[[], Any]) -> RetryOutcome[Any]:
+        """Run one call: retried under the policy when there is one, else once."""
+        if self.retry is not None and self.retry.retries_enabled:
+            operator = RetryWithToleranceOperator(self.retry, Tolerance.ALL)
+            return operator.execute(operation, name=self.stage)
+        try:
+            return RetryOutcome(operation(), None, 1)
+        except Exception as exc:
+            return RetryOutcome(None, exc, 1, self._is_retriable(exc))
+
+    def _is_retriable(self, exc: BaseException) -> bool:
+        if self.retriable and isinstance(exc, self.retriable):
+            return True
+        return self.retry is not None and self.retry.retriable(exc)
+
+    def _error(self, exc: BaseException, attempt: RetryOutcome[Any] | None = None) -> dict[str, Any]:
         error_class = exc.error_class.value if isinstance(exc, _ResultError) else type(exc).__name__
         message = str(exc) or f"{type(exc).__name__} raised with no message"
         trace = "".join(traceback.format_exception(exc)) if self.stacktrace else None
@@ -359,8 +388,8 @@ class _BatchRunner:
             "error_class": error_class,
             "message": message,
             "stacktrace": trace,
-            "retriable": isinstance(exc, self.retriable) if self.retriable else False,
-            "attempts": 1,
+            "retriable": attempt.retriable if attempt is not None else self._is_retriable(exc),
+            "attempts": attempt.attempts if attempt is not None else 1,
         }
 
     def _assemble(
@@ -381,6 +410,17 @@ class _BatchRunner:
         error = err_val.take(_scatter_index(n, err_pos))
         out_type = to_arrow_type(result_struct(self.returns))
         return pa.StructArray.from_arrays([result, error], fields=list(out_type))
+
+
+def _stage_policy(retry: object | None, retriable: tuple[type[BaseException], ...]) -> RetryPolicy | None:
+    """The pipeline's retry policy, also treating the stage's ``retriable`` classes as retriable."""
+    if not isinstance(retry, RetryPolicy):
+        return None
+    if not retriable:
+        return retry
+    names = {f"{c.__module__}.{c.__qualname__}" for c in retriable}
+    classifier = replace(retry.retriable, names=retry.retriable.names | names)
+    return replace(retry, retriable=classifier)
 
 
 def _scatter_index(n: int, positions: Sequence[int] | np.ndarray) -> pa.Array:
@@ -435,8 +475,7 @@ def resolve_callable(path: object, key: str) -> Callable[..., Any]:
             raise ConfigError(
                 key,
                 path,
-                f"an importable function (importing {module_name} raised "
-                f"{type(exc).__name__}: {exc})",
+                f"an importable function (importing {module_name} raised {type(exc).__name__}: {exc})",
             ) from None
         try:
             for a in attrs:
@@ -527,9 +566,7 @@ def from_spec(spec: StageSpec) -> PythonStage:
     allowed = ("function", "returns", "mode", "nullable", "retriable")
     for k in spec.options:
         if k not in allowed:
-            raise ConfigError(
-                spec.key(f"options.{k}"), spec.options[k], f"one of {', '.join(allowed)}"
-            )
+            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], f"one of {', '.join(allowed)}")
     returns = parse_spark_type(option(spec, "returns"), spec.key("options.returns"))
     _arrow_type(returns, spec.key("options.returns"))
     mode_raw = option(spec, "mode", "row", kind=str)
@@ -545,7 +582,5 @@ def from_spec(spec: StageSpec) -> PythonStage:
         mode=mode,
         input=spec.input,
         nullable=bool(option(spec, "nullable", False, kind=bool)),
-        retriable=_exception_classes(
-            option(spec, "retriable", None), spec.key("options.retriable")
-        ),
+        retriable=_exception_classes(option(spec, "retriable", None), spec.key("options.retriable")),
     )
