@@ -19,9 +19,9 @@ __all__ = [
     "Recorder",
     "TransientError",
     "add_tax_vectorized",
+    "always_none",
     "amount_times_quantity",
     "amount_times_quantity_vectorized",
-    "always_none",
     "flaky",
     "parse_amount",
     "parse_amount_vectorized",
@@ -49,7 +49,7 @@ def parse_amount_vectorized(s: pd.Series) -> pd.Series:
 
 
 def add_tax_vectorized(s: pd.Series) -> pd.Series:
-    """Amounts × 1.2; raises for the whole batch if any amount is negative."""
+    """Amounts x 1.2; raises for the whole batch if any amount is negative."""
     if (s < 0).any():
         raise ValueError(f"negative amount in batch: {s[s < 0].tolist()}")
     return s * 1.2

@@ -86,7 +86,7 @@ def test_each_record_ends_with_the_error_of_the_first_stage_it_failed(spark: Any
     for offset, first in [(1, "decode"), (2, "parse_order"), (3, "convert"), (4, "check_order")]:
         row = rows[offset]
         origin = row[first].error
-        for later in names[names.index(first):]:
+        for later in names[names.index(first) :]:
             assert row[later].result is None
             assert row[later].error == origin
     for name in names:

@@ -59,8 +59,7 @@ def test_bad_timestamp_names_field_type_format_and_value(spark: Any) -> None:
     e = row.error
     assert (e.stage, e.kind, e.error_class) == ("convert", "transform", "CastFailed")
     assert e.message == (
-        "field 'created_at': cannot convert \"2026-13-45 00:00:00\" to TIMESTAMP "
-        "(format 'yyyy-MM-dd HH:mm:ss')"
+        "field 'created_at': cannot convert \"2026-13-45 00:00:00\" to TIMESTAMP (format 'yyyy-MM-dd HH:mm:ss')"
     )
 
 
@@ -82,8 +81,11 @@ def test_overflow_is_a_failure_not_a_silent_null(spark: Any) -> None:
 
 
 def test_timestamp_without_format_uses_spark_defaults(spark: Any) -> None:
-    rows = _cast(spark, [("A1", None, None, "2026-01-02T03:04:05", None), ("A2", None, None, "yesterday", None)],
-                 {"columns": {"created_at": "TIMESTAMP"}})
+    rows = _cast(
+        spark,
+        [("A1", None, None, "2026-01-02T03:04:05", None), ("A2", None, None, "yesterday", None)],
+        {"columns": {"created_at": "TIMESTAMP"}},
+    )
     assert rows[0].result.created_at == dt.datetime(2026, 1, 2, 3, 4, 5)
     assert rows[1].error.message == "field 'created_at': cannot convert \"yesterday\" to TIMESTAMP"
 

@@ -21,9 +21,7 @@ ORDER_DDL = "order_id STRING, amount DOUBLE, currency STRING, quantity INT, sku 
 def _check(spark: Any, rows: list[tuple[Any, ...]], rules: list[dict[str, Any]]) -> list[Any]:
     src = spark.createDataFrame([(i, *r) for i, r in enumerate(rows)], f"offset BIGINT, {ORDER_DDL}")
     fields = [c for c in src.columns if c != "offset"]
-    df = kafka_df(spark, [b"x"] * len(rows)).join(
-        src.select("offset", F.struct(*fields).alias("order")), "offset"
-    )
+    df = kafka_df(spark, [b"x"] * len(rows)).join(src.select("offset", F.struct(*fields).alias("order")), "offset")
     stage = from_spec(StageSpec("check_order", "checks", "order", {"rules": rules}, 3))
     return [r.check_order for r in apply_stages(df, [stage]).orderBy("offset").collect()]
 
@@ -95,7 +93,8 @@ def test_not_null_fails_and_other_checks_pass_on_null(spark: Any) -> None:
     ]
     (row,) = _check(spark, [(None, None, None, None, None, None)], rules)
     assert (row.error.error_class, row.error.message) == (
-        "not_null", "field 'order_id': expected a value, found NULL",
+        "not_null",
+        "field 'order_id': expected a value, found NULL",
     )
 
 
@@ -106,7 +105,7 @@ def test_regex_full_match_versus_search(spark: Any) -> None:
     assert [r.error is None for r in _check(spark, rows, full)] == [True, False, False]
     assert [r.error is None for r in _check(spark, rows, search)] == [True, True, True]
     (msg,) = [r.error.message for r in _check(spark, [_with(sku="none")], search)]
-    assert msg == 'field \'sku\': expected to contain a match of /\\d+/, found "none"'
+    assert msg == "field 'sku': expected to contain a match of /\\d+/, found \"none\""
 
 
 def test_not_in_set_length_and_unicode(spark: Any) -> None:
@@ -128,15 +127,14 @@ def test_expr_rule_sees_the_staged_dataframe(spark: Any) -> None:
     ok, bad = _check(spark, [_with(amount=10.0, quantity=10), _with(amount=10.0, quantity=11)], rules)
     assert ok.error is None
     assert (bad.error.error_class, bad.error.message) == (
-        "expr", "input: expected order.amount * order.quantity <= 100, found false",
+        "expr",
+        "input: expected order.amount * order.quantity <= 100, found false",
     )
 
 
 def test_plain_column_input(spark: Any) -> None:
     df = kafka_df(spark, [b"12", b"1234567"]).withColumn("text", F.col("value").cast("string"))
-    stage = from_spec(
-        StageSpec("check_text", "checks", "text", {"rules": [{"check": "length", "max": 3}]}, 0)
-    )
+    stage = from_spec(StageSpec("check_text", "checks", "text", {"rules": [{"check": "length", "max": 3}]}, 0))
     ok, bad = [r.check_text for r in apply_stages(df, [stage]).orderBy("offset").collect()]
     assert ok.result == "12"
     assert bad.error.message == 'input: expected length <= 3, found "1234567" (length 7)'

@@ -23,7 +23,7 @@ def _run(spark: Any, values: list[bytes | None], stage: DecodeUtf8) -> list[Any]
 
 
 def test_valid_utf8_including_unicode_and_empty_passes_through(spark: Any) -> None:
-    values = ["plain".encode(), "Zürich — 東京 🚀".encode(), b""]
+    values = [b"plain", "Zürich — 東京 🚀".encode(), b""]
     rows = _run(spark, values, DecodeUtf8("decode"))
     assert [r.result for r in rows] == ["plain", "Zürich — 東京 🚀", ""]
     assert all(r.error is None for r in rows)
@@ -35,9 +35,7 @@ def test_invalid_utf8_is_quarantined_with_length_and_leading_bytes(spark: Any) -
     assert row.result is None
     err = row.error
     assert (err.stage, err.kind, err.error_class) == ("decode", "deserialize", "InvalidUtf8")
-    assert err.message == (
-        f"column 'value' is not valid UTF-8 ({len(bad)} bytes, starting 0x{bad[:16].hex().upper()})"
-    )
+    assert err.message == (f"column 'value' is not valid UTF-8 ({len(bad)} bytes, starting 0x{bad[:16].hex().upper()})")
     assert (err.stacktrace, err.retriable, err.attempts) == (None, False, 1)
 
 
@@ -71,9 +69,7 @@ def test_column_type_is_the_result_struct_and_exactly_one_side_is_set(spark: Any
     column_type = out.schema["decode"].dataType
     assert column_type.simpleString() == result_struct(StringType()).simpleString()
     assert column_type["error"].dataType.fieldNames() == ERROR_STRUCT.fieldNames()
-    both_or_neither = out.where(
-        F.col("decode.result").isNull() == F.col("decode.error").isNull()
-    )
+    both_or_neither = out.where(F.col("decode.result").isNull() == F.col("decode.error").isNull())
     assert both_or_neither.count() == 0
     expected = spark.createDataFrame(
         [(0, "a", None), (1, None, "InvalidUtf8"), (2, None, "NullInput"), (3, "ü", None)],

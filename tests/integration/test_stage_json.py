@@ -52,8 +52,10 @@ def _error(row: Any) -> tuple[str, str, str, str]:
 def test_valid_object_with_nested_types_and_unicode_parses(spark: Any) -> None:
     (row,) = _parse(
         spark,
-        ['{"order_id": "Ø-17 東京", "amount": 12.5, "quantity": 3, "tags": ["a", "ß"], '
-         '"customer": {"id": 7, "name": "Zoë 🚀"}, "extra": "ignored"}'],
+        [
+            '{"order_id": "Ø-17 東京", "amount": 12.5, "quantity": 3, "tags": ["a", "ß"], '
+            '"customer": {"id": 7, "name": "Zoë 🚀"}, "extra": "ignored"}'
+        ],
     )
     assert row.error is None
     r = row.result
@@ -72,7 +74,9 @@ def test_truncated_json_is_malformed(spark: Any) -> None:
     text = '{"order_id": "A1", "amount": 1'
     (row,) = _parse(spark, [text])
     assert _error(row) == (
-        "parse", "deserialize", "MalformedJson",
+        "parse",
+        "deserialize",
+        "MalformedJson",
         f"malformed JSON ({len(text)} chars); expected a JSON object, found {text}",
     )
 
@@ -80,7 +84,7 @@ def test_truncated_json_is_malformed(spark: Any) -> None:
 def test_long_malformed_input_is_cut_in_the_message(spark: Any) -> None:
     text = '{"order_id": "' + "x" * 200
     (row,) = _parse(spark, [text])
-    stage, kind, cls, message = _error(row)
+    _, _, cls, message = _error(row)
     assert cls == "MalformedJson"
     assert message == f"malformed JSON (214 chars); expected a JSON object, found {text[:64]}…"
 
@@ -89,7 +93,8 @@ def test_empty_and_blank_values_say_empty(spark: Any) -> None:
     empty, blank = _parse(spark, ["", "  \n\t"])
     assert _error(empty)[2:] == ("MalformedJson", "empty value; expected a JSON object")
     assert _error(blank)[2:] == (
-        "MalformedJson", "empty value (4 chars of whitespace); expected a JSON object",
+        "MalformedJson",
+        "empty value (4 chars of whitespace); expected a JSON object",
     )
 
 
@@ -108,7 +113,7 @@ def test_null_string_input_without_decode_is_null_input(spark: Any) -> None:
 @pytest.mark.parametrize(
     ("text", "found"),
     [
-        ('[1, 2]', "[1,2]"),
+        ("[1, 2]", "[1,2]"),
         ('"just a string"', '"just a string"'),
         ("42", "42"),
         ("null", "null"),
@@ -151,11 +156,24 @@ def test_missing_and_null_required_fields_are_told_apart(spark: Any) -> None:
 
 def test_exactly_one_of_result_and_error_over_a_mixed_batch(spark: Any) -> None:
     values: list[str | bytes | None] = [
-        '{"order_id": "A"}', "{", "", None, b"\xff", "[]", '{"order_id": 1}', '{"amount": "x"}',
+        '{"order_id": "A"}',
+        "{",
+        "",
+        None,
+        b"\xff",
+        "[]",
+        '{"order_id": 1}',
+        '{"amount": "x"}',
     ]
     rows = _parse(spark, values)
     assert [(r.result is None) != (r.error is None) for r in rows] == [True] * len(values)
     assert [r.error.error_class if r.error else None for r in rows] == [
-        None, "MalformedJson", "MalformedJson", "NullInput", "InvalidUtf8", "NotAJsonObject",
-        None, "SchemaMismatch",
+        None,
+        "MalformedJson",
+        "MalformedJson",
+        "NullInput",
+        "InvalidUtf8",
+        "NotAJsonObject",
+        None,
+        "SchemaMismatch",
     ]

@@ -49,9 +49,7 @@ def test_vectorized_bisection_finds_exactly_the_poison_rows(spark: Any) -> None:
     df = spark.createDataFrame([(i, a) for i, a in enumerate(amounts)], "id INT, amount DOUBLE")
     df = df.repartition(1).sortWithinPartitions("id")  # one Arrow batch per 10k rows: all in one call
     stage = python_stage("taxed", fx.add_tax_vectorized, "DOUBLE", mode="vectorized", input="amount")
-    out = apply_stages(
-        kafka_df(spark, [b"x"]).drop("value").crossJoin(df), [stage]
-    ).select("id", "taxed")
+    out = apply_stages(kafka_df(spark, [b"x"]).drop("value").crossJoin(df), [stage]).select("id", "taxed")
     rows = {r.id: r.taxed for r in out.collect()}
     failed = {i for i, r in rows.items() if r.error is not None}
     assert failed == poison
@@ -69,7 +67,9 @@ def test_struct_input_is_a_dict_in_row_mode_and_a_dataframe_in_vectorized_mode(s
     values = ['{"amount": 2.5, "quantity": 4}', '{"amount": 1.0, "quantity": 3}']
     by_row = _run(spark, values, parse, python_stage("total", fx.amount_times_quantity, "DOUBLE"))
     by_batch = _run(
-        spark, values, parse,
+        spark,
+        values,
+        parse,
         python_stage("total", fx.amount_times_quantity_vectorized, "DOUBLE", mode="vectorized"),
     )
     assert [r.result for r in by_row] == [10.0, 3.0]
@@ -77,7 +77,9 @@ def test_struct_input_is_a_dict_in_row_mode_and_a_dataframe_in_vectorized_mode(s
 
 
 def test_struct_result_and_unicode(spark: Any) -> None:
-    rows = _run(spark, ["Ada Lovelace", "Zoë 東京", "Cher"], python_stage("name", fx.split_name, "first STRING, last STRING"))
+    rows = _run(
+        spark, ["Ada Lovelace", "Zoë 東京", "Cher"], python_stage("name", fx.split_name, "first STRING, last STRING")
+    )
     assert rows[0].result.asDict() == {"first": "Ada", "last": "Lovelace"}
     assert rows[1].result.asDict() == {"first": "Zoë", "last": "東京"}
     assert rows[2].error.message == "not enough values to unpack (expected 2, got 1)"
@@ -91,7 +93,8 @@ def test_result_of_the_wrong_type_and_none_results(spark: Any) -> None:
     assert wrong.error.message.startswith("function returned 'not a number: 7' (str); expected INT")
     (none,) = _run(spark, ["7"], python_stage("n", fx.always_none, "INT"))
     assert (none.error.error_class, none.error.message) == (
-        "NullResult", "function returned None for input '7'; expected INT (set nullable: true to allow NULL results)",
+        "NullResult",
+        "function returned None for input '7'; expected INT (set nullable: true to allow NULL results)",
     )
     (allowed,) = _run(spark, ["7"], python_stage("n", fx.always_none, "INT", nullable=True))
     assert allowed.result is None and allowed.error is None
@@ -120,7 +123,9 @@ def test_retriable_classes_are_marked_without_a_retry_policy(spark: Any) -> None
     ok, timeout, bad = _run(spark, ["fine", "timeout", "bad"], stage)
     assert ok.result == "fine"
     assert (timeout.error.error_class, timeout.error.retriable, timeout.error.attempts) == (
-        "TransientError", True, 1,
+        "TransientError",
+        True,
+        1,
     )
     assert (bad.error.error_class, bad.error.message, bad.error.retriable) == ("KeyError", "'bad'", False)
 
@@ -142,7 +147,10 @@ def test_retry_policy_retries_transient_failures(spark: Any, mode: str) -> None:
 
 def test_retry_policy_gives_up_within_its_budget_and_counts_attempts(spark: Any) -> None:
     policy = RetryPolicy(
-        timeout_ms=40, initial_backoff_ms=5, max_delay_ms=10, jitter=0.0,
+        timeout_ms=40,
+        initial_backoff_ms=5,
+        max_delay_ms=10,
+        jitter=0.0,
         retriable=RetriableClassifier.of(["TransientError"]),
     )
     stage = python_stage("f", fx.flaky, "STRING")
@@ -154,8 +162,11 @@ def test_retry_policy_gives_up_within_its_budget_and_counts_attempts(spark: Any)
 
 def test_built_from_yaml_by_dotted_path(spark: Any) -> None:
     spec = StageSpec(
-        "amount", "python", None,
-        {"function": "tests.fixtures_py_stage.parse_amount", "returns": "double", "mode": "row"}, 1,
+        "amount",
+        "python",
+        None,
+        {"function": "tests.fixtures_py_stage.parse_amount", "returns": "double", "mode": "row"},
+        1,
     )
     rows = _run(spark, ["3", "x"], from_spec(spec))
     assert rows[0].result == 3.0
@@ -165,7 +176,5 @@ def test_built_from_yaml_by_dotted_path(spark: Any) -> None:
 def test_all_rows_skipped_or_empty_input(spark: Any) -> None:
     rows = _run(spark, [b"\xff", None], python_stage("amount", fx.parse_amount, "DOUBLE"))
     assert [r.error.stage for r in rows] == ["decode", "decode"]
-    empty = apply_stages(
-        kafka_df(spark, []), [DecodeUtf8("decode"), python_stage("a", fx.parse_amount, "DOUBLE")]
-    )
+    empty = apply_stages(kafka_df(spark, []), [DecodeUtf8("decode"), python_stage("a", fx.parse_amount, "DOUBLE")])
     assert empty.collect() == []
