@@ -65,6 +65,7 @@ __all__ = [
     "RetryPolicy",
     "RetryWithToleranceOperator",
     "SystemClock",
+    "is_table_creation_race",
 ]
 
 T = TypeVar("T")
@@ -87,6 +88,24 @@ DELTA_RETRIABLE: tuple[str, ...] = (
 #: Delta conflicts that are never retried, even if a configured name would match
 #: them (e.g. a user listing ``DeltaConcurrentModificationException``).
 DELTA_NOT_RETRIABLE: tuple[str, ...] = ("MetadataChangedException", "ProtocolChangedException")
+
+
+def is_table_creation_race(exc: BaseException) -> bool:
+    """Whether ``exc`` is a writer losing the race to create a Delta table.
+
+    Two writers creating one table at once: the loser finds a ``_delta_log``
+    without a first commit yet (``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``).
+    A retry finds the table created. (A location that really holds non-Delta
+    files fails the same way, and fails for good when the budget runs out.)
+    """
+    cur: BaseException | None = exc
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" in str(cur):
+            return True
+        cur = cur.__cause__
+    return False
 
 
 class Clock(Protocol):
@@ -350,10 +369,11 @@ class RetryWithToleranceOperator:
         Same backoff keys, but ``errors.retry.timeout=0`` (no retries of records,
         the default) still gives writes :data:`WRITE_RETRY_TIMEOUT_MS` for Delta
         commit conflicts: re-running an idempotent write is always safe, and two
-        pipelines sharing one quarantine table must both succeed. Writes never
-        tolerate a final failure (use :meth:`call`).
+        pipelines sharing one quarantine table must both succeed. Losing the race
+        to create a table is retriable too (:func:`is_table_creation_race`).
+        Writes never tolerate a final failure (use :meth:`call`).
         """
-        policy = RetryPolicy.from_config(errors)
+        policy = RetryPolicy.from_config(errors, is_table_creation_race)
         if policy.timeout_ms == 0:
             policy = replace(policy, timeout_ms=WRITE_RETRY_TIMEOUT_MS)
         return cls(policy, Tolerance.NONE, clock, rng, on_retry)

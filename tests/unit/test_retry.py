@@ -331,3 +331,13 @@ def test_unconverted_py4j_delta_conflicts_are_classified_from_the_java_class() -
     )
     assert classify(caused)
     assert not classify(BoomError("the word ConcurrentAppendException inside a sentence"))
+
+
+def test_writes_retry_losing_the_table_creation_race() -> None:
+    cfg = ErrorsConfig.from_mapping({"deadletterqueue.table.name": "/tmp/q"})
+    op = RetryWithToleranceOperator.for_writes(cfg, clock=FakeClock(), rng=_const(0.5))
+    race = BoomError(
+        "[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ... is not empty"
+    )
+    assert op.policy.retriable(race)
+    assert not RetryPolicy.from_config(cfg).retriable(race)  # records: not a write concern
