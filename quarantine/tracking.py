@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quarantine.config import MlflowConfig, PipelineConfig, redact_text
-from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
+from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
 from quarantine.session import on_databricks
 
 __all__ = [
@@ -225,13 +225,7 @@ class MlflowTracker:
             self._tags["untranslated_expectations"] = ", ".join(report.untranslated_expectations)[:5000]
         batch = f"batch-{report.batch_id:06d}"
         for b in report.breaches:
-            self._add_artifact(
-                _Artifact(
-                    f"breaches/{batch}/{_name(b.name).replace('/', '_')}.json",
-                    {"name": b.name, "action": b.action.value, "message": self._scrub(b.message),
-                     "result": b.details},
-                )
-            )
+            self._add_artifact(self._breach_artifact(batch, b))
         if report.sample_messages and self.config.sample_messages:
             sample = [self._sample(m) for m in report.sample_messages[: self.config.sample_messages]]
             self._add_artifact(_Artifact(f"samples/{batch}.json", sample))
@@ -242,6 +236,10 @@ class MlflowTracker:
         self._tags["status"] = status.value
         if error is not None:
             self._tags["error"] = self._scrub(f"{type(error).__name__}: {error}")[:5000]
+        # a breach that failed the run (ExpectationBreachError) never reached on_batch
+        for b in getattr(error, "breaches", ()):
+            if isinstance(b, Breach):
+                self._add_artifact(self._breach_artifact("run-end", b))
         self._end = status
         self.flush(force=True)
         if self._points or self._artifacts or self._end is not None:
@@ -289,6 +287,12 @@ class MlflowTracker:
             self._artifacts.popleft()
             self.dropped_artifacts += 1
         self._artifacts.append(artifact)
+
+    def _breach_artifact(self, folder: str, b: Breach) -> _Artifact:
+        return _Artifact(
+            f"breaches/{folder}/{_name(b.name).replace('/', '_')}.json",
+            {"name": b.name, "action": b.action.value, "message": self._scrub(b.message), "result": b.details},
+        )
 
     def _scrub(self, text: str) -> str:
         return redact_text(text, self.secrets)
