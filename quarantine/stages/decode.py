@@ -2,6 +2,13 @@
 
 Spark's ``CAST(binary AS STRING)`` does not validate, so invalid bytes would
 flow on silently; this stage checks with ``is_valid_utf8`` and quarantines.
+
+Error classes and their messages::
+
+    InvalidUtf8   column 'value' is not valid UTF-8 (3 bytes, starting 0xC328FF)
+    NullInput     column 'value' is NULL; expected UTF-8 bytes   (unless nullable: true)
+
+With ``nullable: true`` a NULL input gives a NULL result and no error.
 """
 
 from __future__ import annotations

@@ -7,8 +7,18 @@ is malformed *or* a field has the wrong type) and, only for rows that failed,
 parses again with every field as STRING to say which field was wrong and what
 it held. Required fields that are absent or null fail too.
 
-Error classes: ``NullInput``, ``MalformedJson``, ``NotAJsonObject``,
-``SchemaMismatch``, ``MissingRequiredField``.
+Error classes and their messages (found values are JSON tokens, so strings
+appear in double quotes)::
+
+    NullInput             input is NULL; expected a JSON object
+    MalformedJson         empty value; expected a JSON object
+                          malformed JSON (31 chars); expected a JSON object, found {"order_id": "A1", "amount": 1
+    NotAJsonObject        expected a JSON object, found [1,2]
+    SchemaMismatch        field 'amount': expected DOUBLE, found "12,50"; field 'quantity': expected INT, found 2.5
+    MissingRequiredField  required field 'order_id': expected a value, found no such field
+
+Field-level messages name top-level fields; a wrong type deep inside a nested
+struct is reported as ``record does not match the declared schema``.
 """
 
 from __future__ import annotations
