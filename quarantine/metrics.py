@@ -96,6 +96,7 @@ __all__ = [
     "metric_key",
     "observed_counts",
     "parse_metric_key",
+    "retry_columns",
 ]
 
 log = logging.getLogger("quarantine.metrics")
@@ -279,6 +280,24 @@ def _stage_key(prefix: str, stage: str) -> str:
     return f"{prefix}:{stage}"
 
 
+def _retries_col(stage: str) -> str:
+    return f"_q_retries_{stage}"
+
+
+def retry_columns(stages: Sequence[Any]) -> list[Column]:
+    """Per-row retry counts of the stages that :class:`ReportsRetries` (usually none).
+
+    Pure. Select them next to the chain's error when the staged frame is
+    projected (the runner's ``split_frame`` drops the stage columns), so that
+    :func:`observed_counts` can sum them in the one pass.
+    """
+    return [
+        s.retries(F.col(s.name)).cast("bigint").alias(_retries_col(s.name))
+        for s in stages
+        if isinstance(s, ReportsRetries)
+    ]
+
+
 def _top_items(col: Column) -> Column:
     # k = MAX_TOPICS + 1: NULL (rows filtered out by a CASE WHEN) takes a slot of its own.
     return F.call_function("approx_top_k", col, F.lit(MAX_TOPICS + 1), F.lit(_MAX_ITEMS_TRACKED))
@@ -300,7 +319,8 @@ def observed_counts(
     * ``stage:<name>`` / ``attempts:<name>`` / ``retries:<name>``: failed rows,
       their attempts and their retries, per failing stage;
     * ``retried_ok:<name>``: retries of rows that did not fail, by stages that
-      :class:`ReportsRetries`;
+      :class:`ReportsRetries` (read from the :func:`retry_columns`, which the
+      observed frame must carry);
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
     * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` from
@@ -339,7 +359,7 @@ def observed_counts(
             F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(_stage_key("retries", s.name)),
         ]
         if isinstance(s, ReportsRetries):
-            retried = F.coalesce(s.retries(F.col(s.name)).cast("bigint"), zero)
+            retried = F.coalesce(F.col(_retries_col(s.name)), zero)
             cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(_stage_key("retried_ok", s.name)))
     return cols
 

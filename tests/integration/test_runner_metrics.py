@@ -1,0 +1,163 @@
+"""Metrics observed by the runner match the records, per batch, per run, per stage and per topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from quarantine.config import parse_config
+from quarantine.metrics import OTHER_TOPIC, MetricNames, ReportsRetries
+from quarantine.runner import Pipeline
+from quarantine.stages.decode import from_spec as decode_from_spec
+from quarantine.stages.python import PythonStage, python_stage
+from tests.helpers import kafka_df
+
+pytestmark = pytest.mark.integration
+
+N = MetricNames
+JSON = "order_id STRING, amount DOUBLE"
+
+
+def _config(d: Path, stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "pipeline": "metrics_test",
+        "source": {"format": "delta", "path": str(d / "source")},
+        "target": {"table": str(d / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine")},
+        "stages": stages
+        or [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {"schema": JSON, "required": ["order_id"]}},
+        ],
+    }
+
+
+def _pipeline(spark: Any, d: Path) -> Pipeline:
+    return Pipeline.from_config(parse_config(_config(d)), spark, listeners=[])
+
+
+class _RetryingStage(PythonStage):
+    """A python stage whose function retries a flaky service itself and returns its attempts.
+
+    It implements :class:`ReportsRetries`, so retries of records that finally
+    succeeded are counted in the same pass as the data.
+    """
+
+    def retries(self, column: Column) -> Column:
+        return column.getField("result").getField("attempts") - 1
+
+
+def _service_stage() -> PythonStage:
+    def call_service(x: str) -> dict[str, Any]:
+        # "flaky" times out once then succeeds; "bad*" is rejected for good (not retriable)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                if x.startswith("bad"):
+                    raise ValueError(f"service rejected {x}")
+                if x == "flaky" and attempts == 1:
+                    raise TimeoutError("service timed out")
+                return {"value": x.upper(), "attempts": attempts}
+            except TimeoutError:
+                if attempts >= 3:
+                    raise
+
+    base = python_stage("call", call_service, "value STRING, attempts INT", input="decode")
+    return _RetryingStage(name=base.name, fn=base.fn, returns=base.returns, input=base.input)
+
+
+def test_metric_counts_match_the_records_three_failures_one_retried_success_two_skipped(
+    spark: Any, table_dir: Path
+) -> None:
+    cfg = parse_config(_config(table_dir, [{"name": "decode", "type": "decode_utf8"}]))
+    stage = _service_stage()
+    assert isinstance(stage, ReportsRetries)
+    decode = decode_from_spec(cfg.stages[0])
+    pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[decode, stage])
+
+    report = pipe.process_batch(kafka_df(spark, [b"ok1", b"flaky", b"bad1", b"ok2", b"bad2"]), 0)
+
+    m = report.metrics
+    assert (report.records_in, report.records_ok, report.records_quarantined) == (5, 3, 2)
+    # Kafka's ErrorHandlingMetrics: every failed attempt is a failure (2 final + 1 retried),
+    # the retried success is one retry, the two rejected records are errors and skipped.
+    assert m[N.TOTAL_RECORD_FAILURES] == 3
+    assert m[N.TOTAL_RETRIES] == 1
+    assert m[N.TOTAL_RECORD_ERRORS] == 2
+    assert m[N.TOTAL_RECORDS_SKIPPED] == 2
+    assert m[N.DEADLETTERQUEUE_PRODUCE_REQUESTS] == 2
+    assert m[N.DEADLETTERQUEUE_PRODUCE_FAILURES] == 0
+    assert m["total-retries/stage/call"] == 1
+    assert m["total-record-failures/stage/call"] == 3
+    target = spark.read.format("delta").load(str(table_dir / "target"))
+    assert sorted(r["value"] for r in target.collect()) == ["FLAKY", "OK1", "OK2"]
+    quarantine = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    assert quarantine.where("stage = 'call' AND error_class = 'ValueError'").count() == m[N.TOTAL_RECORD_ERRORS]
+
+
+def test_per_stage_and_per_topic_counts_with_two_topics(spark: Any, table_dir: Path) -> None:
+    orders = [b'{"order_id":"a","amount":1}', b"\xff", b'{"amount":2}', b'{"order_id":"b","amount":3}', b"{"]
+    refunds = [b'{"order_id":"r","amount":-1}', b"\xfe", b'{"order_id":"s","amount":"x"}']
+    df = kafka_df(spark, orders, topic="orders").unionByName(kafka_df(spark, refunds, topic="refunds"))
+    report = _pipeline(spark, table_dir).process_batch(df, 0)
+
+    m = report.metrics
+    assert report.quarantined_by_topic == {"orders": 3, "refunds": 2}
+    assert report.quarantined_by_stage == {"decode": 2, "parse": 3}
+    assert (m["records-in/topic/orders"], m["records-in/topic/refunds"]) == (5, 3)
+    assert (m["records-ok/topic/orders"], m["records-ok/topic/refunds"]) == (2, 1)
+    assert m["records-quarantined/stage/decode/topic/orders"] == 1
+    assert m["records-quarantined/stage/decode/topic/refunds"] == 1
+    assert m["records-quarantined/stage/parse/topic/orders"] == 2
+    assert m["records-quarantined/stage/parse/topic/refunds"] == 1
+    assert not any(OTHER_TOPIC in k for k in m)
+    # the observed counts are the quarantine table's own counts
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    counted = q.groupBy("stage", "topic").agg(F.count("*").alias("n")).collect()
+    actual = {(r["stage"], r["topic"]): r["n"] for r in counted}
+    observed = {
+        tuple(k.split("/")[2::2]): v for k, v in m.items() if k.startswith("records-quarantined/stage/")
+    }
+    assert observed == actual
+
+
+def test_last_error_timestamp_is_the_latest_source_timestamp_of_a_failed_record(spark: Any, table_dir: Path) -> None:
+    df = kafka_df(spark, [b"\xff", b'{"order_id":"a","amount":1}', b"{", b'{"order_id":"b","amount":2}'])
+    report = _pipeline(spark, table_dir).process_batch(df, 0)
+
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    expected = q.select(F.max(F.unix_millis("timestamp"))).first()[0]  # type: ignore[index]
+    assert report.metrics[N.LAST_ERROR_TIMESTAMP] == expected
+    # offset 2 (timestamp T0 + 2 s) is the last failure; offset 3 succeeded later
+    assert expected == 1_767_225_600_000 + 2_000
+
+
+def test_run_metrics_add_up_the_batches_of_a_run(spark: Any, table_dir: Path) -> None:
+    pipe = _pipeline(spark, table_dir)
+    pipe.process_batch(kafka_df(spark, [b"\xff", b'{"order_id":"a","amount":1}'], topic="orders"), 0)
+    pipe.process_batch(kafka_df(spark, [b"{", b"{", b'{"order_id":"b"}'], topic="refunds", start_offset=10), 1)
+
+    run = pipe.run_metrics
+    assert run.run_id == pipe.run_id and run.batches == 2
+    assert run.value(N.RECORDS_IN) == 5
+    assert run.value(N.RECORDS_QUARANTINED) == 3
+    assert run.value(N.RECORDS_QUARANTINED, stage="parse") == 2
+    assert run.value(N.RECORDS_IN, topic="refunds") == 3
+    assert run.value(N.RECORDS_OK) == 2
+    # a new run id starts from zero
+    pipe.run_id = "another-run"
+    assert pipe.run_metrics.batches == 0
+
+
+def test_a_clean_batch_reports_zero_errors_for_every_metric(spark: Any, table_dir: Path) -> None:
+    report = _pipeline(spark, table_dir).process_batch(kafka_df(spark, [b'{"order_id":"a","amount":1}']), 0)
+    for metric in MetricNames:
+        assert metric.value in report.metrics
+    assert report.metrics[N.RECORDS_OK] == 1
+    assert report.metrics[N.TOTAL_RECORD_ERRORS] == 0
+    assert report.metrics[N.LAST_ERROR_TIMESTAMP] == 0
