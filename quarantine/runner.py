@@ -45,7 +45,7 @@ from quarantine.expectations.stage import (
     validation_columns,
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
-from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
+from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_columns
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -263,6 +263,7 @@ class Pipeline:
             F.when(failed, F.col("headers")).alias("headers"),
             final_result(self.stages).alias(_RES),
             err.alias(_ERR),
+            *retry_columns(self.stages),  # retried successes, for total-retries (metrics.py)
             *validation_columns(self.stages),  # expectation stages' input, for GX (expectations/stage.py)
         )
 
