@@ -79,10 +79,10 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _own(name: str, records: int, repeat: int) -> list[Row]:
+def _own(name: str, records: int, repeat: int, memory_large: int) -> list[Row]:
     module = importlib.import_module(_OWN[name])
     if name == "memory":
-        rows: list[Row] = module.run()
+        rows: list[Row] = module.run(1_000_000, memory_large)
     elif name == "pipeline":
         rows = module.run(records, repeat, with_profile=True)
     else:
@@ -101,6 +101,20 @@ def _other(name: str) -> Callable[[], Any] | None:
     return fn
 
 
+def _earlier_runs(path: Path, selected: Sequence[str]) -> list[dict[str, Any]]:
+    """Today's earlier runs, minus those wholly superseded by this run's selection.
+
+    Running ``--only dqx`` after a full run keeps the full run's other results.
+    """
+    if not path.is_file():
+        return []
+    try:
+        runs: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+    except (ValueError, AttributeError):
+        return []
+    return [r for r in runs if not set(r.get("args", {}).get("only", [])) <= set(selected)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the selected benchmarks; return 0 (goals missed are reported, not errors)."""
     ap = argparse.ArgumentParser(description="Run the quarantine benchmarks.")
@@ -108,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
     ap.add_argument("--records", type=int, default=1_000_000, help="records per source (pipeline, dqx)")
     ap.add_argument("--repeat", type=int, default=3, help="repeats per arm, median reported (>= 3 advised)")
+    ap.add_argument("--memory-large", type=int, default=5_000_000,
+                    help="records of the memory benchmark's large run (its small run is 1M)")
     args = ap.parse_args(argv)
     selected = args.only or list(BENCHMARKS)
     env = environment()
@@ -115,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     others: dict[str, str] = {}
     for name in selected:
         if name in _OWN:
-            rows.extend(_own(name, args.records, args.repeat))
+            rows.extend(_own(name, args.records, args.repeat, args.memory_large))
             continue
         fn = _other(name)
         if fn is None:
@@ -128,13 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     env["load_avg_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
-    doc = {
+    runs = _earlier_runs(path, selected)
+    runs.append({
         "environment": env,
-        "args": {"only": selected, "records": args.records, "repeat": args.repeat},
+        "args": {"only": selected, "records": args.records, "repeat": args.repeat,
+                 "memory_large": args.memory_large},
         "rows": [dataclasses.asdict(r) for r in rows],
         "other_benchmarks": others,
-    }
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    })
+    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
     print()
     print(markdown_table(rows))
     print(f"\nresults: {path}")

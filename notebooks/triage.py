@@ -45,13 +45,16 @@ def table_ref(catalog: str, schema: str, table: str) -> str:
     return f"delta.`{table.replace('`', '``')}`"
 
 
-T = table_ref(catalog, schema, quarantine_table)
-ARGS = {"pipeline": pipeline, "days": days}
-
 from quarantine.session import get_spark
 
 spark = get_spark("quarantine:triage")
-print(f"quarantine table {T}, pipeline {pipeline}, last {days} days")
+source_ref = table_ref(catalog, schema, quarantine_table)
+# One view of this pipeline's rows; every query below is plain SQL over it.
+spark.table(source_ref).where(f"pipeline = '{pipeline.replace(chr(39), chr(39) * 2)}'").createOrReplaceTempView(
+    "quarantine_records"
+)
+T = "quarantine_records"
+print(f"quarantine table {source_ref}, pipeline {pipeline}, last {days} days")
 
 # COMMAND ----------
 
@@ -64,11 +67,10 @@ show(spark.sql(f"""
 SELECT stage, error_class, topic, to_date(first_seen_at) AS day,
        count(*) AS open_records, min(first_seen_at) AS first_seen, max(last_seen_at) AS last_seen
 FROM {T}
-WHERE pipeline = :pipeline AND status = 'open'
-  AND first_seen_at >= current_timestamp() - make_interval(0, 0, 0, :days)
+WHERE status = 'open' AND first_seen_at >= current_timestamp() - make_interval(0, 0, 0, {days})
 GROUP BY stage, error_class, topic, to_date(first_seen_at)
 ORDER BY day DESC, open_records DESC
-""", args=ARGS))
+"""))
 
 # COMMAND ----------
 
@@ -80,10 +82,9 @@ ORDER BY day DESC, open_records DESC
 show(spark.sql(f"""
 SELECT status, kind, stage, count(*) AS records, max(resolved_at) AS last_resolved
 FROM {T}
-WHERE pipeline = :pipeline
 GROUP BY status, kind, stage
 ORDER BY status, records DESC
-""", args={"pipeline": pipeline}))
+"""))
 
 # COMMAND ----------
 
@@ -102,10 +103,10 @@ SELECT topic, `partition`, `offset`, stage, error_class, message,
        transform(headers, h -> named_struct('key', h.key, 'value_hex', hex(h.value))) AS headers_hex,
        last_seen_at
 FROM {T}
-WHERE pipeline = :pipeline AND status = 'open'
+WHERE status = 'open'
 ORDER BY last_seen_at DESC, topic, `partition`, `offset`
 LIMIT 200
-""", args={"pipeline": pipeline}))
+"""))
 
 # COMMAND ----------
 
@@ -119,10 +120,9 @@ SELECT q.topic, q.`partition`, q.`offset`, q.status, h.pos + 1 AS attempt,
        h.e.at AS failed_at, h.e.run_id, h.e.stage, h.e.error_class, h.e.message
 FROM {T} AS q
 LATERAL VIEW posexplode(q.error_history) h AS pos, e
-WHERE q.pipeline = :pipeline
 ORDER BY q.topic, q.`partition`, q.`offset`, attempt
 LIMIT 500
-""", args={"pipeline": pipeline}))
+"""))
 
 # COMMAND ----------
 
@@ -136,7 +136,7 @@ SELECT topic, `partition`, `offset`, size(error_history) AS failures, status,
        element_at(error_history, 1).error_class AS first_error, error_class AS latest_error,
        first_seen_at, last_seen_at
 FROM {T}
-WHERE pipeline = :pipeline AND size(error_history) > 1
+WHERE size(error_history) > 1
 ORDER BY failures DESC, last_seen_at DESC
 LIMIT 200
-""", args={"pipeline": pipeline}))
+"""))
