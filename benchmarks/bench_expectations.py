@@ -1,0 +1,98 @@
+"""Cost of the expectation stage: row-level routing, and GX's batch validation.
+
+Three arms over the same Kafka-shaped Delta source (the demo generator), each
+running :meth:`quarantine.runner.Pipeline.process_batch` (the one data pass,
+quarantine MERGE, target append) on one batch:
+
+* **baseline** — the demo config's stages (decode, parse, convert, checks);
+* **+ routing** — plus an ``expectation`` stage with a 10-expectation suite
+  (``conf/expectations/orders.json`` without the row-count expectation: 9
+  translated row checks, one of them ``unique`` — a window, so one shuffle —
+  and ``expect_column_mean_to_be_between``, validated by GX only), with GX's
+  batch validation off (``validate_every`` skips the batch);
+* **+ routing + GX** — the same with GX validating the persisted batch.
+
+Goal (issue 5): routing adds <= 25% to the baseline's batch time. The GX
+validation is reported, not held to a goal (it is a cadence knob:
+``validate_every``).
+
+    python -m benchmarks.bench_expectations [--records N] [--repeat K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, markdown_table, median, timed
+from benchmarks.bench_pipeline import available_stages, demo_config
+from quarantine.expectations.stage import ExpectationStage
+from quarantine.expectations.suite import Suite, load_suite
+from quarantine.runner import Pipeline
+
+__all__ = ["GOAL", "main", "run"]
+
+#: Routing time / baseline time.
+GOAL = 1.25
+_SUITE = "conf/expectations/orders.json"
+
+
+def _suite10() -> Suite:
+    suite = load_suite(_SUITE)
+    keep = tuple(e for e in suite.expectations if e.type != "expect_table_row_count_to_be_between")
+    assert len(keep) == 10
+    return replace(suite, expectations=keep)
+
+
+def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) -> list[Row]:
+    """Measure the three arms, interleaved, ``repeat`` times each; return the result rows."""
+    spark = bench_spark("quarantine-bench-expectations")
+    source = ensure_source(spark, records, poison_rate)
+    suite = _suite10()
+    samples: dict[str, list[float]] = {"baseline": [], "routing": [], "routing+gx": []}
+
+    def arm(name: str) -> float:
+        out = fresh_dir(f"expect-{name}")
+        try:
+            cfg = demo_config(source, out)
+            _, stages, _ = available_stages(cfg)
+            if name != "baseline":
+                every = 1 if name == "routing+gx" else 1_000_000
+                stages = [*stages, ExpectationStage(name="expect", suite=suite, validate_every=every)]
+            pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=stages)
+            df = pipe.read_source()
+            # batch 1: validate_every=1 validates it, 1_000_000 skips it
+            return timed(lambda: pipe.process_batch(df, 1, streaming=True))
+        finally:
+            drop_dir(out)
+
+    arm("baseline")  # warm-up (JIT, Delta log, GX context is built in the GX arm's first run)
+    arm("routing+gx")
+    order = ["baseline", "routing", "routing+gx"]
+    for i in range(repeat):
+        for name in order if i % 2 == 0 else list(reversed(order)):
+            samples[name].append(arm(name))
+    base, routing, gx = (median(samples[k]) for k in ("baseline", "routing", "routing+gx"))
+    return [
+        Row("expectations", f"{records:,} rows, routing (10-expectation suite, no GX)", base, routing,
+            routing / base, f"<= {GOAL:.2f}x", routing / base <= GOAL, samples=dict(samples)),
+        Row("expectations", f"{records:,} rows, routing + GX batch validation", base, gx,
+            gx / base, "reported", True, samples=dict(samples)),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """Run and print the table (``argv`` None: defaults, as ``benchmarks.run`` calls it)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args([] if argv is None else list(argv))
+    rows = run(args.records, args.repeat)
+    print(markdown_table(rows), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
