@@ -26,7 +26,7 @@ and reported in the run summary, never silently ignored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +37,23 @@ from quarantine.config import BreachAction, StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
 from quarantine.expectations.translate import RowCheck, combine, translate, untranslated_reason
-from quarantine.expectations.validate import BreachPolicy
+from quarantine.expectations.validate import BreachPolicy, GxValidator, ValidationOutcome, validate_batch
+from quarantine.report import Breach
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 
-__all__ = ["ExpectationStage", "from_spec", "validation_frame"]
+__all__ = [
+    "GX_INPUT_PREFIX",
+    "ExpectationBatchResult",
+    "ExpectationStage",
+    "expectation_counts",
+    "expectation_stages",
+    "from_spec",
+    "keeps_whole_batch",
+    "validate_expectations",
+    "validation_columns",
+    "validation_frame",
+]
 
 
 @dataclass(frozen=True, repr=False)
@@ -181,3 +193,117 @@ def validation_frame(df: DataFrame, record: Column, reached: Column) -> DataFram
         reached: true for rows that reached the stage (no earlier stage failed).
     """
     return df.where(reached).select(record.alias("_q_record")).select("_q_record.*")
+
+
+# --------------------------------------------------------------------------- runner support
+# The runner persists one projected frame per batch (``Pipeline.split_frame``);
+# these functions add what GX needs to it and validate every expectation stage
+# on it, so GX reads the cached batch and never the source again.
+
+#: Prefix of the persisted batch's column holding an expectation stage's input.
+GX_INPUT_PREFIX = "_q_gx_"
+
+
+def expectation_stages(stages: Sequence[Stage]) -> list[ExpectationStage]:
+    """The expectation stages of a pipeline, in order."""
+    return [s for s in stages if isinstance(s, ExpectationStage)]
+
+
+def validation_columns(stages: Sequence[Stage]) -> list[Column]:
+    """Columns for the runner's projection of the staged batch: one per expectation stage.
+
+    ``_q_gx_<name>`` holds the stage's input struct where the row reached the
+    stage (no earlier stage failed) and NULL elsewhere, so GX validates exactly
+    the rows the stage checked. Read it with :func:`validate_expectations`.
+    The frame must be the output of :func:`quarantine.stage.apply_stages`.
+    """
+    names = [s.name for s in stages]
+    out: list[Column] = []
+    for i, s in enumerate(stages):
+        if not isinstance(s, ExpectationStage):
+            continue
+        src = s.input if s.input is not None else (names[i - 1] if i else "value")
+        value = F.col(src).getField("result") if src in names[:i] else F.col(src)
+        reached = F.col(names[i - 1]).getField("error").isNull() if i else F.lit(True)
+        out.append(F.when(reached, value).alias(f"{GX_INPUT_PREFIX}{s.name}"))
+    return out
+
+
+def keeps_whole_batch(stages: Sequence[Stage]) -> bool:
+    """Whether a breach may quarantine the whole batch (the persisted batch must keep raw bytes)."""
+    return any(
+        s.on_breach.default is BreachAction.QUARANTINE_BATCH
+        or BreachAction.QUARANTINE_BATCH in s.on_breach.overrides.values()
+        for s in expectation_stages(stages)
+    )
+
+
+def expectation_counts(stages: Sequence[Stage], error: Column) -> list[Column]:
+    """``observe`` columns ``expectation:<name>``: quarantined rows per translated expectation."""
+    return [c for s in expectation_stages(stages) for c in s.observed_counts(error)]
+
+
+@dataclass(frozen=True)
+class ExpectationBatchResult:
+    """GX's verdicts on one batch, for every expectation stage.
+
+    Attributes:
+        outcomes: ``(stage name, outcome)`` for the stages validated this batch.
+        untranslated: ``name (reason)`` of expectations validated by GX only.
+    """
+
+    outcomes: tuple[tuple[str, ValidationOutcome], ...] = ()
+    untranslated: tuple[str, ...] = ()
+
+    @property
+    def breaches(self) -> tuple[Breach, ...]:
+        """Every breach, stage by stage, in suite order."""
+        return tuple(b for _, o in self.outcomes for b in o.breaches)
+
+    def with_action(self, action: BreachAction) -> tuple[Breach, ...]:
+        """The breaches whose action is ``action``."""
+        return tuple(b for b in self.breaches if b.action is action)
+
+    def batch_error(self, stages: Sequence[Stage]) -> Column | None:
+        """The error for every row of a batch a ``quarantine_batch`` breach sends to quarantine.
+
+        ``stage`` = the expectation stage, ``kind`` = ``expectation``, ``error_class`` =
+        the breached expectation's type, ``message`` = GX's finding. None if no
+        breach asks for it.
+        """
+        by_name = {s.name: s for s in expectation_stages(stages)}
+        for stage_name, o in self.outcomes:
+            hits = [b for b in o.breaches if b.action is BreachAction.QUARANTINE_BATCH]
+            if hits:
+                first = hits[0]
+                message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(
+                    b.message for b in hits
+                )
+                return by_name[stage_name].error(first.name.split(":", 1)[0], message)
+        return None
+
+
+def validate_expectations(
+    batch: DataFrame, stages: Sequence[Stage], batch_id: int, *, validator: GxValidator | None = None
+) -> ExpectationBatchResult:
+    """Validate every expectation stage due this batch with GX, on the persisted batch.
+
+    Args:
+        batch: the runner's persisted batch, including :func:`validation_columns`.
+        stages: the pipeline's stages.
+        batch_id: the batch id (for ``validate_every``).
+        validator: the GX context (default: a process-wide one).
+    """
+    outcomes: list[tuple[str, ValidationOutcome]] = []
+    untranslated: list[str] = []
+    for s in expectation_stages(stages):
+        summary = s.untranslated_summary()
+        untranslated.extend(summary)
+        if not s.should_validate(batch_id):
+            continue
+        col = f"{GX_INPUT_PREFIX}{s.name}"
+        frame = batch.where(F.col(col).isNotNull()).select(f"{col}.*")
+        outcomes.append(
+            (s.name, validate_batch(frame, s.suite, s.on_breach, untranslated=summary, validator=validator))
+        )
+    return ExpectationBatchResult(tuple(outcomes), tuple(untranslated))
