@@ -223,7 +223,7 @@ class _BatchRunner:
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
 
         at = self._arrow_returns()
-        inputs = values.take(pa.array(todo, type=pa.int64())).to_pylist() if len(todo) else []
+        inputs = _rows(values, todo).to_pylist()
         fn = self.fn
         ok_pos: list[int] = []
         ok_val: list[Any] = []
@@ -303,7 +303,7 @@ class _BatchRunner:
 
     def _call_vectorized(self, values: pa.Array, positions: np.ndarray) -> pa.Array:
 
-        sub = values.take(pa.array(positions, type=pa.int64()))
+        sub = _rows(values, positions)
         # A struct arrives as a DataFrame (one column per field), anything else as a Series.
         is_struct = isinstance(sub, pa.StructArray)
         arg = pa.Table.from_struct_array(sub).to_pandas() if is_struct else sub.to_pandas()
@@ -421,6 +421,13 @@ def _stage_policy(retry: object | None, retriable: tuple[type[BaseException], ..
     names = {f"{c.__module__}.{c.__qualname__}" for c in retriable}
     classifier = replace(retry.retriable, names=retry.retriable.names | names)
     return replace(retry, retriable=classifier)
+
+
+def _rows(values: pa.Array, positions: np.ndarray) -> pa.Array:
+    """``values[positions]`` (positions ascending); no copy when that is every row."""
+    if len(positions) == len(values):
+        return values
+    return values.take(pa.array(positions, type=pa.int64()))
 
 
 def _scatter_index(n: int, positions: Sequence[int] | np.ndarray) -> pa.Array:
