@@ -120,9 +120,7 @@ def test_per_stage_and_per_topic_counts_with_two_topics(spark: Any, table_dir: P
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))
     counted = q.groupBy("stage", "topic").agg(F.count("*").alias("n")).collect()
     actual = {(r["stage"], r["topic"]): r["n"] for r in counted}
-    observed = {
-        tuple(k.split("/")[2::2]): v for k, v in m.items() if k.startswith("records-quarantined/stage/")
-    }
+    observed = {tuple(k.split("/")[2::2]): v for k, v in m.items() if k.startswith("records-quarantined/stage/")}
     assert observed == actual
 
 

@@ -54,9 +54,15 @@ def _row(**over: Any) -> dict[str, Any]:
             (f"parse{SEP}refunds", 1),
             (f"rules{SEP}refunds", 1),
         ],
-        "stage:decode": 1, "attempts:decode": 1, "retries:decode": 0,
-        "stage:parse": 2, "attempts:parse": 4, "retries:parse": 2,
-        "stage:rules": 1, "attempts:rules": 1, "retries:rules": 0,
+        "stage:decode": 1,
+        "attempts:decode": 1,
+        "retries:decode": 0,
+        "stage:parse": 2,
+        "attempts:parse": 4,
+        "retries:parse": 2,
+        "stage:rules": 1,
+        "attempts:rules": 1,
+        "retries:rules": 0,
     }
     row.update(over)
     return row
@@ -64,8 +70,13 @@ def _row(**over: Any) -> dict[str, Any]:
 
 def test_the_kafka_connect_names_are_kept_verbatim() -> None:
     kafka = {
-        "total-record-failures", "total-record-errors", "total-records-skipped", "total-retries",
-        "total-errors-logged", "deadletterqueue-produce-requests", "deadletterqueue-produce-failures",
+        "total-record-failures",
+        "total-record-errors",
+        "total-records-skipped",
+        "total-retries",
+        "total-errors-logged",
+        "deadletterqueue-produce-requests",
+        "deadletterqueue-produce-failures",
         "last-error-timestamp",
     }
     ours = {"records-in", "records-ok", "records-quarantined", "tolerance-breaches", "expectation-failures"}
@@ -133,10 +144,22 @@ def test_cells_partition_each_metric_by_its_grain() -> None:
 
 def test_a_clean_batch_has_every_metric_once_with_zero_errors() -> None:
     row = _row(
-        records_quarantined=0, failed_attempts=0, retries=0, retriable=0, expectation_failures=0,
-        last_error_ts=None, stage_topic_failed=[(None, 10)],
-        **{"stage:decode": 0, "attempts:decode": 0, "stage:parse": 0, "attempts:parse": 0,
-           "retries:parse": 0, "stage:rules": 0, "attempts:rules": 0},
+        records_quarantined=0,
+        failed_attempts=0,
+        retries=0,
+        retriable=0,
+        expectation_failures=0,
+        last_error_ts=None,
+        stage_topic_failed=[(None, 10)],
+        **{
+            "stage:decode": 0,
+            "attempts:decode": 0,
+            "stage:parse": 0,
+            "attempts:parse": 0,
+            "retries:parse": 0,
+            "stage:rules": 0,
+            "attempts:rules": 0,
+        },
     )
     m = batch_metrics(row, stages=STAGES, now=NOW)
     assert {p.metric for p in m.points} == set(MetricNames)
@@ -165,9 +188,16 @@ def test_counts_the_sketch_could_not_attribute_go_to_the_other_topic(caplog: pyt
 def test_retried_successes_count_as_failures_and_retries() -> None:
     stages = [_Stage("call", ErrorKind.TRANSFORM)]
     row = {
-        "records_in": 5, "records_quarantined": 2, "failed_attempts": 2, "retries": 0,
-        "topics_in": [("t", 5)], "stage_topic_failed": [(f"call{SEP}t", 2)],
-        "stage:call": 2, "attempts:call": 2, "retries:call": 0, "retried_ok:call": 1,
+        "records_in": 5,
+        "records_quarantined": 2,
+        "failed_attempts": 2,
+        "retries": 0,
+        "topics_in": [("t", 5)],
+        "stage_topic_failed": [(f"call{SEP}t", 2)],
+        "stage:call": 2,
+        "attempts:call": 2,
+        "retries:call": 0,
+        "retried_ok:call": 1,
     }
     m = batch_metrics(row, stages=stages, now=NOW)
     # Kafka's example: 3 failures (2 for good + 1 retried), 1 retry, 2 skipped
@@ -204,8 +234,14 @@ def test_metric_rows_are_one_row_per_cell_with_the_breaches_the_report_carries()
     m = batch_metrics(_row(), stages=STAGES, now=NOW)
     breach = Breach(name="expect_column_values_to_not_be_null(id)", action=BreachAction.FAIL, message="m")
     report = BatchReport(
-        run=info, batch_id=7, records_in=10, records_ok=6, records_quarantined=4,
-        metrics=m.as_report(), breaches=(breach,), finished_at=NOW,
+        run=info,
+        batch_id=7,
+        records_in=10,
+        records_ok=6,
+        records_quarantined=4,
+        metrics=m.as_report(),
+        breaches=(breach,),
+        finished_at=NOW,
     )
     rows = metric_rows(report)
     assert len(rows) == len(m.points)

@@ -1,0 +1,119 @@
+"""The Delta metrics table: rows per batch, exactly once per (run, batch), plain SQL sums."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.errors import ToleranceExceededError
+from quarantine.report import RunStatus
+from quarantine.runner import Pipeline, default_listeners
+from quarantine.schema import METRICS_SCHEMA
+from quarantine.sinks.metrics import MetricsTableListener, NoMetricsTable
+from tests.helpers import kafka_df
+
+pytestmark = pytest.mark.integration
+
+GOOD = b'{"order_id":"a","amount":1}'
+
+
+def _config(d: Path, *, metrics: bool = True) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "pipeline": "metrics_table_test",
+        "source": {"format": "delta", "path": str(d / "source")},
+        "target": {"table": str(d / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine")},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {"schema": "order_id STRING, amount DOUBLE"}},
+        ],
+    }
+    if metrics:
+        raw["metrics"] = {"table": str(d / "metrics")}
+    return raw
+
+
+def _sql_totals(spark: Any, table: Path, where: str = "") -> dict[str, float]:
+    rows = spark.sql(f"SELECT metric, sum(value) AS v FROM delta.`{table}` {where} GROUP BY metric").collect()
+    return {r["metric"]: r["v"] for r in rows}
+
+
+def test_a_run_writes_its_batch_metrics_and_sql_sums_give_the_totals(spark: Any, table_dir: Path) -> None:
+    source = kafka_df(spark, [GOOD, b"\xff", b"{", GOOD], topic="orders").unionByName(
+        kafka_df(spark, [GOOD, b"\xfe"], topic="refunds")
+    )
+    source.write.format("delta").save(str(table_dir / "source"))
+    pipe = Pipeline.from_config(parse_config(_config(table_dir)), spark)
+    assert sum(isinstance(x, MetricsTableListener) for x in pipe.listeners) == 1
+
+    summary = pipe.run()
+
+    metrics = table_dir / "metrics"
+    table = spark.read.format("delta").load(str(metrics))
+    assert [(f.name, f.dataType) for f in table.schema.fields] == [(f.name, f.dataType) for f in METRICS_SCHEMA.fields]
+    assert {(r["pipeline"], r["run_id"], r["batch_id"]) for r in table.collect()} == {
+        ("metrics_table_test", pipe.run_id, 0)
+    }
+    totals = _sql_totals(spark, metrics)
+    report = summary.batches[0]
+    assert totals["records-in"] == 6
+    assert totals["records-ok"] == 3
+    assert totals["records-quarantined"] == totals["total-record-errors"] == 3
+    assert totals["deadletterqueue-produce-requests"] == 3
+    assert totals == pytest.approx({k: v for k, v in report.metrics.items() if "/" not in k})
+    by_topic = spark.sql(
+        f"SELECT topic, sum(value) AS v FROM delta.`{metrics}` WHERE metric = 'records-quarantined' GROUP BY topic"
+    ).collect()
+    assert {r["topic"]: r["v"] for r in by_topic} == {"orders": 2, "refunds": 1}
+    by_stage = spark.sql(
+        f"SELECT stage, sum(value) AS v FROM delta.`{metrics}` WHERE metric = 'records-quarantined' GROUP BY stage"
+    ).collect()
+    assert {r["stage"]: r["v"] for r in by_stage} == {"decode": 2, "parse": 1}
+
+
+def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_dir: Path) -> None:
+    cfg = parse_config(_config(table_dir))
+    (listener,) = [x for x in default_listeners(cfg, spark) if isinstance(x, MetricsTableListener)]
+    pipe = Pipeline.from_config(cfg, spark, run_id="run-1", listeners=[listener])
+    metrics = str(table_dir / "metrics")
+
+    first = pipe.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0, streaming=True)
+    n0 = spark.read.format("delta").load(metrics).count()
+    listener.on_batch(first)  # a replayed micro-batch reports again: nothing is added
+    assert spark.read.format("delta").load(metrics).count() == n0
+
+    pipe.process_batch(kafka_df(spark, [GOOD, GOOD, b"{"], start_offset=10), 1, streaming=True)
+    assert _sql_totals(spark, table_dir / "metrics")["records-in"] == 5
+    per_batch = spark.sql(
+        f"SELECT batch_id, sum(value) AS v FROM delta.`{metrics}` WHERE metric = 'records-in' GROUP BY batch_id"
+    ).collect()
+    assert {r["batch_id"]: r["v"] for r in per_batch} == {0: 2, 1: 3}
+
+    # a new run (a fresh checkpoint: batch ids restart at 0) is written, not deduplicated away
+    other = Pipeline.from_config(cfg, spark, run_id="run-2", listeners=[listener])
+    other.process_batch(kafka_df(spark, [GOOD], start_offset=20), 0, streaming=True)
+    by_run = _sql_totals(spark, table_dir / "metrics", "WHERE run_id = 'run-2'")
+    assert by_run["records-in"] == 1
+
+    # a run that ended on a tolerance breach gets one tolerance-breaches row (its batch sent no report)
+    breach = ToleranceExceededError("errors.tolerance.limit: 6 > 5", limit="errors.tolerance.limit", count=6)
+    for _ in range(2):
+        listener.on_run_end(other.run_info(), RunStatus.FAILED, breach)
+    rows = spark.sql(
+        f"SELECT batch_id, value FROM delta.`{metrics}` WHERE run_id = 'run-2' AND metric = 'tolerance-breaches'"
+    ).collect()
+    assert sorted((r["batch_id"] is None, r["value"]) for r in rows) == [(False, 0.0), (True, 1.0)]
+
+
+def test_without_a_metrics_table_the_listener_does_nothing(spark: Any, table_dir: Path) -> None:
+    cfg = parse_config(_config(table_dir, metrics=False))
+    listeners = default_listeners(cfg, spark)
+    assert sum(isinstance(x, NoMetricsTable) for x in listeners) == 1
+    assert not any(isinstance(x, MetricsTableListener) for x in listeners)
+    pipe = Pipeline.from_config(cfg, spark)
+    report = pipe.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0)
+    assert report.records_quarantined == 1
+    assert not (table_dir / "metrics").exists()
