@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from quarantine.testing import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
 from quarantine.testing.crash import batch_files, run_to_completion, run_with_kills, write_conf
 
@@ -38,6 +40,7 @@ def _confs(bootstrap: str, work: Path, topics: list[str], max_offsets: int) -> t
     return write_conf(stream, work / "stream.yml"), write_conf(final, work / "final.yml")
 
 
+@pytest.mark.timeout(1800)  # ~4 min on 2 idle cores; far more on a crowded machine
 def test_sigkill_at_random_points_then_restart_loses_and_duplicates_nothing(
     spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
 ) -> None:
@@ -65,6 +68,7 @@ def test_sigkill_at_random_points_then_restart_loses_and_duplicates_nothing(
     assert book.in_quarantine > 0.004 * CRASH_RECORDS and book.in_target > 0.95 * CRASH_RECORDS
 
 
+@pytest.mark.timeout(1200)
 def test_broker_restart_mid_stream_then_restart_keeps_exactly_once(
     spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
 ) -> None:
