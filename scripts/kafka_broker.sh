@@ -13,17 +13,18 @@ py="${PYTHON:-$here/.venv/bin/python}"
 dir="${KAFKA_DEMO_DIR:-$here/.cache/kafka-demo}"
 port="${KAFKA_DEMO_PORT:-9092}"
 action="${1:-}"
+kafka() { "$py" -c 'import sys; from quarantine.testing.kafka import main; sys.exit(main())' "$@"; }
 case "$action" in
   start)
-    exec "$py" -m quarantine.testing.kafka start --dir "$dir" --port "$port" \
+    kafka start --dir "$dir" --port "$port" \
       --controller-port "$((port + 1))" --topic orders:2
     ;;
   produce)
-    exec "$py" -m quarantine.testing.kafka produce --dir "$dir" --port "$port" \
+    kafka produce --dir "$dir" --port "$port" \
       --controller-port "$((port + 1))" --topic orders --records "${2:-10000}"
     ;;
   stop|status)
-    exec "$py" -m quarantine.testing.kafka "$action" --dir "$dir" --port "$port" \
+    kafka "$action" --dir "$dir" --port "$port" \
       --controller-port "$((port + 1))"
     ;;
   *)
