@@ -304,7 +304,10 @@ class ErrantRecordReporter:
             raise SourceError(f"report_failed: expected a message column {message!r}; found {', '.join(sorted(cols))}")
         klass: Column = F.col(error_class) if error_class and error_class in cols else F.lit("SinkError")
         err = error_column(self.stage, ErrorKind.SINK, klass, F.col(message).cast("string"), retriable=False)
-        shaped = failed.select(*self._source_columns(failed), redact_error(err, self._secrets).alias(_ERR))
+        shaped = failed.select(
+            *self._source_columns(failed, {message, error_class or message}),
+            redact_error(err, self._secrets).alias(_ERR),
+        )
         # One evaluation of the user's plan: the count and the MERGE read the checkpoint.
         checkpoint = shaped.localCheckpoint(eager=True)
         n = checkpoint.count()
@@ -362,7 +365,8 @@ class ErrantRecordReporter:
 
     # ------------------------------------------------------------------ internals
 
-    def _source_columns(self, df: DataFrame) -> list[Column]:
+    def _source_columns(self, df: DataFrame, exclude: set[str]) -> list[Column]:
+        """The Kafka source columns of ``df`` (``exclude``: the error columns, kept out of ``value``)."""
         cols = set(df.columns)
         if all(c in cols for c in _KAFKA):
 
@@ -371,7 +375,7 @@ class ErrantRecordReporter:
 
             return [opt(f.name, f.dataType).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields]
         if all(c in cols for c in _TARGET):
-            payload = [F.col(c) for c in df.columns if not c.startswith("_source_")]
+            payload = [F.col(c) for c in df.columns if not c.startswith("_source_") and c not in exclude]
             value = F.to_json(F.struct(*payload)).cast(BinaryType()) if payload else F.lit(None)
             ts = F.col("_source_timestamp") if "_source_timestamp" in cols else F.lit(None)
             coords = {
