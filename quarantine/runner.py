@@ -376,7 +376,8 @@ class Pipeline:
             persisted.unpersist()
 
         metrics = batch_metrics(
-            counts, stages=self.stages, now=now, errors_logged=logged, dlq_attempts=dlq_attempts
+            counts, stages=self.stages, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
+            breaches=len(expect.breaches),
         )
         self.run_metrics.add(metrics)
         report = BatchReport(
