@@ -109,7 +109,7 @@ def run_cases(spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: in
 
 def _table(results: list[dict[str, Any]], rows: int, poison: float) -> str:
     lines = [
-        f"python stage benchmark: {rows:,} rows, poisoned data has {poison:.1%} bad values",
+        f"python stage benchmark: {rows:,} rows, poisoned data has {poison:.2%} bad values",
         f"{'case':<38} {'data':<9} {'seconds':>8} {'rows/s':>12}",
         "-" * 70,
     ]

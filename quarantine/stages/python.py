@@ -77,7 +77,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -206,7 +206,6 @@ class _BatchRunner:
     retry: RetryPolicy | None = None
 
     def run(self, values: pa.Array, skip: pa.Array) -> pa.Array:
-
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         todo = np.flatnonzero(~_as_bool(skip))
@@ -221,7 +220,6 @@ class _BatchRunner:
     def _run_rows(
         self, values: pa.Array, todo: np.ndarray
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
-
         at = self._arrow_returns()
         inputs = _rows(values, todo).to_pylist()
         fn = self.fn
@@ -276,51 +274,50 @@ class _BatchRunner:
     def _run_vectorized(
         self, values: pa.Array, todo: np.ndarray
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
-
         at = self._arrow_returns()
         ok_pos: list[np.ndarray] = []
         ok_val: list[pa.Array] = []
         errors: dict[int, dict[str, Any]] = {}
         # An explicit stack instead of recursion: halves are pushed right-first so
         # that results come out in row order.
-        stack: list[np.ndarray] = [todo] if len(todo) else []
+        # Convert to pandas once; bisection slices the converted batch (``local`` indexes it).
+        if not len(todo):
+            return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
+        batch = _to_pandas(_rows(values, todo))
+        stack: list[np.ndarray] = [np.arange(len(todo))]
         while stack:
-            positions = stack.pop()
-            attempt = self._attempt(partial(self._call_vectorized, values, positions))
+            local = stack.pop()
+            attempt = self._attempt(partial(self._call_vectorized, batch, local))
             if attempt.error is not None:
-                if len(positions) == 1:
-                    errors[int(positions[0])] = self._error(attempt.error, attempt)
+                if len(local) == 1:
+                    errors[int(todo[local[0]])] = self._error(attempt.error, attempt)
                 else:
-                    mid = len(positions) // 2
-                    stack.append(positions[mid:])
-                    stack.append(positions[:mid])
+                    mid = len(local) // 2
+                    stack.append(local[mid:])
+                    stack.append(local[:mid])
                 continue
-            ok_pos.append(positions)
+            ok_pos.append(todo[local])
             ok_val.append(attempt.value)
         if not ok_val:
             return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
         return (np.concatenate(ok_pos), pa.concat_arrays(ok_val)), errors
 
-    def _call_vectorized(self, values: pa.Array, positions: np.ndarray) -> pa.Array:
-
-        sub = _rows(values, positions)
-        # A struct arrives as a DataFrame (one column per field), anything else as a Series.
-        is_struct = isinstance(sub, pa.StructArray)
-        arg = pa.Table.from_struct_array(sub).to_pandas() if is_struct else sub.to_pandas()
+    def _call_vectorized(self, batch: pd.Series | pd.DataFrame, local: np.ndarray) -> pa.Array:
+        # Each call sees a fresh RangeIndex, as if it were the whole batch.
+        arg = batch if len(local) == len(batch) else batch.iloc[local].reset_index(drop=True)
         out = self.fn(arg)
-        arr = self._from_pandas(out, len(positions))
+        arr = self._from_pandas(out, len(local))
         if not self.nullable and arr.null_count:
             first = arr.is_null().to_pylist().index(True)
             raise _ResultError(
                 PythonErrorClass.NULL_RESULT,
-                f"function returned None/NaN for {arr.null_count} of {len(positions)} row(s) "
+                f"function returned None/NaN for {arr.null_count} of {len(local)} row(s) "
                 f"(first at row {first} of the call); expected {type_name(self.returns)} "
                 "(set nullable: true to allow NULL results)",
             )
         return arr
 
     def _from_pandas(self, out: Any, n: int) -> pa.Array:
-
         at = self._arrow_returns()
         size = len(out) if hasattr(out, "__len__") else -1
         if size != n:
@@ -345,7 +342,18 @@ class _BatchRunner:
     # ------------------------------------------------------------------ both modes
 
     def _arrow_returns(self) -> pa.DataType:
-        return _arrow_type(self.returns, "returns")
+        return self._arrow_types[0]
+
+    @cached_property
+    def _arrow_types(self) -> tuple[pa.DataType, pa.DataType, pa.DataType]:
+        """Arrow types of the result, the error struct and the whole column (computed once)."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        return (
+            _arrow_type(self.returns, "returns"),
+            to_arrow_type(ERROR_STRUCT),
+            to_arrow_type(result_struct(self.returns)),
+        )
 
     def _null_result(self, x: Any) -> dict[str, Any]:
         return self._error(
@@ -399,16 +407,16 @@ class _BatchRunner:
         errors: dict[int, dict[str, Any]],
     ) -> pa.Array:
         """Scatter the successes and the errors back to their rows (nulls elsewhere)."""
-
-        from pyspark.sql.pandas.types import to_arrow_type
-
+        _, err_type, out_type = self._arrow_types
         ok_pos, ok_val = results
-        err_type = to_arrow_type(ERROR_STRUCT)
-        err_pos = sorted(errors)
-        err_val = pa.array([errors[p] for p in err_pos], type=err_type)
-        result = ok_val.take(_scatter_index(n, ok_pos))
-        error = err_val.take(_scatter_index(n, err_pos))
-        out_type = to_arrow_type(result_struct(self.returns))
+        # Fast path: every row succeeded, in order (no skip, no error) — no scatter.
+        result = ok_val if len(ok_pos) == n else ok_val.take(_scatter_index(n, ok_pos))
+        if errors:
+            err_pos = sorted(errors)
+            err_val = pa.array([errors[p] for p in err_pos], type=err_type)
+            error = err_val.take(_scatter_index(n, err_pos))
+        else:
+            error = pa.nulls(n, type=err_type)
         return pa.StructArray.from_arrays([result, error], fields=list(out_type))
 
 
@@ -428,6 +436,13 @@ def _rows(values: pa.Array, positions: np.ndarray) -> pa.Array:
     if len(positions) == len(values):
         return values
     return values.take(pa.array(positions, type=pa.int64()))
+
+
+def _to_pandas(values: pa.Array) -> pd.Series | pd.DataFrame:
+    """A struct as a DataFrame (one column per field), anything else as a Series."""
+    if isinstance(values, pa.StructArray):
+        return pa.Table.from_struct_array(values).to_pandas()
+    return values.to_pandas()
 
 
 def _scatter_index(n: int, positions: Sequence[int] | np.ndarray) -> pa.Array:
