@@ -1,0 +1,161 @@
+"""Table writes under the retry policy.
+
+Concurrent writers to one quarantine table lose nothing; a quarantine table
+that cannot be written fails the batch before the target is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.errors import QuarantineWriteError
+from quarantine.retry import RetryWithToleranceOperator
+from quarantine.runner import Pipeline
+from quarantine.sinks import table_exists
+from tests.helpers import kafka_df
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCHEMA = "order_id STRING, amount DOUBLE"
+GOOD = b'{"order_id":"a","amount":1.5}'
+BAD = b'{"order_id":"c"'
+
+
+class RetryLog:
+    """Counts write retries (the operator's on_retry hook)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.retries: list[tuple[str, int, str]] = []  # (operation, retry number, error text)
+
+    def __call__(self, name: str, n: int, exc: BaseException, delay_ms: float) -> None:
+        with self.lock:
+            self.retries.append((name, n, f"{type(exc).__name__}: {exc}"))
+
+
+def _pipeline(
+    spark: Any, d: Path, name: str, retry_log: RetryLog | None = None, **errors: Any
+) -> Pipeline:
+    raw = {
+        "pipeline": name,
+        "source": {"format": "delta", "path": str(d / f"{name}_source")},
+        "target": {"table": str(d / f"{name}_target")},
+        "errors": {
+            "tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"),
+            "retry.initial.backoff.ms": 50, "retry.delay.max.ms": 500, **errors,
+        },
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {"schema": SCHEMA}},
+        ],
+    }
+    cfg = parse_config(raw)
+    pipe = Pipeline.from_config(cfg, spark, listeners=[])
+    pipe.write_retry = RetryWithToleranceOperator.for_writes(cfg.errors, on_retry=retry_log)
+    return pipe
+
+
+# Each writer is its own process (its own Spark driver), as two pipeline jobs are.
+# (Threads sharing one local session are not used: Py4J threads fail to load
+# Delta's classes from spark.jars — NoClassDefFoundError — see the report.)
+_WRITER = """
+import json, sys, time
+from pathlib import Path
+from quarantine.session import get_spark
+from tests.helpers import kafka_df
+from tests.integration.test_retry_writes import BAD, GOOD, RetryLog, _pipeline
+
+d, name, other, batches = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+spark = get_spark(name, {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"})
+retry_log = RetryLog()
+pipe = _pipeline(spark, d, name, retry_log)
+frames = [kafka_df(spark, [BAD, GOOD, BAD, BAD, GOOD], start_offset=100 * b) for b in range(batches)]
+(d / f"{name}.ready").touch()
+deadline = time.monotonic() + 600
+while not (d / f"{other}.ready").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+for b, df in enumerate(frames):
+    pipe.process_batch(df, b)
+print("RESULT " + json.dumps([text[:300] for _, _, text in retry_log.retries]))
+"""
+
+
+def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
+    spark: Any, table_dir: Path
+) -> None:
+    batches = 4
+    env = {**os.environ, "QUARANTINE_SPARK_LOG_LEVEL": "ERROR"}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(table_dir), name, other, str(batches)],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for name, other in (("p1", "p2"), ("p2", "p1"))
+    }
+    retries: list[str] = []
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=1200)
+        assert proc.returncode == 0, f"writer {name} failed:\n{err[-4000:]}"
+        line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
+        retries += json.loads(line[len("RESULT "):])
+
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    got = {(r["pipeline"], r["offset"]) for r in q.select("pipeline", "offset").collect()}
+    expected = {(f"p{i}", 100 * b + o) for i in (1, 2) for b in range(batches) for o in (0, 2, 3)}
+    assert got == expected
+    assert q.count() == len(expected)  # one row per record per pipeline, none twice
+    for i in (1, 2):
+        t = spark.read.format("delta").load(str(table_dir / f"p{i}_target"))
+        offsets = {r[0] for r in t.select("_source_offset").collect()}
+        assert offsets == {100 * b + o for b in range(batches) for o in (1, 4)}
+    # every retry (the writers collide: a MERGE reads the whole table) was a Delta
+    # commit conflict or the first-creation race, never anything else
+    assert all("Concurrent" in text or "Protocol" in text for text in retries), retries
+    print(f"write retries observed: {len(retries)}")
+
+
+def test_a_quarantine_write_that_still_fails_after_retries_fails_the_batch(
+    spark: Any, table_dir: Path
+) -> None:
+    # the quarantine table name points at a Delta table that is not a quarantine table
+    spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
+    retry_log = RetryLog()
+    pipe = _pipeline(
+        spark, table_dir, "p1", retry_log,
+        # treat every JVM-side failure as retriable (how PySpark surfaces the MERGE's
+        # analysis error depends on the session: AnalysisException or Py4JJavaError)
+        **{
+            "retry.timeout": 20000,
+            "retry.retriable.exceptions": ["AnalysisException", "Py4JJavaError"],
+        },
+    )
+    with pytest.raises(QuarantineWriteError) as info:
+        pipe.process_batch(kafka_df(spark, [GOOD, BAD, GOOD]), 0)
+    msg = str(info.value)
+    assert "quarantine MERGE into" in msg and "the target was not written" in msg
+    # retried (one attempt takes seconds on a busy local Spark) until the 20 s budget ran out
+    assert len(retry_log.retries) >= 1, msg
+    assert f"{len(retry_log.retries) + 1} attempt(s)" in msg
+    assert not table_exists(spark, str(table_dir / "p1_target"))
+    assert spark.read.format("delta").load(str(table_dir / "quarantine")).count() == 1
+
+
+def test_a_non_retriable_quarantine_failure_fails_at_once(spark: Any, table_dir: Path) -> None:
+    spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
+    retry_log = RetryLog()
+    pipe = _pipeline(spark, table_dir, "p1", retry_log, **{"retry.timeout": 5000})
+    with pytest.raises(QuarantineWriteError, match=r"1 attempt\(s\)"):
+        pipe.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
+    assert retry_log.retries == []
+    assert not table_exists(spark, str(table_dir / "p1_target"))
