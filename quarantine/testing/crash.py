@@ -115,7 +115,8 @@ def run_with_kills(
         log: the processes' combined stdout/stderr.
         rng: chooses the delays (seed it for a reproducible run).
         max_delay_s: a kill lands uniformly in [0, max_delay_s] after a batch is planned.
-        stall_timeout_s: fail if no new batch is planned within this long.
+        stall_timeout_s: fail if the checkpoint shows no progress (a batch planned or
+            committed) for this long.
 
     Raises:
         CrashRunError: the process exited by itself, or stalled.
@@ -127,6 +128,7 @@ def run_with_kills(
         proc = _start(conf, log)
         try:
             deadline = time.monotonic() + stall_timeout_s
+            seen = (len(planned_before), len(batch_files(checkpoint, "commits")))
             while True:
                 if proc.poll() is not None:
                     raise CrashRunError(
@@ -138,9 +140,12 @@ def run_with_kills(
                 fresh = planned - planned_before
                 if fresh and in_flight:
                     break
+                progress = (len(planned), len(batch_files(checkpoint, "commits")))
+                if progress != seen:  # a replayed batch committing is progress too
+                    seen, deadline = progress, time.monotonic() + stall_timeout_s
                 if time.monotonic() > deadline:
                     raise CrashRunError(
-                        f"no new micro-batch planned within {stall_timeout_s:.0f} s:\n{_tail(log)}"
+                        f"no micro-batch planned or committed for {stall_timeout_s:.0f} s:\n{_tail(log)}"
                     )
                 time.sleep(0.05)
             delay = rng.uniform(0.0, max_delay_s)

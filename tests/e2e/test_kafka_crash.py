@@ -53,7 +53,7 @@ def test_sigkill_at_random_points_then_restart_loses_and_duplicates_nothing(
 
     crashes = run_with_kills(
         stream_yml, tmp_path / "checkpoint", kills=5, log=tmp_path / "pipeline.log",
-        rng=random.Random(3), max_delay_s=5.0,
+        rng=random.Random(3), max_delay_s=5.0, stall_timeout_s=420,
     )
     committed_at_last_kill = crashes.committed_batches
     run_to_completion(final_yml, tmp_path / "pipeline.log")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from pathlib import Path
+from typing import Any
 
 from mlflow.tracking import MlflowClient
 
@@ -141,3 +143,43 @@ def test_run_end_while_down_counts_drops_and_returns(mlflow_server: MlflowServer
     assert time.monotonic() - t < cfg.http_timeout_s + 3.0
     assert tracker.dropped_points == len(batch_metrics(_report(0)))
     assert tracker.buffered_points == 0
+
+
+def test_pipeline_run_with_mlflow_down_writes_its_data(
+    mlflow_server: MlflowServer, spark: Any, tmp_path: Path
+) -> None:
+    from quarantine.config import parse_config
+    from quarantine.runner import Pipeline
+    from tests.helpers import kafka_df
+
+    d = tmp_path / "tables"
+    kafka_df(spark, [b'{"id": "1"}', b"{", b'{"id": "3"}']).write.format("delta").save(str(d / "source"))
+    cfg = parse_config({
+        "pipeline": "mlflow_outage",
+        "source": {"format": "delta", "path": str(d / "source")},
+        "target": {"table": str(d / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine")},
+        "stages": [{"name": "decode", "type": "decode_utf8"},
+                   {"name": "parse", "type": "json", "options": {"schema": "id STRING"}}],
+        "mlflow": {"enabled": True, "tracking_uri": mlflow_server.url, "experiment": "pipeline-outage",
+                   "http_timeout_s": 3, "buffer_max": 5},
+    })
+    mlflow_server.kill()
+    tracker = MlflowTracker(cfg.mlflow, reconnect_interval_s=0.0)
+    t = time.monotonic()
+    summary = Pipeline.from_config(cfg, spark, listeners=[tracker]).run()
+    elapsed = time.monotonic() - t
+    assert (summary.batches[0].records_ok, summary.batches[0].records_quarantined) == (2, 1)
+    assert spark.read.format("delta").load(str(d / "quarantine")).count() == 1
+    # every metric point of the batch was buffered (5 kept, the rest dropped), then dropped at run end
+    assert tracker.dropped_points == len(batch_metrics(summary.batches[0]))
+    assert tracker.mlflow_run_id is None
+    assert elapsed < 120, elapsed  # Spark + Delta time; MLflow adds at most a few refused connections
+
+    # the server is back: the next run of the same pipeline is logged
+    mlflow_server.start()
+    tracker2 = MlflowTracker(cfg.mlflow)
+    Pipeline.from_config(cfg, spark, listeners=[tracker2]).run()
+    run = MlflowClient(tracking_uri=mlflow_server.url).get_run(tracker2.mlflow_run_id)
+    assert run.data.tags["status"] == "succeeded"
+    assert run.data.metrics["records_quarantined"] == 1.0  # the same bad record, MERGEd again
