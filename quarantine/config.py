@@ -19,6 +19,7 @@ The fully flat top-level form (``errors.tolerance: all``) is accepted too.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -684,6 +685,7 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".") -> Pipel
     spark_conf = {str(k): str(v) for k, v in _mapping("spark.conf", spark_raw.get("conf")).items()}
     full = dict(raw)
     full["errors"] = errors_raw
+    _absolute_paths(raw, errors_raw)
     return PipelineConfig(
         pipeline=pipeline,
         source=SourceConfig.from_mapping(_mapping("source", raw["source"])),
@@ -697,6 +699,30 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".") -> Pipel
         raw=_frozen(full),
         base_dir=str(base_dir),
     )
+
+
+def _looks_like_relative_path(value: Any) -> bool:
+    return (
+        isinstance(value, str) and "/" in value and "://" not in value
+        and not value.startswith(("/", "~", "dbfs:", "s3:", "abfss:", "gs:"))
+    )
+
+
+def _absolute_paths(raw: dict[str, Any], errors_raw: dict[str, Any]) -> None:
+    """Resolve relative table/checkpoint paths against the working directory, in place.
+
+    Delta treats only absolute paths as path identifiers (``delta.`/x/y```), and a
+    streaming checkpoint must not move when the working directory does.
+    """
+    for section, key in (("source", "path"), ("target", "table"), ("target", "checkpoint"), ("metrics", "table")):
+        node = raw.get(section)
+        if isinstance(node, Mapping) and _looks_like_relative_path(node.get(key)):
+            node = dict(node)
+            node[key] = os.path.abspath(node[key])
+            raw[section] = node
+    dlq = "deadletterqueue.table.name"
+    if _looks_like_relative_path(errors_raw.get(dlq)):
+        errors_raw[dlq] = os.path.abspath(errors_raw[dlq])
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:

@@ -4,7 +4,7 @@ Generated with Spark expressions (no driver-side rows), so the same function
 makes the 10k-record demo and the multi-million-record benchmark sources.
 Deterministic for a given ``seed``.
 
-Poison kinds (each a tenth of the poison share), chosen to hit every stage:
+Poison kinds, chosen to hit every stage:
 
 | kind | what is wrong | caught by |
 |---|---|---|
@@ -18,6 +18,10 @@ Poison kinds (each a tenth of the poison share), chosen to hit every stage:
 | bad_currency | ``currency`` not in EUR/USD/GBP | checks |
 | bad_timestamp | ``created_at`` is not a date | cast |
 | json_array | a JSON array, not an object | parse |
+| bad_email | ``customer_email`` has no ``@`` | expectation |
+| unknown_status | ``status`` is ``"refunded"`` | expectation |
+
+(Each kind is one twelfth of the poison share.)
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ ORDER_SCHEMA_DDL = (
 POISON_KINDS: tuple[str, ...] = (
     "invalid_utf8", "truncated_json", "wrong_type", "missing_field", "empty_value",
     "null_value", "negative_amount", "bad_currency", "bad_timestamp", "json_array",
+    "bad_email", "unknown_status",
 )
 
 
@@ -92,6 +97,8 @@ def orders_source(
         .when(kind == 7, F.regexp_replace(good, r'"currency":"[A-Z]+"', '"currency":"XXX"'))
         .when(kind == 8, F.regexp_replace(good, r'"created_at":"[^"]+"', '"created_at":"2026-13-45 25:61:00"'))
         .when(kind == 9, F.concat(F.lit("["), good, F.lit("]")))
+        .when(kind == 10, F.regexp_replace(good, r'"customer_email":"customer([0-9]+)@', '"customer_email":"customer$1 at '))
+        .when(kind == 11, F.regexp_replace(good, r'"status":"[a-z]+"', '"status":"refunded"'))
         .otherwise(good)
     )
     value = (
