@@ -121,21 +121,10 @@ ERROR_HISTORY_ENTRY = StructType(
 QUARANTINE_SCHEMA = StructType(
     [
         StructField("pipeline", StringType(), False),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("headers", HEADERS_TYPE),
-        StructField("stage", StringType()),
-        StructField("kind", StringType()),
-        StructField("error_class", StringType()),
-        StructField("message", StringType()),
-        StructField("stacktrace", StringType()),
-        StructField("retriable", BooleanType()),
-        StructField("attempts", IntegerType()),
+        # where the record came from, and its raw bytes: the Kafka source's own fields
+        *[KAFKA_SOURCE_SCHEMA[name] for name in (*SOURCE_KEY, "timestamp", "timestampType", "key", "value", "headers")],
+        # the latest failure: the error struct's fields
+        *ERROR_STRUCT.fields,
         StructField("error_history", ArrayType(ERROR_HISTORY_ENTRY)),
         StructField("status", StringType()),
         StructField("first_seen_at", TimestampType()),
