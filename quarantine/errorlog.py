@@ -32,10 +32,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.config import REDACTED, ErrorsConfig, redact_text
+from quarantine.config import ErrorsConfig, redact_text
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
@@ -55,24 +56,23 @@ MAX_MESSAGE_CHARS = 1000
 
 LOGGER_NAME = "quarantine.errors"
 
-# The Java-regex twin of quarantine.config._SECRET_PAIR (Spark's regexp_replace is Java).
-_SECRET_PAIR_JAVA = (
-    r"(?i)([\w.\-]*(?:password|passwd|secret|token|credential|api[._-]?key|"
-    r"private[._-]?key|access[._-]?key)[\w.\-]*)(\s*[=:]\s*)"
-    r"(\"[^\"]*\"|'[^']*'|[^\s;,&\"']+)"
-)
-
-
 def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
     """A string column with every secret value and ``password=…`` pair masked (pure).
 
-    The column twin of :func:`quarantine.config.redact_text`: whole secrets
-    first, longest first, then the key/value pairs.
+    Runs :func:`quarantine.config.redact_text` in an Arrow-batched Python UDF
+    whose closure holds the secrets. Deliberately not ``replace``/``regexp_replace``
+    with literals: a literal puts the secret into the query plan, where the
+    Spark UI, ``explain`` and Py4J debug logs would show it. Apply it to failed
+    rows only (the quarantine path), where the cost does not matter.
     """
-    out = text
-    for s in sorted({s for s in secrets if s}, key=len, reverse=True):
-        out = F.replace(out, F.lit(s), F.lit(REDACTED))
-    return F.regexp_replace(out, _SECRET_PAIR_JAVA, f"$1$2{REDACTED}")
+    keep = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+
+    @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
+    def _redacted(values: pd.Series) -> pd.Series:
+        return values.map(lambda t: t if t is None else redact_text(str(t), keep))
+
+    out: Column = _redacted(text)
+    return out
 
 
 def redact_error(error: Column, secrets: Iterable[str] = ()) -> Column:

@@ -1,0 +1,127 @@
+"""No configured secret ever appears in logs, the quarantine table or the params logged for a run.
+
+A pipeline is configured with a password, a SASL JAAS line and a token, and a
+real Python stage raises exceptions whose messages echo them (a typical
+"auth failed for …" error). Error-context logging is fully on (messages and
+configs included) and stack traces are kept in the quarantine table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.errors import ToleranceExceededError
+from quarantine.runner import Pipeline
+from tests.helpers import kafka_df
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "Tru5tst0re-Pa55"
+JAAS_PW = "sasl-Pl41n-S3cret"
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="svc-orders" password="{JAAS_PW}";'
+)
+TOKEN = "dapi-7f3e9c1b2a4d"
+SECRETS = (PASSWORD, JAAS, JAAS_PW, TOKEN)
+
+
+def leaky_lookup(value: str) -> str:
+    """A user function whose failures echo credentials (as drivers' errors often do)."""
+    if value.startswith("bad"):
+        raise ConnectionError(
+            f"login as svc-orders failed (password={PASSWORD}); sasl.jaas.config={JAAS}; "
+            f"retry with token {TOKEN} or {JAAS_PW}"
+        )
+    return value.upper()
+
+
+def _raw(d: Path, **errors: Any) -> dict[str, Any]:
+    return {
+        "pipeline": "orders_secrets",
+        "source": {
+            "format": "delta",
+            "path": str(d / "source"),
+            "options": {
+                "kafka.ssl.truststore.password": PASSWORD,
+                "kafka.sasl.jaas.config": JAAS,
+                "kafka.sasl.oauthbearer.token": TOKEN,
+            },
+        },
+        "target": {"table": str(d / "target")},
+        "errors": {
+            "tolerance": "all",
+            "deadletterqueue.table.name": str(d / "quarantine"),
+            "deadletterqueue.context.stacktrace.enable": True,
+            "log.enable": True,
+            "log.include.messages": True,
+            "log.include.configs": True,
+            **errors,
+        },
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {
+                "name": "lookup",
+                "type": "python",
+                "options": {"function": f"{__name__}.leaky_lookup", "returns": "STRING"},
+            },
+        ],
+    }
+
+
+def _assert_clean(text: str, where: str) -> None:
+    for s in SECRETS:
+        assert s not in text, f"secret {s[:4]}… leaked into {where}"
+
+
+def test_no_secret_in_logs_quarantine_rows_or_run_params(
+    spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    values = [b"good-1", b"bad-1", b"good-2", b"bad-2"]
+    kafka_df(spark, values).write.format("delta").save(str(table_dir / "source"))
+    config = parse_config(_raw(table_dir))
+    assert set(SECRETS) <= set(config.secrets())
+    pipe = Pipeline.from_config(config, spark, listeners=[])
+
+    with caplog.at_level(logging.DEBUG):
+        summary = pipe.run()
+    assert (summary.records_ok, summary.records_quarantined) == (2, 2)
+
+    # logs: error-context lines were written (with messages and configs) and are clean
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    assert "error context" in logs and "class=ConnectionError" in logs and "config=" in logs
+    _assert_clean(logs, "logs")
+
+    # quarantine rows: the message, the stack trace and the history are clean
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    rows = q.select("message", "stacktrace", "error_history", "error_class").collect()
+    assert len(rows) == 2
+    for r in rows:
+        assert r["error_class"] == "ConnectionError"
+        assert "[redacted]" in r["message"] and "svc-orders" in r["message"]
+        assert r["stacktrace"] and "ConnectionError" in r["stacktrace"]
+        _assert_clean(r["message"], "quarantine.message")
+        _assert_clean(r["stacktrace"], "quarantine.stacktrace")
+        _assert_clean(json.dumps([e.asDict() for e in r["error_history"]], default=str), "history")
+
+    # run params (what MLflow logs as params): the redacted config
+    params = json.dumps(pipe.run_info().config, default=str)
+    assert "kafka.sasl.jaas.config" in params and "[redacted]" in params
+    _assert_clean(params, "run params")
+
+
+def test_tolerance_failure_message_carries_no_secret(spark: Any, table_dir: Path) -> None:
+    kafka_df(spark, [b"bad-1"]).write.format("delta").save(str(table_dir / "source"))
+    pipe = Pipeline.from_config(parse_config(_raw(table_dir, tolerance="none")), spark, listeners=[])
+    with pytest.raises(ToleranceExceededError) as info:
+        pipe.run()
+    _assert_clean(str(info.value), "the tolerance error")
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    (row,) = q.select("message").collect()
+    _assert_clean(row["message"], "quarantine.message")
