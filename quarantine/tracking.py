@@ -266,13 +266,17 @@ class MlflowTracker:
         return self._down_since is None
 
     def _add_point(self, point: tuple[str, float, int, int]) -> None:
-        if self.config.buffer_max == 0 and self._down_since is not None:
-            self._drop_points(1)
-            return
-        if self.config.buffer_max and len(self._points) >= self.config.buffer_max:
-            self._points.popleft()
-            self._drop_points(1)
         self._points.append(point)
+        if self._down_since is not None:
+            self._trim()
+
+    def _trim(self) -> None:
+        """While MLflow is down, keep at most ``buffer_max`` points (drop the oldest, counted)."""
+        excess = len(self._points) - self.config.buffer_max
+        for _ in range(max(excess, 0)):
+            self._points.popleft()
+        if excess > 0:
+            self._drop_points(excess)
 
     def _drop_points(self, n: int) -> None:
         if self.dropped_points == self._reported_drops:
@@ -327,6 +331,7 @@ class MlflowTracker:
                 )
                 self._down_since = self.clock()
             self._retry_at = self.clock() + self.reconnect_interval_s
+            self._trim()
             return False
         if self._down_since is not None:
             log.warning("MLflow (%s) reachable again; buffered data sent", self.tracking_uri)

@@ -145,6 +145,30 @@ def test_run_end_while_down_counts_drops_and_returns(mlflow_server: MlflowServer
     assert tracker.buffered_points == 0
 
 
+class _TimedListener:
+    """Delegates to a listener and adds up the wall time spent in it."""
+
+    def __init__(self, inner: MlflowTracker) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def _timed(self, method: str, *args: Any) -> None:
+        t = time.monotonic()
+        try:
+            getattr(self.inner, method)(*args)
+        finally:
+            self.seconds += time.monotonic() - t
+
+    def on_run_start(self, run: RunInfo) -> None:
+        self._timed("on_run_start", run)
+
+    def on_batch(self, report: BatchReport) -> None:
+        self._timed("on_batch", report)
+
+    def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
+        self._timed("on_run_end", run, status, error)
+
+
 def test_pipeline_run_with_mlflow_down_writes_its_data(
     mlflow_server: MlflowServer, spark: Any, tmp_path: Path
 ) -> None:
@@ -166,15 +190,15 @@ def test_pipeline_run_with_mlflow_down_writes_its_data(
     })
     mlflow_server.kill()
     tracker = MlflowTracker(cfg.mlflow, reconnect_interval_s=0.0)
-    t = time.monotonic()
-    summary = Pipeline.from_config(cfg, spark, listeners=[tracker]).run()
-    elapsed = time.monotonic() - t
+    timing = _TimedListener(tracker)
+    summary = Pipeline.from_config(cfg, spark, listeners=[timing]).run()
     assert (summary.batches[0].records_ok, summary.batches[0].records_quarantined) == (2, 1)
     assert spark.read.format("delta").load(str(d / "quarantine")).count() == 1
     # every metric point of the batch was buffered (5 kept, the rest dropped), then dropped at run end
     assert tracker.dropped_points == len(batch_metrics(summary.batches[0]))
     assert tracker.mlflow_run_id is None
-    assert elapsed < 120, elapsed  # Spark + Delta time; MLflow adds at most a few refused connections
+    # the time MLflow cost the run (Spark's own time depends on the machine's load)
+    assert timing.seconds < 3 * (cfg.mlflow.http_timeout_s + 2), timing.seconds
 
     # the server is back: the next run of the same pipeline is logged
     mlflow_server.start()

@@ -10,7 +10,7 @@ import pytest
 from quarantine.config import BreachAction, MlflowConfig, parse_config
 from quarantine.errors import ConfigError
 from quarantine.expectations import BreachPolicy, load_suite, parse_suite, untranslated_reason
-from quarantine.report import BatchReport, Breach, RunInfo
+from quarantine.report import BatchReport, Breach, RunInfo, RunStatus
 from quarantine.tracking import NoopTracker, batch_metrics, flatten_params, resolve_tracking_uri, tracker_for
 
 ORDERS = Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json"
@@ -125,3 +125,22 @@ def test_disabled_mlflow_is_a_noop_listener_and_local_default_is_sqlite() -> Non
     assert isinstance(tracker_for(cfg), NoopTracker)
     assert resolve_tracking_uri(MlflowConfig(enabled=True)) == "sqlite:///mlflow.db"
     assert resolve_tracking_uri(MlflowConfig(enabled=True, tracking_uri="http://h:5000")) == "http://h:5000"
+
+
+def test_tracker_with_unreachable_server_keeps_buffer_max_points_and_counts_drops() -> None:
+    from quarantine.tracking import MlflowTracker
+
+    # port 9 on loopback: nothing listens, connections are refused at once
+    tracker = MlflowTracker(
+        MlflowConfig(enabled=True, tracking_uri="http://127.0.0.1:9", buffer_max=5, http_timeout_s=1),
+        reconnect_interval_s=0.0,
+    )
+    run = RunInfo("p", "r" * 32, "orders", {"a": 1}, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    tracker.on_run_start(run)
+    assert not tracker.available and tracker.mlflow_run_id is None
+    report = BatchReport(run=run, batch_id=0, records_in=3, records_ok=2, records_quarantined=1)
+    tracker.on_batch(report)
+    n = len(batch_metrics(report))
+    assert (tracker.buffered_points, tracker.dropped_points) == (5, n - 5)
+    tracker.on_run_end(run, RunStatus.SUCCEEDED, None)
+    assert (tracker.buffered_points, tracker.dropped_points) == (0, n)
