@@ -79,12 +79,12 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _own(name: str, records: int, repeat: int, memory_large: int) -> list[Row]:
+def _own(name: str, records: int, repeat: int, memory_large: int, profile: bool) -> list[Row]:
     module = importlib.import_module(_OWN[name])
     if name == "memory":
         rows: list[Row] = module.run(1_000_000, memory_large)
     elif name == "pipeline":
-        rows = module.run(records, repeat, with_profile=True)
+        rows = module.run(records, repeat, with_profile=profile)
     else:
         rows = module.run(records, repeat)
     return rows
@@ -124,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="repeats per arm, median reported (>= 3 advised)")
     ap.add_argument("--memory-large", type=int, default=5_000_000,
                     help="records of the memory benchmark's large run (its small run is 1M)")
+    ap.add_argument("--profile", action="store_true", help="pipeline: also time each phase of process_batch")
     args = ap.parse_args(argv)
     selected = args.only or list(BENCHMARKS)
     env = environment()
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     others: dict[str, str] = {}
     for name in selected:
         if name in _OWN:
-            rows.extend(_own(name, args.records, args.repeat, args.memory_large))
+            rows.extend(_own(name, args.records, args.repeat, args.memory_large, args.profile))
             continue
         fn = _other(name)
         if fn is None:
