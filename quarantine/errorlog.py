@@ -69,7 +69,8 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
 
     @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
     def _redacted(values: pd.Series) -> pd.Series:
-        return values.map(lambda t: t if t is None else redact_text(str(t), keep))
+        # Arrow hands nulls to pandas as None or NaN: both must stay null, not become 'nan'.
+        return values.map(lambda t: None if pd.isna(t) else redact_text(str(t), keep))
 
     out: Column = _redacted(text)
     return out

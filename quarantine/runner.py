@@ -47,7 +47,7 @@ from quarantine.expectations.stage import (
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_columns
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
-from quarantine.retry import RetryWithToleranceOperator
+from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks import read_table
 from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
@@ -242,7 +242,9 @@ class Pipeline:
     def transform(self, df: DataFrame) -> DataFrame:
         """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
         return apply_stages(
-            df, self.stages, stacktrace=self.config.errors.dlq_context_stacktrace_enable
+            df, self.stages,
+            stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+            retry=RetryPolicy.from_config(self.config.errors),
         )
 
     def split_frame(self, df: DataFrame) -> DataFrame:

@@ -104,7 +104,12 @@ def get_spark(
         master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
     )
     settings = dict(LOCAL_DEFAULTS)
-    settings["spark.jars"] = ",".join(local_jars("spark"))
+    jars = local_jars("spark")
+    settings["spark.jars"] = ",".join(jars)
+    # Also on the driver's class path (local mode: executors share the JVM), so Delta's
+    # classes and error-message resources load from any thread — foreachBatch runs on
+    # the stream's thread, where the added-jar class loader is not always the context one.
+    settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)

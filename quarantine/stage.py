@@ -2,7 +2,10 @@
 
 A stage turns one input column into one result column of type
 ``STRUCT<result: T, error: ERROR_STRUCT>`` (:func:`quarantine.schema.result_struct`)
-named after the stage. Exactly one of ``result`` and ``error`` is non-null.
+named after the stage. Exactly one of ``result`` and ``error`` is non-null — with
+one declared exception: a stage built with ``nullable: true`` (``decode_utf8`` of
+an optional Kafka key, a ``python`` stage) passes a NULL input on as a NULL
+result with a NULL error. ``error IS NULL`` always means success.
 
 Chaining rule: a record whose earlier stage failed is not run again. Its
 column for every later stage carries the *first* error unchanged (same
@@ -50,8 +53,8 @@ class StageContext:
             Python stages must not call user code for those rows.
         stacktrace: keep stack traces in the error struct
             (``errors.deadletterqueue.context.stacktrace.enable``).
-        retry: the retry policy for retriable Python-stage failures, or None.
-            (A :class:`quarantine.retry.RetryPolicy` once that module exists.)
+        retry: the :class:`quarantine.retry.RetryPolicy` for retriable Python-stage
+            failures (``errors.retry.*``), or None.
     """
 
     skip: Column
@@ -157,13 +160,16 @@ def _resolve_input(stage: Stage, previous: str | None, df: DataFrame, names: set
     )
 
 
-def apply_stages(df: DataFrame, stages: Sequence[Stage], *, stacktrace: bool = False) -> DataFrame:
+def apply_stages(
+    df: DataFrame, stages: Sequence[Stage], *, stacktrace: bool = False, retry: object | None = None
+) -> DataFrame:
     """Add one result column per stage, in order, applying the chaining rule.
 
     Args:
         df: a Kafka-shaped DataFrame (see :data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
         stages: the stages, in order; names must be unique and not source columns.
         stacktrace: keep stack traces in error structs.
+        retry: the per-record retry policy handed to stages (``errors.retry.*``).
 
     Returns:
         ``df`` with a column per stage; :func:`final_error` / :func:`final_result`
@@ -181,7 +187,7 @@ def apply_stages(df: DataFrame, stages: Sequence[Stage], *, stacktrace: bool = F
             )
         value = _resolve_input(stage, previous, df, names)
         skip = upstream_error.isNotNull() if upstream_error is not None else F.lit(False)
-        own = stage.evaluate(value, StageContext(skip=skip, stacktrace=stacktrace))
+        own = stage.evaluate(value, StageContext(skip=skip, stacktrace=stacktrace, retry=retry))
         if upstream_error is not None:
             rtype: DataType = df.select(own.getField("result")).schema[0].dataType
             carried = F.struct(
