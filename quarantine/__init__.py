@@ -1,33 +1,72 @@
-"""quarantine: Kafka Connect-style error handling for Spark pipelines on Delta Lake."""
+"""quarantine: Kafka Connect-style error handling for Spark pipelines on Delta Lake.
+
+The names a notebook or job reaches for::
+
+    from quarantine import load_config, Pipeline
+    summary = Pipeline.from_config(load_config("conf/orders.yml")).run()
+
+Everything else lives in its own module (``quarantine.stages.json``,
+``quarantine.retry``, ``quarantine.tolerance`` …) and is importable from there.
+"""
 
 from __future__ import annotations
 
 from quarantine.config import PipelineConfig, load_config, parse_config
 from quarantine.errors import (
     ConfigError,
+    HandlerError,
     QuarantineError,
+    QuarantineWriteError,
+    RetriesExhaustedError,
+    SourceError,
     StageDefinitionError,
     ToleranceExceededError,
 )
-from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, result_struct
+from quarantine.metrics import MetricNames
+from quarantine.replay import ReplayResult, discard, replay
+from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
+from quarantine.reporter import ErrantRecordReporter
+from quarantine.runner import Pipeline, RunSummary
+from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
+from quarantine.session import get_spark
 from quarantine.stage import Stage, StageContext, apply_stages, final_error, final_result
+from quarantine.stages.python import python_stage
 
 __all__ = [
     "ERROR_STRUCT",
     "QUARANTINE_SCHEMA",
+    "BatchReport",
+    "Breach",
     "ConfigError",
+    "ErrantRecordReporter",
     "ErrorKind",
+    "HandlerError",
+    "MetricNames",
+    "Pipeline",
     "PipelineConfig",
     "QuarantineError",
+    "QuarantineStatus",
+    "QuarantineWriteError",
+    "ReplayResult",
+    "RetriesExhaustedError",
+    "RunInfo",
+    "RunListener",
+    "RunStatus",
+    "RunSummary",
+    "SourceError",
     "Stage",
     "StageContext",
     "StageDefinitionError",
     "ToleranceExceededError",
     "apply_stages",
+    "discard",
     "final_error",
     "final_result",
+    "get_spark",
     "load_config",
     "parse_config",
+    "python_stage",
+    "replay",
     "result_struct",
 ]
 
