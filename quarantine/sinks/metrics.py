@@ -7,7 +7,7 @@ Schema :data:`~quarantine.schema.METRICS_SCHEMA`::
 A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
 row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
 run's or a day's total is a plain ``GROUP BY metric`` over the rows where
-``stage IS NULL AND topic IS NULL`` (see ``docs/metrics.md``).
+``stage IS NULL AND topic IS NULL`` (see the README, "Error metrics").
 
 Exactly once per ``(run_id, batch_id)``: each batch is one blind append carrying
 ``txnAppId = quarantine-metrics:<pipeline>:<run_id>`` and ``txnVersion = batch_id``.

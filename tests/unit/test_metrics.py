@@ -85,7 +85,7 @@ def test_the_kafka_connect_names_are_kept_verbatim() -> None:
 
 
 def test_every_metric_is_documented_for_sql_users() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     for m in MetricNames:
         assert f"| `{m.value}` |" in doc, m
 
