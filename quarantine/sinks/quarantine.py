@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.schema import QUARANTINE_SCHEMA, QuarantineStatus
-from quarantine.sinks import delta_table, is_path, table_exists
+from quarantine.sinks import delta_table, is_path, save, table_exists
 
 __all__ = ["ensure_quarantine_table", "merge_quarantine", "quarantine_rows"]
 
@@ -26,15 +26,16 @@ __all__ = ["ensure_quarantine_table", "merge_quarantine", "quarantine_rows"]
 _LATEST = ("stage", "kind", "error_class", "message", "stacktrace", "retriable", "attempts")
 
 
-def ensure_quarantine_table(spark: SparkSession, name: str) -> None:
-    """Create the quarantine table if it does not exist.
+def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
+    """Create the quarantine table if it does not exist; return whether this call created it.
 
     Schema :data:`~quarantine.schema.QUARANTINE_SCHEMA`, Change Data Feed on,
     liquid-clustered by ``(pipeline, topic, first_seen_date)``. Safe to call
-    concurrently: a lost creation race is ignored once the table exists.
+    concurrently: a lost creation race is ignored once the table exists (and
+    reported as not created here).
     """
     if table_exists(spark, name):
-        return
+        return False
     builder = DeltaTable.createIfNotExists(spark)
     builder = builder.location(name) if is_path(name) else builder.tableName(name)
     builder = (
@@ -48,6 +49,8 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> None:
     except Exception:
         if not table_exists(spark, name):
             raise
+        return False
+    return True
 
 
 def quarantine_rows(
@@ -104,7 +107,11 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     as they are (a replayed micro-batch is a no-op); other matches refresh the
     latest error, append to ``error_history`` and re-open the row.
     """
-    ensure_quarantine_table(spark, name)
+    if ensure_quarantine_table(spark, name):
+        # Created empty just now: nothing can match, and a plain append is the same
+        # commit as the MERGE without its join (the largest phase of a first batch).
+        save(rows.write.format("delta").mode("append"), name)
+        return
     target = delta_table(spark, name).alias("t")
     same_write = "t.run_id <=> s.run_id AND t.batch_id <=> s.batch_id"
     update: dict[str, str | Column] = {c: f"s.{c}" for c in _LATEST}
