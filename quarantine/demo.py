@@ -97,7 +97,10 @@ def orders_source(
         .when(kind == 7, F.regexp_replace(good, r'"currency":"[A-Z]+"', '"currency":"XXX"'))
         .when(kind == 8, F.regexp_replace(good, r'"created_at":"[^"]+"', '"created_at":"2026-13-45 25:61:00"'))
         .when(kind == 9, F.concat(F.lit("["), good, F.lit("]")))
-        .when(kind == 10, F.regexp_replace(good, r'"customer_email":"customer([0-9]+)@', '"customer_email":"customer$1 at '))
+        .when(
+            kind == 10,
+            F.regexp_replace(good, r'"customer_email":"customer([0-9]+)@', '"customer_email":"customer$1 at '),
+        )
         .when(kind == 11, F.regexp_replace(good, r'"status":"[a-z]+"', '"status":"refunded"'))
         .otherwise(good)
     )

@@ -18,7 +18,7 @@ Order of a batch, and why:
    insert-only MERGE in batch).
 5. Listeners (metrics table, MLflow, logs) get the batch report.
 
-A crash anywhere in 1–5 leaves the offsets uncommitted; the replayed batch
+A crash anywhere in 1-5 leaves the offsets uncommitted; the replayed batch
 rewrites nothing twice (see :mod:`quarantine.sinks`).
 """
 

@@ -6,10 +6,17 @@ catalog name (``catalog.schema.table``). Helpers here hide that difference.
 
 from __future__ import annotations
 
-from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from collections.abc import Mapping, Sequence
 
-__all__ = ["delta_table", "is_path", "read_table", "save", "table_exists"]
+from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql.types import StructType
+
+__all__ = ["create_table", "delta_table", "is_path", "read_table", "save", "table_exists"]
+
+#: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
+_NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
 
 
 def is_path(name: str) -> bool:
@@ -18,10 +25,65 @@ def is_path(name: str) -> bool:
 
 
 def table_exists(spark: SparkSession, name: str) -> bool:
-    """Whether a Delta table exists at the path / under the catalog name."""
-    if is_path(name):
-        return DeltaTable.isDeltaTable(spark, name)
-    return bool(spark.catalog.tableExists(name))
+    """Whether a Delta table exists at the path / under the catalog name, as of now.
+
+    For a path, ``DeltaTable.isDeltaTable`` answers from the process's cached
+    snapshot: once this process has looked at a table another writer was still
+    creating (a ``_delta_log`` without a first commit), it keeps answering False
+    after that commit. A False is therefore confirmed with ``DeltaTable.forPath``,
+    which reads the log again.
+    """
+    if not is_path(name):
+        return bool(spark.catalog.tableExists(name))
+    if DeltaTable.isDeltaTable(spark, name):
+        return True
+    try:
+        DeltaTable.forPath(spark, name)
+    except AnalysisException as exc:
+        if exc.getCondition() in _NO_DELTA_TABLE:
+            return False
+        raise
+    return True
+
+
+def create_table(
+    spark: SparkSession,
+    name: str,
+    schema: StructType,
+    *,
+    comment: str,
+    cluster_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+) -> bool:
+    """Create an empty Delta table unless it exists; return whether this call created it.
+
+    True means exactly "this call committed the table's version 0", so the caller
+    may treat the table as empty (e.g. append instead of MERGE). Safe against a
+    concurrent creator: losing that race returns False once the winner's table
+    is there. A location that is not a Delta table yet still holds files of a
+    creator that has not committed raises ``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``,
+    which the write retry policy retries (:func:`quarantine.retry.is_table_creation_race`).
+    """
+    if table_exists(spark, name):
+        return False
+    # create, not createIfNotExists: the latter also "succeeds" when the table already
+    # exists, and then this call could not tell that it did not create it.
+    builder = DeltaTable.create(spark)
+    builder = builder.location(name) if is_path(name) else builder.tableName(name)
+    builder = builder.addColumns(schema).comment(comment)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    if cluster_by:
+        builder = builder.clusterBy(*cluster_by)
+    try:
+        builder.execute()
+    except Exception:
+        # Another writer created it first: TABLE_OR_VIEW_ALREADY_EXISTS, or, when both
+        # raced for version 0, ProtocolChangedException. Either way the table is there.
+        if table_exists(spark, name):
+            return False
+        raise
+    return True
 
 
 def delta_table(spark: SparkSession, name: str) -> DeltaTable:

@@ -34,7 +34,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from quarantine.config import PipelineConfig
@@ -43,7 +42,7 @@ from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.sinks import is_path, save, table_exists
+from quarantine.sinks import create_table, save
 
 __all__ = [
     "MetricsTableListener",
@@ -72,20 +71,11 @@ def ensure_metrics_table(spark: SparkSession, name: str) -> None:
 
     Liquid-clustered by ``(pipeline, metric)``, the columns every query filters on.
     """
-    if table_exists(spark, name):
-        return
-    builder = DeltaTable.createIfNotExists(spark)
-    builder = builder.location(name) if is_path(name) else builder.tableName(name)
-    builder = (
-        builder.addColumns(METRICS_SCHEMA)
-        .comment("quarantine: error metrics per batch, Kafka Connect's names")
-        .clusterBy("pipeline", "metric")
+    create_table(
+        spark, name, METRICS_SCHEMA,
+        comment="quarantine: error metrics per batch, Kafka Connect's names",
+        cluster_by=("pipeline", "metric"),
     )
-    try:
-        builder.execute()
-    except Exception:
-        if not table_exists(spark, name):
-            raise
 
 
 def metric_rows(report: BatchReport) -> list[Row]:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.schema import QUARANTINE_SCHEMA, QuarantineStatus
-from quarantine.sinks import delta_table, is_path, save, table_exists
+from quarantine.sinks import create_table, delta_table, save
 
 __all__ = ["ensure_quarantine_table", "merge_quarantine", "quarantine_rows"]
 
@@ -31,26 +30,15 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
 
     Schema :data:`~quarantine.schema.QUARANTINE_SCHEMA`, Change Data Feed on,
     liquid-clustered by ``(pipeline, topic, first_seen_date)``. Safe to call
-    concurrently: a lost creation race is ignored once the table exists (and
-    reported as not created here).
+    concurrently (see :func:`quarantine.sinks.create_table`): True only when this
+    call committed the table's first version, so the table is known to be empty.
     """
-    if table_exists(spark, name):
-        return False
-    builder = DeltaTable.createIfNotExists(spark)
-    builder = builder.location(name) if is_path(name) else builder.tableName(name)
-    builder = (
-        builder.addColumns(QUARANTINE_SCHEMA)
-        .property("delta.enableChangeDataFeed", "true")
-        .comment("quarantine: failed records with their raw bytes and the reason")
-        .clusterBy("pipeline", "topic", "first_seen_date")
+    return create_table(
+        spark, name, QUARANTINE_SCHEMA,
+        comment="quarantine: failed records with their raw bytes and the reason",
+        cluster_by=("pipeline", "topic", "first_seen_date"),
+        properties={"delta.enableChangeDataFeed": "true"},
     )
-    try:
-        builder.execute()
-    except Exception:
-        if not table_exists(spark, name):
-            raise
-        return False
-    return True
 
 
 def quarantine_rows(

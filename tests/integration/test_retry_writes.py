@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from quarantine.config import parse_config
 from quarantine.errors import QuarantineWriteError
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.runner import Pipeline
 from quarantine.sinks import table_exists
+from quarantine.sinks.quarantine import ensure_quarantine_table
 from tests.helpers import kafka_df
 
 pytestmark = pytest.mark.integration
@@ -91,6 +94,12 @@ print("RESULT " + json.dumps([text[:300] for _, _, text in retry_log.retries]))
 """
 
 
+def _root_cause(stderr: str) -> str:
+    """The Python frames and exception lines of a writer's stderr, not the JVM frames that bury them."""
+    lines = [ln for ln in stderr.splitlines() if not ln.lstrip().startswith("at ")]
+    return "\n".join(lines[-80:])
+
+
 def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
     spark: Any, table_dir: Path
 ) -> None:
@@ -106,7 +115,7 @@ def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
     retries: list[str] = []
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=1200)
-        assert proc.returncode == 0, f"writer {name} failed:\n{err[-4000:]}"
+        assert proc.returncode == 0, f"writer {name} failed:\n{_root_cause(err)}"
         line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
         retries += json.loads(line[len("RESULT "):])
 
@@ -121,8 +130,39 @@ def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
         assert offsets == {100 * b + o for b in range(batches) for o in (1, 4)}
     # every retry (the writers collide: a MERGE reads the whole table) was a Delta
     # commit conflict or the first-creation race, never anything else
-    assert all("Concurrent" in text or "Protocol" in text for text in retries), retries
+    creation_race = ("Concurrent", "Protocol", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
+    assert all(any(m in text for m in creation_race) for text in retries), retries
     print(f"write retries observed: {len(retries)}")
+
+
+def _commit_elsewhere_into(src: Path, dest: Path) -> None:
+    """Another writer's first commit landing in ``dest`` (its log and data files, copied)."""
+    for f in (src / "_delta_log").iterdir():
+        if f.is_file():
+            shutil.copy(f, dest / "_delta_log")
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy(f, dest)
+
+
+def test_a_table_another_writer_created_while_this_process_watched_is_seen_and_not_recreated(
+    spark: Any, table_dir: Path
+) -> None:
+    # The creation race, made deterministic: this process looks at the location while the
+    # other writer has made its _delta_log but not committed; then the commit lands.
+    name = table_dir / "quarantine"
+    (name / "_delta_log").mkdir(parents=True)
+    assert not table_exists(spark, str(name))
+    other = table_dir / "other_writer"
+    assert ensure_quarantine_table(spark, str(other)) is True
+    _commit_elsewhere_into(other, name)
+    # Delta's isDeltaTable still answers from the snapshot cached mid-creation ...
+    assert DeltaTable.isDeltaTable(spark, str(name)) is False
+    # ... table_exists does not, and the table is not "created" a second time: a True here
+    # would let the first write append without its MERGE.
+    assert table_exists(spark, str(name))
+    assert ensure_quarantine_table(spark, str(name)) is False
+    assert ensure_quarantine_table(spark, str(other)) is False
 
 
 def test_a_quarantine_write_that_still_fails_after_retries_fails_the_batch(
