@@ -21,7 +21,7 @@ because Spark evaluates a Python UDF for every row of its input before any
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -32,6 +32,7 @@ from quarantine.errors import StageDefinitionError
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 
 __all__ = [
+    "HIDDEN_PREFIX",
     "Stage",
     "StageContext",
     "apply_stages",
@@ -42,6 +43,10 @@ __all__ = [
 ]
 
 _SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
+
+
+#: Prefix of the hidden columns that hold values a stage asked to compute once per row.
+HIDDEN_PREFIX = "__q_"
 
 
 @dataclass(frozen=True)
@@ -55,11 +60,30 @@ class StageContext:
             (``errors.deadletterqueue.context.stacktrace.enable``).
         retry: the :class:`quarantine.retry.RetryPolicy` for retriable Python-stage
             failures (``errors.retry.*``), or None.
+        hoist: set by :func:`apply_stages`; receives ``(label, expr)`` and returns a
+            reference to ``expr`` computed once per row (see :meth:`once`).
     """
 
     skip: Column
     stacktrace: bool = False
     retry: object | None = None
+    hoist: Callable[[str, Column], Column] | None = None
+
+    def once(self, label: str, expr: Column) -> Column:
+        """``expr`` evaluated once per row, however often the stage's column refers to it.
+
+        Why: a stage's column sits inside ``CASE WHEN`` branches (the chaining rule,
+        :func:`outcome`), and Spark eliminates common subexpressions only where they
+        are always evaluated, so an expensive expression (``from_json``, a timestamp
+        parse) referenced N times would run N times per row. Under
+        :func:`apply_stages`, ``expr`` becomes a hidden column
+        (``__q_<stage>_<label>``) computed in a projection before the stage's column
+        and NULL for rows an earlier stage failed (they are not run again); the
+        hidden columns are dropped once every stage has run. Elsewhere (a stage
+        evaluated on its own) ``expr`` is returned as it is: the semantics are the
+        same either way.
+        """
+        return expr if self.hoist is None else self.hoist(label, expr)
 
 
 class Stage(ABC):
@@ -180,6 +204,7 @@ def apply_stages(
     names: set[str] = set()
     previous: str | None = None
     upstream_error: Column | None = None
+    hidden: list[str] = []
     for stage in stages:
         if stage.name in names or stage.name in df.columns:
             raise StageDefinitionError(
@@ -187,7 +212,22 @@ def apply_stages(
             )
         value = _resolve_input(stage, previous, df, names)
         skip = upstream_error.isNotNull() if upstream_error is not None else F.lit(False)
-        own = stage.evaluate(value, StageContext(skip=skip, stacktrace=stacktrace, retry=retry))
+        once: dict[str, Column] = {}
+
+        def hoist(label: str, expr: Column, *, _stage: str = stage.name, _once: dict[str, Column] = once,
+                  _skip: Column = skip) -> Column:
+            col = f"{HIDDEN_PREFIX}{_stage}_{label}"
+            if col in _once:
+                raise StageDefinitionError(f"stage '{_stage}': once('{label}') asked for twice")
+            _once[col] = F.when(~_skip, expr)
+            return F.col(col)
+
+        ctx = StageContext(skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist)
+        own = stage.evaluate(value, ctx)
+        if once:
+            # its own projection, below the stage's: referenced many times, computed once
+            df = df.withColumns(once)
+            hidden.extend(once)
         if upstream_error is not None:
             rtype: DataType = df.select(own.getField("result")).schema[0].dataType
             carried = F.struct(
@@ -204,7 +244,7 @@ def apply_stages(
         names.add(stage.name)
         previous = stage.name
         upstream_error = F.col(stage.name).getField("error")
-    return df
+    return df.drop(*hidden) if hidden else df
 
 
 def _is_result_struct(t: DataType) -> bool:

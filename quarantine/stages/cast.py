@@ -110,7 +110,8 @@ class Cast(Stage):
         bad: list[Column] = []
         for fc in self.fields:
             original = value.getField(fc.field)
-            converted = fc.convert(original)
+            # one conversion per row: the result, the failure test and the message read it
+            converted = ctx.once(f"to_{fc.field}", fc.convert(original))
             result = result.withField(fc.field, converted)
             bad.append(
                 F.when(

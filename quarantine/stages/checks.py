@@ -491,7 +491,11 @@ class Checks(Stage):
             raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        fails = [~F.coalesce(r.passes(r.target(value)), F.lit(True)) for r in self.rules]
+        # each rule's verdict once per row: the failure test, the class and the message read it
+        fails = [
+            ctx.once(f"rule{i}", ~F.coalesce(r.passes(r.target(value)), F.lit(True)))
+            for i, r in enumerate(self.rules)
+        ]
         parts = [
             F.when(fail, r.message(r.target(value)))
             for r, fail in zip(self.rules, fails, strict=True)

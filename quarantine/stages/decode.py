@@ -42,7 +42,7 @@ class DecodeUtf8(Stage):
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         is_null = value.isNull()
-        valid = F.is_valid_utf8(value)
+        valid = ctx.once("valid", F.is_valid_utf8(value))
         failed = F.coalesce(~valid, F.lit(not self.nullable))
         message = (
             F.when(is_null, F.lit(f"{self._what()} is NULL; expected UTF-8 bytes"))

@@ -69,7 +69,8 @@ class JsonParse(Stage):
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
-        parsed = F.from_json(value, parse_schema, options)
+        # one parse per row: every reference below reads the hidden column (StageContext.once)
+        parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
         result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
         corrupt = parsed.getField(_CORRUPT).isNotNull()
         # The variant parse keeps each field's JSON token (quotes included) for messages.

@@ -138,3 +138,42 @@ def test_stage_reading_an_explicit_earlier_stage(spark: Any) -> None:
     out = apply_stages(kafka_df(spark, [b"abc"]), stages)
     (row,) = out.select(F.col("length.result").alias("n"), F.col("echo.result").alias("e")).collect()
     assert (row.n, row.e) == (3, "ABC!")
+
+
+class _Tripwire(DecodeUtf8):
+    """A stage whose once-per-row value raises if it is ever computed for the record b"boom".
+
+    It reads the raw source ``value`` (not its input, which is already NULL for a record
+    that failed upstream), as a stage with an ``expr`` over source columns may.
+    """
+
+    def evaluate(self, value: Any, ctx: Any) -> Any:
+        raw = F.col("value").cast("string")
+        checked = ctx.once(
+            "checked", F.when(raw == F.lit("boom"), F.raise_error(F.lit("ran on a failed row"))).otherwise(value)
+        )
+        return super().evaluate(checked.cast("binary"), ctx)
+
+
+def test_a_once_per_row_value_is_not_computed_for_rows_an_earlier_stage_failed(spark: Any) -> None:
+    from quarantine.stages.checks import Checks, parse_rules
+
+    stages = [
+        DecodeUtf8("decode"),
+        Checks("reject_boom", parse_rules([{"check": "not_in_set", "values": ["boom"]}], "rules")),
+        _Tripwire("after", input="reject_boom"),
+    ]
+    staged = apply_stages(kafka_df(spark, [b"ok", b"boom"]), stages)
+    rows = staged.select("offset", final_error(stages).getField("stage").alias("failed_at")).collect()
+    assert {r["offset"]: r["failed_at"] for r in rows} == {0: None, 1: "reject_boom"}
+
+
+def test_once_per_row_values_stay_out_of_the_staged_frame_and_the_parse_runs_once(spark: Any) -> None:
+    stages = build_stages(_specs(DEMO_STAGES))
+    staged = apply_stages(kafka_df(spark, [b'{"order_id": "A1"}']), stages)
+    assert [c for c in staged.columns if c.startswith("__q_")] == []
+    assert staged.columns[-len(stages):] == [s.name for s in stages]
+    # every reference reads one hidden column: the declared-schema parse (the one with the
+    # corrupt-record field) appears once in the optimized plan, not once per reference
+    plan = staged.select(final_result(stages), final_error(stages))._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("columnNameOfCorruptRecord") == 1, plan
