@@ -177,3 +177,20 @@ def test_once_per_row_values_stay_out_of_the_staged_frame_and_the_parse_runs_onc
     # corrupt-record field) appears once in the optimized plan, not once per reference
     plan = staged.select(final_result(stages), final_error(stages))._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("columnNameOfCorruptRecord") == 1, plan
+
+
+def test_a_filter_on_the_last_stages_error_plans_without_inlining_the_chain(spark: Any) -> None:
+    # Without the Generate barrier, Spark pushes this filter down through every stage's
+    # projection, inlining each stage into it: planning ran out of a 3 GiB heap.
+    stages = build_stages(_specs(DEMO_STAGES))
+    staged = apply_stages(kafka_df(spark, [b'{"order_id": "A1", "amount": -1, "currency": "EUR"}', b"{"]), stages)
+    failed = staged.where(final_error(stages).isNotNull()).where(F.col("offset") >= 0)
+    plan = failed._jdf.queryExecution().optimizedPlan()
+    text = plan.toString()
+    lines = text.splitlines()
+    generate = next(i for i, ln in enumerate(lines) if "Generate inline" in ln)
+    above = "\n".join(lines[:generate])
+    assert "check_order" in above and "isnotnull" in above  # the stage filter stays above
+    assert "offset" in "\n".join(lines[generate:]).split("Filter", 1)[-1]  # the source filter goes below
+    assert len(text) < 100_000, len(text)
+    assert sorted(r["offset"] for r in failed.select("offset").collect()) == [0, 1]
