@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -45,7 +46,7 @@ from quarantine.report import RunListener
 from quarantine.runner import Pipeline, default_listeners
 from quarantine.stage import Stage
 
-__all__ = ["DEMO_CONF", "available_stages", "demo_config", "main", "plain_target", "profile", "run"]
+__all__ = ["DEMO_CONF", "PlainStep", "available_stages", "demo_config", "main", "plain_target", "profile", "run"]
 
 _REPO = Path(__file__).resolve().parent.parent
 #: The config whose stages both arms run.
@@ -128,36 +129,76 @@ def _check(rule: Mapping[str, Any], v: Column) -> Column:
     raise ValueError(f"plain arm: unsupported check {check!r}; expected range | in_set | not_null | regex")
 
 
-def _plain_step(spec: StageSpec, v: Column) -> tuple[Column, Column]:
-    """One stage's work without error capture: ``(new value, keep-row condition)``."""
+@dataclass(frozen=True)
+class PlainStep:
+    """One stage's work without error capture, as a careful hand-written pipeline does it.
+
+    ``computed`` is evaluated once per row into its own column; ``keep`` and ``value``
+    read that column. (Written inline, an expression such as ``from_json`` referenced
+    by both the filter and the projection is evaluated once per reference: Spark does
+    not eliminate subexpressions on the right of ``AND``. A fair baseline parses once.)
+
+    Attributes:
+        computed: the step's expensive value (the parse, the conversions).
+        keep: given ``(computed, input)``, whether the row is kept.
+        value: given ``computed``, the step's output value.
+    """
+
+    computed: Column
+    keep: Callable[[Column, Column], Column]
+    value: Callable[[Column], Column]
+
+
+def _plain_step(spec: StageSpec, v: Column) -> PlainStep:
+    """One stage of the demo config, without error capture (see :class:`PlainStep`)."""
     opts = spec.options
     if spec.type == "decode_utf8":
-        return v.cast("string"), F.coalesce(F.is_valid_utf8(v), F.lit(False))
+        return PlainStep(
+            v, lambda c, old: F.coalesce(F.is_valid_utf8(old), F.lit(False)), lambda c: c.cast("string")
+        )
     if spec.type == "json":
         schema = cast(StructType, StructType.fromDDL(str(opts["schema"])))
         parse = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
-        parsed = F.from_json(v, parse, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"})
-        ok = parsed.isNotNull() & parsed.getField(_CORRUPT).isNull()
-        for r in opts.get("required", []):
-            ok = ok & parsed.getField(r).isNotNull()
-        return F.struct(*[parsed.getField(f.name).alias(f.name) for f in schema.fields]), ok
+        required = [str(r) for r in opts.get("required", [])]
+
+        def keep_json(c: Column, old: Column) -> Column:
+            ok = c.isNotNull() & c.getField(_CORRUPT).isNull()
+            for r in required:
+                ok = ok & c.getField(r).isNotNull()
+            return ok
+
+        return PlainStep(
+            F.from_json(v, parse, {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}),
+            keep_json,
+            lambda c: F.struct(*[c.getField(f.name).alias(f.name) for f in schema.fields]),
+        )
     if spec.type == "cast":
         formats: Mapping[str, str] = opts.get("formats", {})
-        ok = F.lit(True)
-        for name, type_ in dict(opts["columns"]).items():
+        columns = {str(k): str(t) for k, t in dict(opts["columns"]).items()}
+        converted = v
+        for name, type_ in columns.items():
             old = v.getField(name)
-            if name in formats and str(type_).upper() == "TIMESTAMP":
-                new = F.try_to_timestamp(old, F.lit(formats[name]))
+            if name in formats and type_.upper() == "TIMESTAMP":
+                converted = converted.withField(name, F.try_to_timestamp(old, F.lit(formats[name])))
             else:
-                new = old.try_cast(str(type_))
-            ok = ok & (old.isNull() | new.isNotNull())
-            v = v.withField(name, new)
-        return v, ok
+                converted = converted.withField(name, old.try_cast(type_))
+
+        def keep_cast(c: Column, old: Column) -> Column:
+            ok = F.lit(True)
+            for name in columns:
+                ok = ok & (old.getField(name).isNull() | c.getField(name).isNotNull())
+            return ok
+
+        return PlainStep(converted, keep_cast, lambda c: c)
     if spec.type == "checks":
-        ok = F.lit(True)
-        for rule in opts["rules"]:
-            ok = ok & F.coalesce(_check(rule, v), F.lit(True))
-        return v, ok
+
+        def keep_checks(c: Column, old: Column) -> Column:
+            ok = F.lit(True)
+            for rule in opts["rules"]:
+                ok = ok & F.coalesce(_check(rule, c), F.lit(True))
+            return ok
+
+        return PlainStep(v, keep_checks, lambda c: c)
     raise ValueError(f"plain arm: no plain equivalent for stage type {spec.type!r}")
 
 
@@ -174,8 +215,12 @@ def plain_target(df: DataFrame, specs: Sequence[StageSpec]) -> DataFrame:
     )
     coords = ["_source_topic", "_source_partition", "_source_offset", "_source_timestamp"]
     for spec in specs:
-        value, keep = _plain_step(spec, F.col("_v"))
-        cur = cur.select(*coords, value.alias("_v"), keep.alias("_keep")).where("_keep").drop("_keep")
+        step = _plain_step(spec, F.col("_v"))
+        cur = (
+            cur.select(*coords, F.col("_v").alias("_old"), step.computed.alias("_c"))
+            .where(step.keep(F.col("_c"), F.col("_old")))
+            .select(*coords, step.value(F.col("_c")).alias("_v"))
+        )
     return cur.select("_v.*", *coords)
 
 
