@@ -81,7 +81,9 @@ class StageContext:
         and NULL for rows an earlier stage failed (they are not run again); the
         hidden columns are dropped once every stage has run. Elsewhere (a stage
         evaluated on its own) ``expr`` is returned as it is: the semantics are the
-        same either way.
+        same either way. ``expr`` may read values asked for earlier by the same
+        stage. Wrap it in ``F.when(condition, ...)`` to compute it only for the
+        rows that need it (e.g. those that failed, for an error message).
         """
         return expr if self.hoist is None else self.hoist(label, expr)
 
@@ -224,10 +226,11 @@ def apply_stages(
 
         ctx = StageContext(skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist)
         own = stage.evaluate(value, ctx)
-        if once:
-            # its own projection, below the stage's: referenced many times, computed once
-            df = df.withColumns(once)
-            hidden.extend(once)
+        for col, expr in once.items():
+            # each in its own projection, in the order asked (a later value may read an
+            # earlier one), below the stage's: referenced many times, computed once
+            df = df.withColumn(col, expr)
+            hidden.append(col)
         if upstream_error is not None:
             rtype: DataType = df.select(own.getField("result")).schema[0].dataType
             carried = F.struct(

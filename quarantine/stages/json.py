@@ -73,17 +73,18 @@ class JsonParse(Stage):
         parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
         result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
         corrupt = parsed.getField(_CORRUPT).isNotNull()
-        # The variant parse keeps each field's JSON token (quotes included) for messages.
-        variant = F.try_parse_json(value)
         missing = [F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
+        failed = value.isNull() | parsed.isNull() | corrupt | has_missing
 
-        stripped = F.regexp_replace(value, r"^\s+", "")
+        # For messages only, so computed once and only for rows that failed: the variant
+        # parse keeps each field's JSON token (quotes included).
+        variant = ctx.once("variant", F.when(failed, F.try_parse_json(value)))
+        stripped = ctx.once("stripped", F.when(failed, F.regexp_replace(value, r"^\s+", "")))
         is_empty = stripped == F.lit("")
         malformed = parsed.isNull() | variant.isNull()
         not_object = ~stripped.startswith("{")
-        failed = value.isNull() | parsed.isNull() | corrupt | has_missing
         error_class = (
             F.when(value.isNull(), F.lit("NullInput"))
             .when(is_empty, F.lit("MalformedJson"))
@@ -110,7 +111,7 @@ class JsonParse(Stage):
                     snippet(value),
                 ),
             )
-            .when(corrupt, self._mismatch_message(value, parsed, variant))
+            .when(corrupt, self._mismatch_message(value, parsed, variant, ctx))
             .otherwise(self._missing_message(parsed, variant))
         )
         message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
@@ -118,9 +119,10 @@ class JsonParse(Stage):
         )
         return outcome(result, failed, self.error(error_class, message))
 
-    def _mismatch_message(self, value: Column, parsed: Column, variant: Column) -> Column:
+    def _mismatch_message(self, value: Column, parsed: Column, variant: Column, ctx: StageContext) -> Column:
         """Name each field whose JSON value did not convert to its declared type."""
-        as_text = F.from_json(value, StructType([StructField(f.name, StringType()) for f in self.schema.fields]))
+        text_schema = StructType([StructField(f.name, StringType()) for f in self.schema.fields])
+        as_text = ctx.once("as_text", F.when(parsed.getField(_CORRUPT).isNotNull(), F.from_json(value, text_schema)))
         parts = [
             F.when(
                 as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull(),

@@ -177,3 +177,14 @@ def test_notebook_tasks_point_at_existing_source_notebooks() -> None:
     assert replay["depends_on"] == [{"task_key": "triage"}]
     params = {p["name"] for p in job["parameters"]}
     assert {"catalog", "schema", "quarantine_table", "pipeline", "conf", "apply"} <= params
+
+
+def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None:
+    from quarantine.session import JVM_OPTIONS
+
+    for name, (_, job) in _jobs().items():
+        for cluster in job.get("job_clusters", []):
+            conf = cluster["new_cluster"].get("spark_conf", {})
+            for side in ("driver", "executor"):
+                options = str(conf.get(f"spark.{side}.extraJavaOptions", "")).split()
+                assert set(JVM_OPTIONS) <= set(options), f"job {name}: {side} JVM options {options}"
