@@ -76,14 +76,21 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
     return out
 
 
-def redact_error(error: Column, secrets: Iterable[str] = ()) -> Column:
-    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null)."""
+def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool = True) -> Column:
+    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null).
+
+    Args:
+        error: the error struct column.
+        secrets: configured secret values to mask.
+        stacktrace: whether ``stacktrace`` can be non-null. Pass False only when the
+            stages ran with stack traces off (every ``stacktrace`` is null then): it
+            skips that field's redaction UDF, one Python round trip per failed row.
+    """
     keep = tuple(secrets)
-    return F.when(error.isNull(), error).otherwise(
-        error.withField("message", redact_column(error.getField("message"), keep)).withField(
-            "stacktrace", redact_column(error.getField("stacktrace"), keep)
-        )
-    )
+    redacted = error.withField("message", redact_column(error.getField("message"), keep))
+    if stacktrace:
+        redacted = redacted.withField("stacktrace", redact_column(error.getField("stacktrace"), keep))
+    return F.when(error.isNull(), error).otherwise(redacted)
 
 
 def sample_errors(

@@ -312,7 +312,7 @@ class Pipeline:
         """
         run = self.run_info()
         now = self.clock()
-        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
+        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             obs = Observation(f"quarantine_{uuid.uuid4().hex}")
             # The one pass: builds the persisted batch and counts everything on the way.
@@ -338,7 +338,10 @@ class Pipeline:
                 failed = split.where(F.col(_ERR).isNotNull())
                 rows = quarantine_rows(
                     # configured secrets never reach message/stacktrace/error_history
-                    failed.withColumn(_ERR, redact_error(F.col(_ERR), self.config.secrets())),
+                    failed.withColumn(_ERR, redact_error(
+                        F.col(_ERR), self.config.secrets(),
+                        stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+                    )),
                     pipeline=self.config.pipeline, run_id=run.run_id, batch_id=batch_id, now=now,
                 )
                 dlq_attempts = self._write(

@@ -125,3 +125,17 @@ def test_tolerance_failure_message_carries_no_secret(spark: Any, table_dir: Path
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))
     (row,) = q.select("message").collect()
     _assert_clean(row["message"], "quarantine.message")
+
+
+def test_messages_are_redacted_with_stack_traces_off(spark: Any, table_dir: Path) -> None:
+    """With stack traces off the runner skips that field's redaction; messages stay clean."""
+    kafka_df(spark, [b"good-1", b"bad-1"]).write.format("delta").save(str(table_dir / "source"))
+    raw = _raw(table_dir, **{"deadletterqueue.context.stacktrace.enable": False})
+    summary = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+    assert (summary.records_ok, summary.records_quarantined) == (1, 1)
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    (row,) = q.select("message", "stacktrace", "error_history").collect()
+    assert row["stacktrace"] is None
+    assert "[redacted]" in row["message"] and "svc-orders" in row["message"]
+    _assert_clean(row["message"], "quarantine.message")
+    _assert_clean(json.dumps([e.asDict() for e in row["error_history"]], default=str), "history")
