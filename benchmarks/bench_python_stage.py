@@ -11,14 +11,15 @@ a ``poison`` fraction of which do not parse as a float):
   mode on poisoned data to show what bisection costs.
 
 Each case is evaluated in full with the ``noop`` sink, once to warm up the
-Python workers and then ``repeats`` times; the best time is reported. Numbers
+Python workers and then ``repeats`` times, interleaved; the median is reported. Numbers
 are wall-clock on whatever machine runs this; compare rows, not machines.
 
-Run: ``python benchmarks/bench_python_stage.py [rows] [poison]``.
+Run: ``python -m benchmarks.bench_python_stage [rows] [poison] [repeats]``.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,9 @@ from typing import Any
 
 import pandas as pd  # module level: pandas_udf resolves the string type hints of vec_float here
 
-__all__ = ["Case", "main", "run_cases"]
+from benchmarks import Row, markdown_table
+
+__all__ = ["Case", "main", "rows_of", "run_cases"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def _cases() -> list[Case]:
 
     row_udf = F.udf(plain_try, "struct<result: double, error: string>")
     arrow_row_udf = F.udf(plain_try, "struct<result: double, error: string>", useArrow=True)
-    plain_pandas = F.pandas_udf(vec_float, "double")  # type: ignore[call-overload]
+    plain_pandas = F.pandas_udf(vec_float, "double")  # type: ignore[attr-defined]
     row_stage = python_stage("p", float, "DOUBLE")
     vec_stage = python_stage("p", vec_float, "DOUBLE", mode="vectorized")
     return [
@@ -83,28 +86,68 @@ def _data(spark: Any, rows: int, poison: float) -> dict[str, Any]:
     return {"poisoned": poisoned.cache(), "clean": base.select(text.alias("text")).cache()}
 
 
-def run_cases(spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: int = 2) -> list[dict[str, Any]]:
-    """Time every case; returns one dict per case (name, data, seconds, rows_per_s)."""
+def run_cases(spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: int = 3) -> list[dict[str, Any]]:
+    """Time every case; one dict per case (name, data, median seconds, rows_per_s, samples).
+
+    Cases are interleaved (one pass over all cases per repeat, alternating order)
+    so drift on a shared machine hits them alike; a first pass warms the workers.
+    """
     from pyspark.sql import functions as F
 
     frames = _data(spark, rows, poison)
     for df in frames.values():
         df.count()  # materialise the cache outside the timings
-    results = []
-    for case in _cases():
-        df = frames[case.data]
-        out = df.select(case.column(F.col("text")).alias("out"))
-        best = float("inf")
-        for i in range(repeats + 1):
+    cases = _cases()
+    outs = [frames[c.data].select(c.column(F.col("text")).alias("out")) for c in cases]
+    samples: list[list[float]] = [[] for _ in cases]
+    for i in range(repeats + 1):
+        order = list(range(len(cases))) if i % 2 == 0 else list(reversed(range(len(cases))))
+        for k in order:
             t0 = time.perf_counter()
-            out.write.format("noop").mode("overwrite").save()
-            elapsed = time.perf_counter() - t0
-            if i > 0:  # the first run warms up the Python workers
-                best = min(best, elapsed)
-        results.append({"case": case.name, "data": case.data, "seconds": best, "rows_per_s": rows / best})
+            outs[k].write.format("noop").mode("overwrite").save()
+            if i > 0:  # the first pass warms up the Python workers
+                samples[k].append(time.perf_counter() - t0)
     for df in frames.values():
         df.unpersist()
+    results = []
+    for case, xs in zip(cases, samples, strict=True):
+        med = statistics.median(xs)
+        results.append({"case": case.name, "data": case.data, "seconds": med, "rows_per_s": rows / med,
+                        "samples": xs})
     return results
+
+
+def rows_of(results: list[dict[str, Any]], rows: int, poison: float) -> list[Row]:
+    """The issue's two comparisons as result rows.
+
+    * row mode on poisoned data vs ``F.udf`` + try/except (pickled rows): goal
+      ``udf time / stage time >= 2`` (the stage's throughput at least 2x);
+    * vectorized mode vs a plain ``pandas_udf``, clean data: goal ``<= 1.25x``.
+    """
+    by = {(r["case"], r["data"]): r for r in results}
+    row_stage = by[("python stage, row mode", "poisoned")]
+    row_udf = by[("F.udf + try/except (pickled rows)", "poisoned")]
+    arrow_udf = by[("F.udf(useArrow=True) + try/except", "poisoned")]
+    vec = by[("python stage, vectorized mode", "clean")]
+    plain = by[("plain pandas_udf", "clean")]
+    vec_poison = by[("python stage, vectorized mode", "poisoned")]
+    speedup = row_udf["seconds"] / row_stage["seconds"]
+    speedup_arrow = arrow_udf["seconds"] / row_stage["seconds"]
+    overhead = vec["seconds"] / plain["seconds"]
+    return [
+        Row("python_stage", f"{rows:,} rows, {poison:.0%} poison: F.udf+try/except time / row-mode stage time",
+            row_stage["seconds"], row_udf["seconds"], speedup, ">= 2x throughput", speedup >= 2,
+            samples={"stage": row_stage["samples"], "udf": row_udf["samples"]}),
+        Row("python_stage", f"{rows:,} rows, {poison:.0%} poison: F.udf(useArrow)+try/except / row-mode stage",
+            row_stage["seconds"], arrow_udf["seconds"], speedup_arrow, "reported", True,
+            samples={"stage": row_stage["samples"], "arrow_udf": arrow_udf["samples"]}),
+        Row("python_stage", f"{rows:,} rows, clean: vectorized stage / plain pandas_udf",
+            plain["seconds"], vec["seconds"], overhead, "<= 1.25x", overhead <= 1.25,
+            samples={"pandas_udf": plain["samples"], "stage": vec["samples"]}),
+        Row("python_stage", f"{rows:,} rows, vectorized stage: {poison:.0%} poison / clean (bisection cost)",
+            vec["seconds"], vec_poison["seconds"], vec_poison["seconds"] / vec["seconds"], "reported", True,
+            samples={"clean": vec["samples"], "poisoned": vec_poison["samples"]}),
+    ]
 
 
 def _table(results: list[dict[str, Any]], rows: int, poison: float) -> str:
@@ -118,18 +161,20 @@ def _table(results: list[dict[str, Any]], rows: int, poison: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print the table. ``argv``: optional ``[rows, poison]``."""
-    from quarantine.session import get_spark
+def main(argv: list[str] | None = None) -> list[Row]:
+    """Print the table and return the result rows. ``argv``: ``[rows, poison, repeats]`` (optional)."""
+    from benchmarks import bench_spark
 
     args = sys.argv[1:] if argv is None else argv
-    rows = int(args[0]) if args else 300_000
+    rows = int(args[0]) if args else 1_000_000
     poison = float(args[1]) if len(args) > 1 else 0.01
-    spark = get_spark(
-        "bench-python-stage",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
-    print(_table(run_cases(spark, rows, poison), rows, poison))
+    repeats = int(args[2]) if len(args) > 2 else 3
+    spark = bench_spark("bench-python-stage")
+    results = run_cases(spark, rows, poison, repeats)
+    print(_table(results, rows, poison))
+    out = rows_of(results, rows, poison)
+    print(markdown_table(out), flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -35,17 +35,18 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from benchmarks import Row
 from quarantine.config import parse_config
 from quarantine.runner import Pipeline
 from quarantine.streaming import run_stream
 from quarantine.testing import (
-    ORDER_SCHEMA_DDL,
     KafkaBroker,
     create_topics,
     kafka_pipeline_conf,
     order_records,
     produce,
 )
+from quarantine.testing.kafka import ORDER_SCHEMA_DDL
 
 __all__ = ["main", "run_plain", "run_quarantine"]
 
@@ -64,6 +65,7 @@ def _batch_ms(progress: Sequence[Any]) -> list[float]:
 def run_plain(spark: SparkSession, bootstrap: str, out: Path, max_offsets: int) -> tuple[float, list[float]]:
     """The plain arm: parse without error capture, write only the target. Returns (s, batch ms)."""
     schema = StructType.fromDDL(ORDER_SCHEMA_DDL)
+    assert isinstance(schema, StructType)
     src = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -115,7 +117,8 @@ def _pct(xs: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """Run, print the table and return the result rows (``argv`` None: the command line)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--poison-rate", type=float, default=0.01)
@@ -163,8 +166,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {name} | {med:.1f} | {args.records / med:,.0f} | {_pct(ms, 0.5):,.0f} | "
               f"{_pct(ms, 0.95):,.0f} | {len(ms) // max(1, args.repeats)} |")
     print(f"\nratio quarantine/plain = {ratio:.2f}x (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'NOT met'})")
-    return 0
+    case = (f"{args.records:,} rec from Kafka, {args.poison_rate:.0%} poison, 2 topics x 2 partitions, "
+            f"maxOffsetsPerTrigger={args.max_offsets:,}")
+    p50 = {k: _pct(batch_ms[k], 0.5) for k in batch_ms}
+    return [
+        Row("streaming", case + ": wall time", plain, quar, ratio, f"<= {GOAL}x", ratio <= GOAL,
+            samples={k: list(v) for k, v in secs.items()}),
+        Row("streaming", case + ": micro-batch latency p50", p50["plain"], p50["quarantine"],
+            p50["quarantine"] / p50["plain"], "reported", True, unit="ms",
+            samples={k: list(v) for k, v in batch_ms.items()}),
+    ]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)

@@ -90,14 +90,14 @@ def _own(name: str, records: int, repeat: int, memory_large: int, profile: bool)
     return rows
 
 
-def _other(name: str) -> Callable[[], Any] | None:
+def _other(name: str) -> Callable[[list[str]], Any] | None:
     try:
         module = importlib.import_module(_OTHERS[name])
     except ModuleNotFoundError as exc:
         if exc.name == _OTHERS[name]:
             return None
         raise
-    fn: Callable[[], Any] = module.main
+    fn: Callable[[list[str]], Any] = module.main
     return fn
 
 
@@ -140,8 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: {_OTHERS[name]} not present, skipped", file=sys.stderr)
             continue
         print(f"\n## {name}\n", flush=True)
-        out = fn()
-        others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
+        out = fn([])  # [] = the module's defaults, not this command line
+        if isinstance(out, list) and all(isinstance(r, Row) for r in out):
+            rows.extend(out)
+            others[name] = f"ran ({len(out)} rows)"
+        else:
+            others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
     env["load_avg_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"

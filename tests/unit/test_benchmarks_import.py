@@ -1,0 +1,26 @@
+"""Every benchmark module imports and has the entry point ``benchmarks.run`` calls.
+
+The benchmarks are not run by the test suite (they are measured separately), so
+this is what keeps a renamed helper from breaking one silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from benchmarks.run import _OTHERS, _OWN, BENCHMARKS
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_benchmark_module_imports_with_its_entry_point(name: str) -> None:
+    if name in _OWN:
+        module = importlib.import_module(_OWN[name])
+        params = list(inspect.signature(module.run).parameters)
+        assert params[:2] in (["records", "repeat"], ["small", "large"]), params
+    else:
+        module = importlib.import_module(_OTHERS[name])
+        # benchmarks.run calls main([]): it must take an argv list
+        assert "argv" in inspect.signature(module.main).parameters
