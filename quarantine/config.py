@@ -69,6 +69,11 @@ _SECRET_PAIR = re.compile(
     r"""(?P<v>"[^"]*"|'[^']*'|[^\s;,&"']+)""",
     re.IGNORECASE,
 )
+#: :data:`_SECRET_PAIR` for ``java.util.regex`` (Spark's ``regexp_replace``): the same
+#: groups, case-insensitive, ``\w``/``\s`` Unicode-aware as in Python's ``re``.
+SECRET_PAIR_JAVA = "(?iU)" + _SECRET_PAIR.pattern.replace("(?P<", "(?<")
+#: The Java replacement that masks a :data:`SECRET_PAIR_JAVA` match's value.
+SECRET_PAIR_JAVA_REPLACEMENT = "${k}${sep}" + REDACTED
 
 
 class Tolerance(StrEnum):

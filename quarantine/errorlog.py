@@ -36,7 +36,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.config import ErrorsConfig, redact_text
+from quarantine.config import SECRET_PAIR_JAVA, SECRET_PAIR_JAVA_REPLACEMENT, ErrorsConfig, redact_text
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
@@ -59,13 +59,17 @@ LOGGER_NAME = "quarantine.errors"
 def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
     """A string column with every secret value and ``password=…`` pair masked (pure).
 
-    Runs :func:`quarantine.config.redact_text` in an Arrow-batched Python UDF
-    whose closure holds the secrets. Deliberately not ``replace``/``regexp_replace``
-    with literals: a literal puts the secret into the query plan, where the
-    Spark UI, ``explain`` and Py4J debug logs would show it. Apply it to failed
-    rows only (the quarantine path), where the cost does not matter.
+    The same masking as :func:`quarantine.config.redact_text`. Without configured
+    secrets it is native (``regexp_replace`` with :data:`~quarantine.config.SECRET_PAIR_JAVA`,
+    a pattern of key names, no secret in it). With secrets it runs ``redact_text``
+    in an Arrow-batched Python UDF whose closure holds them — deliberately not
+    ``replace`` with literals: a literal puts the secret into the query plan, where
+    the Spark UI, ``explain`` and Py4J debug logs would show it. Either way it is
+    applied to failed rows only (the quarantine path).
     """
     keep = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+    if not keep:
+        return F.regexp_replace(text, F.lit(SECRET_PAIR_JAVA), F.lit(SECRET_PAIR_JAVA_REPLACEMENT))
 
     @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
     def _redacted(values: pd.Series) -> pd.Series:
