@@ -312,7 +312,9 @@ class Pipeline:
         """
         run = self.run_info()
         now = self.clock()
-        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
+        # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
+        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             obs = Observation(f"quarantine_{uuid.uuid4().hex}")
             # The one pass: builds the persisted batch and counts everything on the way.
