@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -180,4 +179,3 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)

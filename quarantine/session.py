@@ -64,6 +64,8 @@ JVM_OPTIONS: tuple[str, ...] = (
 )
 #: Flags that must be set together (HotSpot checks one against the other at start).
 _LINKED_FLAGS: tuple[frozenset[str], ...] = (frozenset({"MaxNodeLimit", "NodeLimitFudgeFactor"}),)
+#: ``-XX:+Name``, ``-XX:-Name`` and ``-XX:Name=value``: group 1 is the flag's name.
+_XX_FLAG = re.compile(r"^-XX:[+-]?(\w+)")
 
 
 def on_databricks() -> bool:
@@ -156,7 +158,3 @@ def _with_jvm_options(options: str) -> str:
             flags |= group
     extra = [o for o in JVM_OPTIONS if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
     return " ".join([*given, *extra])
-
-
-#: ``-XX:+Name``, ``-XX:-Name`` and ``-XX:Name=value``: group 1 is the flag's name.
-_XX_FLAG = re.compile(r"^-XX:[+-]?(\w+)")
