@@ -42,6 +42,7 @@ from benchmarks import (
     timed,
 )
 from quarantine.config import PipelineConfig, StageSpec, load_config
+from quarantine.metrics import observed_counts
 from quarantine.report import RunListener
 from quarantine.runner import Pipeline, default_listeners
 from quarantine.stage import Stage
@@ -267,7 +268,7 @@ def profile(spark: SparkSession, source: str, specs: Sequence[StageSpec], stages
         split = pipe.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
         obs = Observation("bench_profile")
         phases["persist+observe"] = timed(
-            lambda: split.observe(obs, *pipe._observed_counts())
+            lambda: split.observe(obs, *observed_counts(pipe.chain(df), "_q_error"))
             .write.format("noop").mode("overwrite").save()
         )
         failed = split.where(F.col("_q_error").isNotNull())

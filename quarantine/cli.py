@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("py4j", "urllib3", "alembic", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = _parser().parse_args(argv)
+    _stop_retries_on_sigterm()
     try:
         if args.command == "init-demo":
             return _init_demo(args)
@@ -102,6 +103,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuarantineError as exc:
         print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _stop_retries_on_sigterm() -> None:
+    """SIGTERM (a job cancelled, a container stopping) ends retries, then the run, cleanly.
+
+    Retries — even ``errors.retry.timeout: -1`` — give up (:func:`quarantine.retry.stop_retries`)
+    and the run stops with ``KeyboardInterrupt``: the batch in flight is not committed,
+    listeners see the run end, and a restart resumes from the last committed batch.
+    """
+    import signal
+    import threading
+
+    from quarantine.retry import stop_retries
+
+    def on_term(signum: int, frame: object) -> None:
+        stop_retries()
+        raise KeyboardInterrupt(f"signal {signum}: stopping")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_term)
 
 
 def _init_demo(args: argparse.Namespace) -> int:

@@ -321,6 +321,9 @@ class ErrorsConfig:
                     "continue | fail | log_and_continue | a dotted path module.Class",
                 )
         kw["handlers"] = _frozen(handlers)
+        if "retry_initial_backoff_ms" not in kw and "retry_delay_max_ms" in kw:
+            # Kafka accepts any errors.retry.delay.max.ms; the 300 ms first delay is capped by it
+            kw["retry_initial_backoff_ms"] = min(cls.retry_initial_backoff_ms, kw["retry_delay_max_ms"])
         if "dlq_table_name" not in kw:
             raise ConfigError(
                 "errors.deadletterqueue.table.name", None, "the quarantine table: a path or catalog.schema.table"
@@ -630,17 +633,7 @@ class PipelineConfig:
     base_dir: str = "."
 
     def __post_init__(self) -> None:
-        q = _norm(self.errors.dlq_table_name)
-        if q in {_norm(x) for x in (self.source.path, self.source.table) if x}:
-            raise ConfigError(
-                "errors.deadletterqueue.table.name", self.errors.dlq_table_name,
-                "a table other than the source (the quarantine table must never be the source)",
-            )
-        if q == _norm(self.target.table):
-            raise ConfigError(
-                "errors.deadletterqueue.table.name", self.errors.dlq_table_name,
-                "a table other than target.table",
-            )
+        self._check_tables_differ()
         if self.source.streaming and not self.target.checkpoint:
             raise ConfigError("target.checkpoint", None, "a checkpoint location for a streaming source")
         if not self.source.streaming and not self.target.source_columns:
@@ -648,6 +641,38 @@ class PipelineConfig:
                 "target.source_columns", False,
                 "true for a batch source (re-runs de-duplicate the target on the source coordinates)",
             )
+
+    def tables(self) -> dict[str, str]:
+        """Every table the pipeline reads or writes, by the config key that names it."""
+        dlq = self.errors.dlq_table_name
+        named = {
+            "source.path": self.source.path,
+            "source.table": self.source.table,
+            "target.table": self.target.table,
+            "errors.deadletterqueue.table.name": dlq,
+            "metrics.table": self.metrics.table,
+        }
+        if self.errors.tolerance_rate_limit >= 0:
+            named["errors.deadletterqueue.table.name (its _tolerance window table)"] = dlq.rstrip("/") + "_tolerance"
+        return {k: v for k, v in named.items() if v}
+
+    def _check_tables_differ(self) -> None:
+        """Every table is a different table: the first pair that is the same is a ConfigError.
+
+        Names compare case-insensitively and without a trailing ``/`` (paths) — the
+        same rule Delta and Unity Catalog apply to identifiers — so ``/data/t/`` and
+        ``/DATA/t`` collide, as do ``main.raw.Orders`` and ``main.raw.orders``.
+        """
+        seen: dict[str, str] = {}
+        for key, name in self.tables().items():
+            other = seen.get(_norm(name))
+            if other is not None:
+                if key.startswith("errors.") and other.startswith("source."):
+                    allowed = f"a table other than {other} (the quarantine table must never be the source)"
+                else:
+                    allowed = f"a table other than {other} ({name!r} is named by both)"
+                raise ConfigError(key, name, allowed)
+            seen[_norm(name)] = key
 
     def redacted(self) -> dict[str, Any]:
         """The config as loaded, with every credential replaced by ``[redacted]``."""

@@ -15,7 +15,10 @@ __all__ = [
     "RetriesExhaustedError",
     "SourceError",
     "StageDefinitionError",
+    "TableWriteError",
     "ToleranceExceededError",
+    "describe_write_failure",
+    "message_of",
 ]
 
 
@@ -75,7 +78,11 @@ class HandlerError(QuarantineError):
     """A handler raised or returned something other than a HandlerResponse."""
 
 
-class QuarantineWriteError(QuarantineError):
+class TableWriteError(QuarantineError):
+    """Writing a Delta table (target, quarantine, metrics) failed; the batch is not committed."""
+
+
+class QuarantineWriteError(TableWriteError):
     """Writing the quarantine table failed after retries; the batch is not committed."""
 
 
@@ -90,3 +97,83 @@ class ExpectationBreachError(ToleranceExceededError):
     def __init__(self, message: str, *, breaches: tuple[object, ...] = (), count: int = 0) -> None:
         self.breaches = breaches
         super().__init__(message, limit="expectation on_breach=fail", count=count, window="batch")
+
+
+#: Spark/Delta error conditions and what a data engineer should do about them.
+_ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("DELTA_FAILED_TO_MERGE_FIELDS", "DELTA_MERGE_INCOMPATIBLE", "INCOMPATIBLE_DATA_FOR_TABLE",
+         "DELTA_SCHEMA_CHANGED", "CANNOT_UP_CAST", "DATATYPE_MISMATCH", "DELTA_COLUMN_NOT_FOUND",
+         "CAST_INVALID_INPUT", "UNRESOLVED_COLUMN", "DELTA_MISSING_COLUMN", "INCOMPATIBLE_COLUMN_TYPE",
+         "DELTA_FAILED_TO_MERGE", "MERGE_SCHEMA"),
+        "the rows do not fit the table's schema: the stages' output changed (a field's type or name) "
+        "since the table was created. Migrate the table (ALTER TABLE, or write to a new table) or "
+        "change the stage back",
+    ),
+    (
+        ("Concurrent", "DELTA_CONCURRENT", "ProtocolChanged", "MetadataChanged"),
+        "another writer changed the table at the same time, beyond errors.retry.timeout; re-run: "
+        "committed batches are not written twice",
+    ),
+    (
+        ("PERMISSION", "INSUFFICIENT_PERMISSIONS", "AccessDenied", "403", "Forbidden"),
+        "the principal running the job may not write this table: grant MODIFY (Unity Catalog) or "
+        "storage write access",
+    ),
+    (
+        ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE"),
+        "the table, its schema/catalog or its storage path does not exist or is not a Delta table: "
+        "check the name in the config",
+    ),
+)
+
+
+def _condition(exc: BaseException) -> str:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        found = get() if callable(get) else None
+    except Exception:  # a Py4J error without a JVM behind it any more
+        found = None
+    return str(found or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The reason without a Java stack: the first meaningful line, cut to 500 characters."""
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback", "py4j")):
+            return line[:500]
+    return type(exc).__name__
+
+
+def describe_write_failure(exc: BaseException, *, action: str, table: str, batch_id: int, attempts: int = 1) -> str:
+    """One message for a failed table write: which table, which batch, why, and what to do.
+
+    Spark and Delta raise their failures as ``AnalysisException``, Py4J errors
+    with a Java stack, or ``INTERNAL_ERROR``; this keeps their condition and first
+    line (the stack stays on ``__cause__``) and adds the table, the batch and a
+    remedy chosen by the condition.
+    """
+    condition = _condition(exc)
+    reason = _first_line(exc)
+    haystack = f"{condition} {type(exc).__name__} {reason}"
+    advice = next(
+        (text for needles, text in _ADVICE if any(n.lower() in haystack.lower() for n in needles)),
+        "the batch was not committed (its offsets are not either): fix the cause and re-run; "
+        "nothing committed is written twice",
+    )
+    cond = f"[{condition}] " if condition and condition not in reason else ""
+    tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
+    return f"{action} into {table} failed in batch {batch_id}{tries}: {cond}{reason} — {advice}"
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's message for the error struct: its text, never the word ``None``.
+
+    ``str(ValueError(None))`` is ``'None'``; an exception raised without a message
+    (or with ``None``) reads ``"<Class> raised with no message"`` instead.
+    """
+    if not exc.args or exc.args == (None,):
+        return f"{type(exc).__name__} raised with no message"
+    return str(exc) or f"{type(exc).__name__} raised with no message"

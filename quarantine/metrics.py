@@ -96,6 +96,7 @@ __all__ = [
     "metric_key",
     "observed_counts",
     "parse_metric_key",
+    "retry_column_names",
     "retry_columns",
 ]
 
@@ -287,8 +288,9 @@ def _retries_col(stage: str) -> str:
 def retry_columns(stages: Sequence[Any]) -> list[Column]:
     """Per-row retry counts of the stages that :class:`ReportsRetries` (usually none).
 
-    Pure. Select them next to the chain's error when the staged frame is
-    projected (the runner's ``split_frame`` drops the stage columns), so that
+    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's
+    column (a stage may read its hidden columns there); the runner's projection of
+    the staged frame keeps them by name (:func:`retry_column_names`), so that
     :func:`observed_counts` can sum them in the one pass.
     """
     return [
@@ -296,6 +298,11 @@ def retry_columns(stages: Sequence[Any]) -> list[Column]:
         for s in stages
         if isinstance(s, ReportsRetries)
     ]
+
+
+def retry_column_names(stages: Sequence[Any]) -> list[str]:
+    """The names of the :func:`retry_columns` of ``stages``, as a staged frame holds them."""
+    return [_retries_col(s.name) for s in stages if isinstance(s, ReportsRetries)]
 
 
 def _top_items(col: Column) -> Column:

@@ -5,7 +5,9 @@ they were read — through the pipeline's *current* stages (the fixed parser,
 the widened check). Records that now pass go to the target (insert-only MERGE
 on the source coordinates, so a replay can be repeated) and their quarantine
 rows become ``status = 'replayed'``; records that still fail stay ``open`` with
-the new failure appended to ``error_history``.
+the new failure added to ``error_history``. Whether a record passed comes from
+its own result in the replay, never from shared state such as who last wrote
+its quarantine row.
 
 The rows to replay are read from one pinned version of the quarantine table,
 and only those rows are resolved, so rows written concurrently by a running
@@ -20,12 +22,12 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.config import Tolerance
 from quarantine.errors import QuarantineError
 from quarantine.report import BatchReport
 from quarantine.runner import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QuarantineStatus
 from quarantine.sinks import delta_table, is_path, table_exists
+from quarantine.sinks.quarantine import close_records
 
 __all__ = ["ReplayResult", "discard", "open_records", "replay"]
 
@@ -77,6 +79,13 @@ def open_records(pipe: Pipeline, where: str | None = None, *, version: int | Non
 def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:
     """Re-run open quarantine rows through the pipeline's stages.
 
+    Each selected record's outcome is its own result in this replay: one that
+    passes is written to the target (insert-only MERGE on the source
+    coordinates) and then closed as ``replayed``; one that fails again stays
+    ``open`` with the new error. Replay has its own policy: tolerance, limits,
+    ``errors.handler.*: fail`` and ``on_breach: fail`` never fail it for a record
+    that still fails. Replaying twice is a no-op for records already closed.
+
     Args:
         pipe: the pipeline (its current stages and tables); use a fresh run id.
         where: an optional SQL predicate over quarantine columns
@@ -90,30 +99,11 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
         raise QuarantineError(
             "replay needs target.source_columns: true (the target is de-duplicated on them)"
         )
-    pipe = _tolerant(pipe)
-    version = _version(pipe)
-    selected = open_records(pipe, where, version=version)
+    if now is not None:
+        pipe = replace(pipe, clock=lambda: now)
+    selected = open_records(pipe, where, version=_version(pipe))
     source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
-    report = pipe.process_batch(source, 0)
-    resolved_at = now or pipe.clock()
-    keys = selected.select("pipeline", "topic", "partition", "offset")
-    (
-        delta_table(pipe.spark, pipe.quarantine_table).alias("t")
-        .merge(
-            keys.alias("s"),
-            "t.pipeline = s.pipeline AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset",
-        )
-        # Still-failing rows were just re-written by this run; the others passed.
-        .whenMatchedUpdate(
-            condition=f"t.status = 'open' AND NOT (t.run_id <=> '{pipe.run_id}')",
-            set={
-                "status": F.lit(QuarantineStatus.REPLAYED.value),
-                "resolved_at": F.lit(resolved_at).cast("timestamp"),
-                "resolution": F.lit(f"replayed by run {pipe.run_id}"),
-            },
-        )
-        .execute()
-    )
+    report = pipe.process_batch(source, 0, replaying=True)
     return ReplayResult(
         selected=report.records_in,
         replayed=report.records_ok,
@@ -122,16 +112,11 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
     )
 
 
-def _tolerant(pipe: Pipeline) -> Pipeline:
-    """The same pipeline with tolerance ``all``: failing again is a replay's expected outcome."""
-    errors = replace(
-        pipe.config.errors, tolerance=Tolerance.ALL, tolerance_limit=-1, tolerance_rate_limit=-1
-    )
-    return replace(pipe, config=replace(pipe.config, errors=errors))
-
-
 def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
     """Mark open quarantine rows matching ``where`` as discarded, with a reason.
+
+    A discarded record stays discarded: batch re-runs leave it out, and it is
+    never written to the target (only an explicit replay of it could be).
 
     Returns:
         How many rows were discarded.
@@ -141,22 +126,10 @@ def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None 
     if not reason.strip():
         raise QuarantineError("discard needs a --reason (it is kept in the resolution column)")
     version = _version(pipe)
-    keys = open_records(pipe, where, version=version).select("pipeline", "topic", "partition", "offset")
+    keys = open_records(pipe, where, version=version).select("topic", "partition", "offset")
     n = keys.count()  # reported to the user; not a data-path decision
-    (
-        delta_table(pipe.spark, pipe.quarantine_table).alias("t")
-        .merge(
-            keys.alias("s"),
-            "t.pipeline = s.pipeline AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset",
-        )
-        .whenMatchedUpdate(
-            condition="t.status = 'open'",
-            set={
-                "status": F.lit(QuarantineStatus.DISCARDED.value),
-                "resolved_at": F.lit(now or pipe.clock()).cast("timestamp"),
-                "resolution": F.lit(f"discarded: {reason}"),
-            },
-        )
-        .execute()
+    close_records(
+        pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
+        status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=now or pipe.clock(),
     )
     return n

@@ -71,7 +71,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -82,6 +82,7 @@ from quarantine.errors import (
     RetriesExhaustedError,
     SourceError,
     ToleranceExceededError,
+    message_of,
 )
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
@@ -202,7 +203,10 @@ class ErrantRecordReporter:
         self._stacktrace = cfg.errors.dlq_context_stacktrace_enable
         self._retriable = RetriableClassifier.of(cfg.errors.retry_retriable)
         self._handlers = pipeline.error_handlers or ErrorHandlers.from_config(cfg.errors, self._secrets)
-        self._buffer: dict[tuple[Any, Any, Any], tuple[Any, ...]] = {}
+        # every report of a key, in order: a record reported twice is two failures
+        self._buffer: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
+        self._buffered = 0
+        self._last_error_at: dt.datetime | None = None
         self._reported = 0
         self._requests = 0
         self._failures = 0
@@ -253,7 +257,7 @@ class ErrantRecordReporter:
         if self._closed:
             raise RuntimeError("ErrantRecordReporter: report() after close()")
         fields = _source_fields(_as_dict(record))
-        message = redact_text(str(error) or repr(error), self._secrets)
+        message = redact_text(message_of(error), self._secrets)
         stack = None
         if self._stacktrace:
             text = "".join(traceback.format_exception(error))
@@ -267,13 +271,15 @@ class ErrantRecordReporter:
             self._retriable(error),
             max(attempts, 1),
         )
-        self._buffer[(fields[2], fields[3], fields[4])] = (*fields, err)
+        self._buffer.setdefault((fields[2], fields[3], fields[4]), []).append((*fields, err))
+        self._buffered += 1
         self._reported += 1
+        self._last_error_at = self.clock()
         limit = self._breached_limit(1)
         if limit is not None:
             self.flush()
             self._raise(limit, 1, error)
-        if len(self._buffer) >= self.max_buffered:
+        if self._buffered >= self.max_buffered:
             self.flush()
 
     def report_failed(
@@ -308,12 +314,18 @@ class ErrantRecordReporter:
             *self._source_columns(failed, {message, error_class or message}),
             redact_error(err, self._secrets).alias(_ERR),
         )
-        # One evaluation of the user's plan: the count and the MERGE read the checkpoint.
-        checkpoint = shaped.localCheckpoint(eager=True)
-        n = checkpoint.count()
+        # One evaluation of the user's plan: the count and the MERGEs read the checkpoint.
+        # A record reported more than once is written in rounds (a MERGE source holds a key once).
+        by_key = Window.partitionBy(*_KAFKA).orderBy(F.monotonically_increasing_id())
+        checkpoint = shaped.withColumn("_q_round", F.row_number().over(by_key)).localCheckpoint(eager=True)
+        totals = checkpoint.agg(F.count(F.lit(1)), F.max("_q_round")).first()
+        n, rounds = (int(totals[0]), int(totals[1] or 0)) if totals is not None else (0, 0)
         if n:
-            self._merge(checkpoint, n)
+            for i in range(1, rounds + 1):
+                batch = checkpoint.where(F.col("_q_round") == i).drop("_q_round")
+                self._merge(batch, n if rounds == 1 else batch.count())
             self._reported += n
+            self._last_error_at = self.clock()
             limit = self._breached_limit(n)
             if limit is not None:
                 self._raise(limit, n, None)
@@ -331,11 +343,16 @@ class ErrantRecordReporter:
         """
         if not self._buffer:
             return 0
-        rows = list(self._buffer.values())
-        df = self.pipeline.spark.createDataFrame(rows, _ROW_SCHEMA)
-        self._merge(df, len(rows))
-        self._buffer.clear()
-        return len(rows)
+        written = 0
+        # Round i writes every key's i-th report: a MERGE source holds each key once, and a
+        # key reported again adds to its row's history instead of overwriting the first report.
+        while self._buffer:
+            rows = [reports.pop(0) for reports in self._buffer.values()]
+            self._merge(self.pipeline.spark.createDataFrame(rows, _ROW_SCHEMA), len(rows))
+            self._buffer = {k: v for k, v in self._buffer.items() if v}
+            self._buffered -= len(rows)
+            written += len(rows)
+        return written
 
     # ------------------------------------------------------------------ results
 
@@ -347,7 +364,7 @@ class ErrantRecordReporter:
     @property
     def pending(self) -> int:
         """Records buffered and not yet durable."""
-        return len(self._buffer)
+        return self._buffered
 
     def metrics(self) -> BatchMetrics:
         """This reporter's dead letter queue metrics (KIP-610 reuses KIP-298's)."""
@@ -355,9 +372,14 @@ class ErrantRecordReporter:
         n = float(self._reported)
         # one cell per metric: the reporter's stage (topic not tracked), or the batch
         stage = self.stage if self._reported else None
+        # As Kafka Connect's executeFailed: each reported record is a failure and an error
+        # (total-record-failures, total-record-errors) and moves last-error-timestamp.
+        last = float(int(self._last_error_at.timestamp() * 1000)) if self._last_error_at else 0.0
         points = [
+            MetricPoint(m.TOTAL_RECORD_FAILURES, n, stage=stage),
             MetricPoint(m.TOTAL_RECORD_ERRORS, n, stage=stage),
             MetricPoint(m.RECORDS_QUARANTINED, n, stage=stage),
+            MetricPoint(m.LAST_ERROR_TIMESTAMP, last),
             MetricPoint(m.DEADLETTERQUEUE_PRODUCE_REQUESTS, float(self._requests)),
             MetricPoint(m.DEADLETTERQUEUE_PRODUCE_FAILURES, float(self._failures)),
         ]

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -66,6 +67,7 @@ __all__ = [
     "RetryWithToleranceOperator",
     "SystemClock",
     "is_table_creation_race",
+    "stop_retries",
 ]
 
 T = TypeVar("T")
@@ -130,6 +132,22 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+#: Set when the process is stopping: every operator sharing it gives up instead of retrying.
+_STOPPING = threading.Event()
+
+
+def stop_retries(event: threading.Event | None = None) -> None:
+    """Make retries give up: the next failure (or the current backoff) ends the retrying.
+
+    What Kafka Connect does when a task is stopped (its operator's ``triggerStop``):
+    an ``errors.retry.timeout: -1`` (retry forever) operation stops retrying, its
+    last failure is raised as :class:`RetriesExhaustedError` ("stopped"), and the
+    batch fails before committing. The CLI calls this on SIGTERM; a notebook may call
+    it from another thread. ``event``: an operator's own ``stop`` event (default:
+    the process-wide one every operator uses unless given another).
+    """
+    (event or _STOPPING).set()
 
 
 # "An error occurred while calling o12.execute.\n: io.delta.exceptions.X: ..." and
@@ -340,6 +358,7 @@ class RetryWithToleranceOperator:
     clock: Clock = SYSTEM_CLOCK
     rng: Callable[[], float] = random.random
     on_retry: Callable[[str, int, BaseException, float], None] | None = None
+    stop: threading.Event = _STOPPING
 
     @classmethod
     def from_config(
@@ -392,7 +411,7 @@ class RetryWithToleranceOperator:
         outcome = self._attempt(operation, name)
         if outcome.failed and self.tolerance is not Tolerance.ALL:
             assert outcome.error is not None
-            raise RetriesExhaustedError(name, outcome.attempts, outcome.error) from outcome.error
+            raise RetriesExhaustedError(self._named(name), outcome.attempts, outcome.error) from outcome.error
         return outcome
 
     def call(self, operation: Callable[[], T], *, name: str = "operation") -> tuple[T, int]:
@@ -408,8 +427,11 @@ class RetryWithToleranceOperator:
         outcome = self._attempt(operation, name)
         if outcome.failed:
             assert outcome.error is not None
-            raise RetriesExhaustedError(name, outcome.attempts, outcome.error) from outcome.error
+            raise RetriesExhaustedError(self._named(name), outcome.attempts, outcome.error) from outcome.error
         return outcome.value, outcome.attempts  # type: ignore[return-value]
+
+    def _named(self, name: str) -> str:
+        return f"{name} (stopped: retries end when the job stops)" if self.stop.is_set() else name
 
     def _attempt(self, operation: Callable[[], T], name: str) -> RetryOutcome[T]:
         p = self.policy
@@ -425,14 +447,19 @@ class RetryWithToleranceOperator:
                 retriable = p.retriable(exc)
                 now = self.clock.monotonic()
                 out_of_budget = deadline is not None and now >= deadline
-                if not retriable or not p.retries_enabled or out_of_budget:
+                if not retriable or not p.retries_enabled or out_of_budget or self.stop.is_set():
                     return RetryOutcome(None, exc, attempts, retriable, slept)
                 delay = p.delay_ms(attempts - 1, self.rng())
                 if deadline is not None:
                     delay = min(delay, max(0.0, (deadline - now) * 1000.0))
                 if self.on_retry is not None:
                     self.on_retry(name, attempts, exc, delay)
-                self.clock.sleep(delay / 1000.0)
+                if self.clock is SYSTEM_CLOCK:
+                    self.stop.wait(delay / 1000.0)  # a stop ends the backoff at once
+                else:
+                    self.clock.sleep(delay / 1000.0)
                 slept += delay
+                if self.stop.is_set():
+                    return RetryOutcome(None, exc, attempts, retriable, slept)
                 continue
             return RetryOutcome(value, None, attempts, False, slept)

@@ -36,8 +36,18 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction, PipelineConfig, SourceFormat
+from quarantine.coordinates import VARIANTS, SourceCheck, identify
 from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
-from quarantine.errors import ExpectationBreachError, QuarantineWriteError, RetriesExhaustedError, SourceError
+from quarantine.errors import (
+    ExpectationBreachError,
+    HandlerError,
+    QuarantineWriteError,
+    RetriesExhaustedError,
+    SourceError,
+    TableWriteError,
+    ToleranceExceededError,
+    describe_write_failure,
+)
 from quarantine.expectations.stage import (
     expectation_counts,
     keeps_whole_batch,
@@ -45,12 +55,12 @@ from quarantine.expectations.stage import (
     validation_columns,
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
-from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_columns
+from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
-from quarantine.sinks import read_table
-from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, SOURCE_KEY, QuarantineStatus
+from quarantine.sinks import read_table, table_exists
+from quarantine.sinks.quarantine import close_records, merge_quarantine, quarantine_rows, settled_keys
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, ToleranceGuard, window_state_table
@@ -61,6 +71,10 @@ log = logging.getLogger("quarantine")
 
 _ERR = "_q_error"
 _RES = "_q_result"
+#: True where the record is open in quarantine from an earlier run (batch runs and replay).
+_OPEN = "_q_open"
+#: Observed: records open in quarantine that passed in this batch (their rows get closed).
+_CLOSING = "records_closing"
 
 
 @dataclass(frozen=True)
@@ -130,6 +144,12 @@ def check_kafka_shaped(df: DataFrame, where: str) -> None:
         raise SourceError(
             f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
         )
+
+
+def _without(df: DataFrame, keys: DataFrame) -> DataFrame:
+    """``df`` less the rows whose coordinates are in ``keys`` (NULL-safe anti join)."""
+    k = keys.select(*[F.col(c).alias(f"_x_{c}") for c in SOURCE_KEY])
+    return df.join(k, [df[c].eqNullSafe(k[f"_x_{c}"]) for c in SOURCE_KEY], "left_anti")
 
 
 def _utcnow() -> dt.datetime:
@@ -239,10 +259,14 @@ class Pipeline:
 
     # ------------------------------------------------------------------ pure parts
 
+    def chain(self, df: DataFrame) -> list[Stage]:
+        """The stages a frame runs through: :class:`SourceCheck` first when ``df`` was identified."""
+        return [SourceCheck(), *self.stages] if VARIANTS in df.columns else list(self.stages)
+
     def transform(self, df: DataFrame) -> DataFrame:
         """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
         return apply_stages(
-            df, self.stages,
+            df, self.chain(df),
             stacktrace=self.config.errors.dlq_context_stacktrace_enable,
             retry=RetryPolicy.from_config(self.config.errors),
         )
@@ -252,21 +276,24 @@ class Pipeline:
 
         Columns: the source coordinates, the raw ``key``/``value``/``headers``
         (only for failed rows — good rows do not need them, which keeps the
-        persisted batch small), the chain's result ``_q_result`` and error ``_q_error``.
+        persisted batch small), the chain's result ``_q_result`` and error ``_q_error``,
+        and ``_q_open`` (the record is open in quarantine) when ``df`` has it.
         """
         staged = self.transform(df)
-        err = final_error(self.stages)
+        chain = self.chain(df)
+        err = final_error(chain)
         # an expectation breach with on_breach=quarantine_batch may send every row to quarantine
-        failed = err.isNotNull() | F.lit(keeps_whole_batch(self.stages))
+        failed = err.isNotNull() | F.lit(keeps_whole_batch(chain))
         return staged.select(
             "topic", "partition", "offset", "timestamp", "timestampType",
             F.when(failed, F.col("key")).alias("key"),
             F.when(failed, F.col("value")).alias("value"),
             F.when(failed, F.col("headers")).alias("headers"),
-            final_result(self.stages).alias(_RES),
+            final_result(chain).alias(_RES),
             err.alias(_ERR),
-            *retry_columns(self.stages),  # retried successes, for total-retries (metrics.py)
-            *validation_columns(self.stages),  # expectation stages' input, for GX (expectations/stage.py)
+            (F.col(_OPEN) if _OPEN in df.columns else F.lit(False)).alias(_OPEN),
+            *retry_column_names(chain),  # retried successes, for total-retries (metrics.py)
+            *validation_columns(chain),  # expectation stages' input, for GX (expectations/stage.py)
         )
 
     def target_rows(self, split: DataFrame) -> DataFrame:
@@ -288,13 +315,44 @@ class Pipeline:
             ]
         return split.where(F.col(_ERR).isNull()).select(*payload, *extra)
 
-    def _observed_counts(self) -> list[Column]:
-        """Every count of the batch, observed in the one pass (see :mod:`quarantine.metrics`)."""
-        return observed_counts(self.stages, _ERR)
-
     # ------------------------------------------------------------------ the batch
 
-    def process_batch(self, df: DataFrame, batch_id: int, *, streaming: bool = False) -> BatchReport:
+    def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
+        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.coordinates`).
+
+        * Not a Kafka topic (or a replay): coordinates made total and unique (:func:`identify`).
+        * A batch run or a replay: records already in the target, or closed in
+          quarantine (``replayed``, ``discarded``), are left out: a re-run does not
+          run them again, so the two tables stay disjoint; ``_q_open`` marks records
+          open in quarantine, which are closed once their good row is in the target.
+        * A micro-batch of a stream: offsets are new, nothing is looked up.
+        """
+        if self.config.source.format is not SourceFormat.KAFKA or not streaming:
+            df = identify(df)
+        if streaming:
+            return df
+        known = settled_keys(self.spark, self.quarantine_table, self.config.pipeline)
+        opened = None
+        if known is not None:
+            opened = known.where(F.col("status") == QuarantineStatus.OPEN.value).select(*SOURCE_KEY)
+            closed = known.where(F.col("status") != QuarantineStatus.OPEN.value).select(*SOURCE_KEY)
+            df = _without(df, closed)
+        if table_exists(self.spark, self.target_table):
+            delivered = read_table(self.spark, self.target_table).select(
+                *[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY]
+            )
+            # a record delivered but still open (a crash before its row was closed) runs
+            # again: it passes, the target MERGE adds nothing, and its row is closed
+            df = _without(df, delivered if opened is None else _without(delivered, opened))
+        if opened is None:
+            return df.withColumn(_OPEN, F.lit(False))
+        flags = opened.select(*[F.col(c).alias(f"_k_{c}") for c in SOURCE_KEY])
+        flagged = df.join(flags, [df[c].eqNullSafe(flags[f"_k_{c}"]) for c in SOURCE_KEY], "left")
+        return flagged.select(*df.columns, F.col(f"_k_{SOURCE_KEY[-1]}").isNotNull().alias(_OPEN))
+
+    def process_batch(
+        self, df: DataFrame, batch_id: int, *, streaming: bool = False, replaying: bool = False
+    ) -> BatchReport:
         """Split one batch and write both tables from one read of it.
 
         Args:
@@ -302,31 +360,42 @@ class Pipeline:
             batch_id: the micro-batch id (0 for a batch run).
             streaming: write the target with ``txnAppId``/``txnVersion`` = batch id
                 (streaming), else with an insert-only MERGE (batch).
+            replaying: the batch is a replay (:mod:`quarantine.replay`): records that
+                pass are closed as ``replayed by run …``.
 
         Returns:
-            The batch report (also sent to the listeners).
+            The batch report (also sent to the listeners, also when the batch fails
+            on tolerance: its metrics are published first, then it raises).
 
         Raises:
             ToleranceExceededError: after the quarantine write, before the target write.
-            QuarantineWriteError: the quarantine write failed; nothing else written.
+            TableWriteError: a write failed after its retries (``QuarantineWriteError``
+                for the quarantine table); nothing after it was written.
         """
         run = self.run_info()
         now = self.clock()
+        prepared = self.prepare(df, streaming=streaming)
+        chain = self.chain(prepared)
         # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
         # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
-        split = persisted = self.split_frame(df).persist(StorageLevel.MEMORY_AND_DISK)
+        split = persisted = self.split_frame(prepared).persist(StorageLevel.MEMORY_AND_DISK)
+        failure: BaseException | None = None
+        logged = 0
+        dlq_attempts = 1
         try:
             obs = Observation(f"quarantine_{uuid.uuid4().hex}")
             # The one pass: builds the persisted batch and counts everything on the way.
-            observed = [*self._observed_counts(), *expectation_counts(self.stages, F.col(_ERR))]
+            observed = [
+                *observed_counts(chain, _ERR), *expectation_counts(chain, F.col(_ERR)),
+                F.count(F.when(F.col(_ERR).isNull() & F.col(_OPEN), 1)).alias(_CLOSING),
+            ]
             split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
             counts: Mapping[str, Any] = obs.get
-            records_in = int(counts["records_in"])
             quarantined = int(counts["records_quarantined"])
 
             # GX validates the expectation stages' input on the persisted batch (not the source).
-            expect = validate_expectations(split, self.stages, batch_id)
-            whole_batch_error = expect.batch_error(self.stages)
+            expect = validate_expectations(split, chain, batch_id)
+            whole_batch_error = expect.batch_error(chain)
             if whole_batch_error is not None:
                 # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
                 split = split.withColumn(_ERR, F.coalesce(F.col(_ERR), whole_batch_error))
@@ -335,67 +404,39 @@ class Pipeline:
                 counts = obs.get
                 quarantined = int(counts["records_quarantined"])
 
-            dlq_attempts = 1
-            if quarantined:
-                failed = split.where(F.col(_ERR).isNotNull())
-                rows = quarantine_rows(
-                    # configured secrets never reach message/stacktrace/error_history
-                    failed.withColumn(_ERR, redact_error(
-                        F.col(_ERR), self.config.secrets(),
-                        stacktrace=self.config.errors.dlq_context_stacktrace_enable,
-                    )),
-                    pipeline=self.config.pipeline, run_id=run.run_id, batch_id=batch_id, now=now,
-                )
-                dlq_attempts = self._write(
-                    f"quarantine MERGE into {self.quarantine_table}",
-                    lambda: merge_quarantine(
-                        self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline
-                    ),
-                    quarantine=True,
-                )
-
-            logged = self._check_tolerance(counts, quarantined, now, batch_id, split)
-            failing = expect.with_action(BreachAction.FAIL)
-            if failing:
-                raise ExpectationBreachError(
-                    "expectation breach (on_breach=fail): " + "; ".join(b.message for b in failing)
-                    + f"; failed records are in {self.quarantine_table}; the target was not written",
-                    breaches=failing, count=len(failing),
-                )
-
-            good = self.target_rows(split)
-            if streaming:
-                self._write(
-                    f"target append to {self.target_table}",
-                    # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
-                    # batch ids at 0, and Delta would silently skip those appends otherwise.
-                    lambda: append_batch(
-                        good, self.target_table, pipeline=f"{self.config.pipeline}:{run.run_id}",
-                        batch_id=batch_id,
-                    ),
-                )
-            else:
-                self._write(
-                    f"target MERGE into {self.target_table}",
-                    lambda: merge_new_rows(self.spark, good, self.target_table),
-                )
+            try:
+                if quarantined:
+                    dlq_attempts = self._write_quarantine(split, run.run_id, batch_id, now)
+                logged = self._check_tolerance(counts, chain, quarantined, now, batch_id, split, replaying)
+                failing = () if replaying else expect.with_action(BreachAction.FAIL)
+                if failing:
+                    raise ExpectationBreachError(
+                        "expectation breach (on_breach=fail): " + "; ".join(b.message for b in failing)
+                        + f"; failed records are in {self.quarantine_table}; the target was not written",
+                        breaches=failing, count=len(failing),
+                    )
+                self._write_target(split, run.run_id, batch_id, streaming)
+                if int(counts[_CLOSING]):
+                    self._close_passed(split, replaying, now)
+            except (ToleranceExceededError, HandlerError) as exc:
+                failure = exc  # published with the batch's metrics below, then raised
         finally:
             persisted.unpersist()
 
         metrics = batch_metrics(
-            counts, stages=self.stages, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
+            counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
             breaches=len(expect.breaches),
         )
         self.run_metrics.add(metrics)
+        records_in = int(counts["records_in"])
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
         report = BatchReport(
             run=run,
             batch_id=batch_id,
             records_in=records_in,
             records_ok=records_in - quarantined,
             records_quarantined=quarantined,
-            quarantined_by_stage={
-                s.name: int(counts[f"stage:{s.name}"]) for s in self.stages if int(counts[f"stage:{s.name}"])
-            },
+            quarantined_by_stage={k: v for k, v in by_stage.items() if v},
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
             quarantined_by_expectation={
                 k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("expectation:") and int(v)
@@ -407,36 +448,96 @@ class Pipeline:
         )
         for problem in fan_out(self.listeners, "on_batch", report):
             log.warning("listener failed on batch %s: %s", batch_id, problem)
+        if failure is not None:
+            raise failure
         return report
 
-    def _write(self, name: str, write: Callable[[], None], *, quarantine: bool = False) -> int:
+    def _write_quarantine(self, split: DataFrame, run_id: str, batch_id: int, now: dt.datetime) -> int:
+        """MERGE the batch's failed rows into the quarantine table; returns the attempts made."""
+        failed = split.where(F.col(_ERR).isNotNull())
+        rows = quarantine_rows(
+            # configured secrets never reach message/stacktrace/error_history
+            failed.withColumn(_ERR, redact_error(
+                F.col(_ERR), self.config.secrets(),
+                stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+            )),
+            pipeline=self.config.pipeline, run_id=run_id, batch_id=batch_id, now=now,
+        )
+        return self._write(
+            "quarantine MERGE", self.quarantine_table, batch_id,
+            lambda: merge_quarantine(self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline),
+            quarantine=True,
+        )
+
+    def _write_target(self, split: DataFrame, run_id: str, batch_id: int, streaming: bool) -> None:
+        """Write the batch's good rows to the target exactly once."""
+        good = self.target_rows(split)
+        if streaming:
+            self._write(
+                "target append", self.target_table, batch_id,
+                # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
+                # batch ids at 0, and Delta would silently skip those appends otherwise.
+                lambda: append_batch(
+                    good, self.target_table, pipeline=f"{self.config.pipeline}:{run_id}", batch_id=batch_id,
+                ),
+            )
+        else:
+            self._write(
+                "target MERGE", self.target_table, batch_id,
+                lambda: merge_new_rows(self.spark, good, self.target_table),
+            )
+
+    def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
+        """Close the open quarantine rows of the batch's records that passed.
+
+        Each record's outcome is its own result in this batch, never who wrote its
+        quarantine row last. Runs after the target write: a crash in between leaves
+        the row open, and the next run or replay runs the record again and closes it.
+        """
+        passed = split.where(F.col(_ERR).isNull() & F.col(_OPEN)).select(*SOURCE_KEY)
+        how = "replayed by run" if replaying else "passed on re-run, run"
+        self._write(
+            "quarantine close", self.quarantine_table, 0,
+            lambda: close_records(
+                self.spark, self.quarantine_table, passed, pipeline=self.config.pipeline,
+                status=QuarantineStatus.REPLAYED, resolution=f"{how} {self.run_id}", now=now,
+            ),
+        )
+
+    def _write(
+        self, action: str, table: str, batch_id: int, write: Callable[[], None], *, quarantine: bool = False
+    ) -> int:
         """Run a table write under the write retry policy (see :mod:`quarantine.retry`).
 
-        Returns the attempts made. Raises :class:`QuarantineWriteError` when the
-        quarantine write still fails (the batch is not committed), else
-        :class:`RetriesExhaustedError`.
+        Returns the attempts made. A write that still fails raises a
+        :class:`TableWriteError` (:class:`QuarantineWriteError` for the quarantine
+        table) whose message names the table, the batch, Delta's/Spark's reason in
+        one line and what to do (:func:`quarantine.errors.describe_write_failure`);
+        the Java stack stays on ``__cause__``.
         """
         retry = self.write_retry or RetryWithToleranceOperator.for_writes(self.config.errors)
         try:
-            _, attempts = retry.call(write, name=name)
+            _, attempts = retry.call(write, name=f"{action} into {table}")
         except RetriesExhaustedError as exc:
-            if quarantine:
-                raise QuarantineWriteError(
-                    f"{exc}; the batch is not committed: the target was not written and "
-                    "offsets were not committed"
-                ) from exc
-            raise
+            kind = QuarantineWriteError if quarantine else TableWriteError
+            raise kind(
+                describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts)
+            ) from exc.last
         return attempts
 
     def _check_tolerance(
-        self, counts: Mapping[str, Any], errors: int, now: dt.datetime, batch_id: int,
-        split: DataFrame,
+        self, counts: Mapping[str, Any], chain: Sequence[Stage], errors: int, now: dt.datetime, batch_id: int,
+        split: DataFrame, replaying: bool = False,
     ) -> int:
         """Handlers, error-context log, then the tolerance guard; returns lines logged.
 
         Runs after the batch's quarantine rows are durable and before the target
         write (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
         :mod:`quarantine.tolerance`).
+
+        A replay has its own policy: a record that fails again is its expected
+        outcome, so no handler, limit or tolerance fails it (it stays open with
+        the new error); the error-context log still runs.
 
         Raises:
             HandlerError: a custom handler raised or returned no HandlerResponse.
@@ -445,12 +546,12 @@ class Pipeline:
         if not errors:
             return 0
         cfg = self.config.errors
-        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in self.stages}
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
         handlers = self.error_handlers or ErrorHandlers.from_config(cfg, self.config.secrets())
         decision = handlers.decide(
-            counts_by_kind(self.stages, by_stage), pipeline=self.config.pipeline,
+            counts_by_kind(chain, by_stage), pipeline=self.config.pipeline,
             run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
-            stage_kinds={s.name: s.kind for s in self.stages},
+            stage_kinds={s.name: s.kind for s in chain},
         )
         kinds = set(decision.logged_kinds) | (set(decision.failed_kinds) if cfg.log_enable else set())
         logged = 0
@@ -468,6 +569,8 @@ class Pipeline:
                 [r.asDict() for r in sample], pipeline=self.config.pipeline, run_id=self.run_id,
                 batch_id=batch_id, total=sum(decision.counts[k] for k in kinds),
             )
+        if replaying:
+            return logged
         decision.raise_for_failure()
         self._tolerance().check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
         return logged

@@ -116,6 +116,8 @@ ERROR_HISTORY_ENTRY = StructType(
 )
 
 #: One row per source record per pipeline; key :data:`QUARANTINE_KEY`.
+#: ``error_history`` is bounded (see :mod:`quarantine.sinks.quarantine`);
+#: ``error_count`` counts every failure of the record.
 #: ``first_seen_date`` is derived from ``first_seen_at`` and exists so the table
 #: can be clustered by (pipeline, topic, date).
 QUARANTINE_SCHEMA = StructType(
@@ -126,6 +128,7 @@ QUARANTINE_SCHEMA = StructType(
         # the latest failure: the error struct's fields
         *ERROR_STRUCT.fields,
         StructField("error_history", ArrayType(ERROR_HISTORY_ENTRY)),
+        StructField("error_count", IntegerType()),
         StructField("status", StringType()),
         StructField("first_seen_at", TimestampType()),
         StructField("last_seen_at", TimestampType()),

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.errors import StageDefinitionError
+from quarantine.metrics import ReportsRetries, retry_columns
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 
 __all__ = [
@@ -238,6 +239,9 @@ def apply_stages(
             )
             own = F.when(upstream_error.isNull(), own).otherwise(carried)
         df = df.withColumn(stage.name, own)
+        if isinstance(stage, ReportsRetries):
+            # a stage's per-row retries may read its hidden columns: kept beside it, by name
+            df = df.select("*", *retry_columns([stage]))
         actual = df.schema[stage.name].dataType
         if not _is_result_struct(actual):
             raise StageDefinitionError(

@@ -1,10 +1,12 @@
 """The quarantine table: one row per source record per pipeline, written by MERGE.
 
-Key: ``(pipeline, topic, partition, offset)``. A record seen again (a re-run of
-the same input, a replay that failed again) updates the latest-error columns,
-appends to ``error_history``, bumps ``last_seen_at`` and re-opens the row. A
-MERGE of the same ``(run_id, batch_id)`` twice — a streaming micro-batch
-replayed after a crash — changes nothing, so restarts never grow the history.
+Key: ``(pipeline, topic, partition, offset)``, compared NULL-safe. An open
+record seen again (a re-run of the same input, a replay that failed again)
+updates the latest-error columns, adds to the bounded ``error_history``,
+counts in ``error_count`` and bumps ``last_seen_at``; a closed one
+(``replayed``, ``discarded``) stays closed. A MERGE of the same
+``(run_id, batch_id)`` twice — a streaming micro-batch replayed after a
+crash — changes nothing, so restarts never grow the history.
 
 The raw ``key``, ``value`` and ``headers`` are the source bytes, unchanged.
 """
@@ -16,10 +18,24 @@ import datetime as dt
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import QUARANTINE_SCHEMA, QuarantineStatus
-from quarantine.sinks import create_table, delta_table, save
+from quarantine.coordinates import null_safe_key_match
+from quarantine.schema import QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
+from quarantine.sinks import create_table, delta_table, is_path, read_table, save, table_exists
 
-__all__ = ["ensure_quarantine_table", "merge_quarantine", "quarantine_rows"]
+__all__ = [
+    "HISTORY_FIRST",
+    "HISTORY_LATEST",
+    "close_records",
+    "ensure_quarantine_table",
+    "merge_quarantine",
+    "quarantine_rows",
+    "settled_keys",
+]
+
+#: ``error_history`` keeps the first entries of a record's failures ...
+HISTORY_FIRST = 1
+#: ... and the latest ones; ``error_count`` counts them all.
+HISTORY_LATEST = 9
 
 #: Columns the MERGE refreshes when a record fails again.
 _LATEST = ("stage", "kind", "error_class", "message", "stacktrace", "retriable", "attempts")
@@ -74,6 +90,7 @@ def quarantine_rows(
                 err.getField("error_class").alias("error_class"), err.getField("message").alias("message"),
             )
         ).alias("error_history"),
+        F.lit(1).alias("error_count"),
         F.lit(QuarantineStatus.OPEN.value).alias("status"),
         at.alias("first_seen_at"),
         at.alias("last_seen_at"),
@@ -88,40 +105,124 @@ def quarantine_rows(
     return rows.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in QUARANTINE_SCHEMA.fields])
 
 
+def _history(existing: Column, new: Column) -> Column:
+    """``existing ++ new``, cut to the first :data:`HISTORY_FIRST` and latest :data:`HISTORY_LATEST`."""
+    both = F.concat(F.coalesce(existing, F.array()), new)
+    keep = HISTORY_FIRST + HISTORY_LATEST
+    return F.when(F.size(both) <= keep, both).otherwise(
+        F.concat(F.slice(both, 1, HISTORY_FIRST), F.slice(both, -HISTORY_LATEST, HISTORY_LATEST))
+    )
+
+
+def _key_match(pipeline: str) -> Column:
+    """The MERGE condition: this pipeline's row with the same coordinates (NULL-safe, no SQL text)."""
+    return (F.col("t.pipeline") == F.lit(pipeline)) & null_safe_key_match("t", "s", ("pipeline", *SOURCE_KEY))
+
+
 def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str) -> None:
     """MERGE quarantine rows into the table on ``(pipeline, topic, partition, offset)``.
 
-    Matched rows whose last write was this same ``(run_id, batch_id)`` are left
-    as they are (a replayed micro-batch is a no-op); other matches refresh the
-    latest error, append to ``error_history`` and re-open the row.
+    ``rows`` must hold each key at most once (:func:`quarantine.coordinates.identify`
+    guarantees it for a batch). For a key already in the table:
+
+    * an ``open`` row last written by this same ``(run_id, batch_id)`` with the same
+      error is left as it is (a replayed micro-batch is a no-op);
+    * another ``open`` row gets the latest error, one more ``error_history`` entry
+      (bounded: the first :data:`HISTORY_FIRST` and the latest :data:`HISTORY_LATEST`)
+      and ``error_count + 1``;
+    * a ``replayed`` or ``discarded`` row stays closed and unchanged: only replay
+      re-runs closed records' outcomes, and a discard is an operator's decision.
+
+    The pipeline name is a literal value in the condition, never SQL text.
     """
     if ensure_quarantine_table(spark, name):
         # Created empty just now: nothing can match, and a plain append is the same
         # commit as the MERGE without its join (the largest phase of a first batch).
         save(rows.write.format("delta").mode("append"), name)
         return
-    target = delta_table(spark, name).alias("t")
-    same_write = "t.run_id <=> s.run_id AND t.batch_id <=> s.batch_id"
-    update: dict[str, str | Column] = {c: f"s.{c}" for c in _LATEST}
+    _add_missing_columns(spark, name)
+    # The same write again: a replayed micro-batch (same run, batch and error) changes nothing.
+    # A different error in the same batch (a sink reporting a record twice) is a new failure.
+    same_write = null_safe_key_match("t", "s", ("run_id", "batch_id", "stage", "error_class", "message"))
+    update: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in _LATEST}
     update.update(
         {
-            "error_history": "concat(coalesce(t.error_history, array()), s.error_history)",
-            "last_seen_at": "s.last_seen_at",
-            "run_id": "s.run_id",
-            "batch_id": "s.batch_id",
-            "status": f"'{QuarantineStatus.OPEN.value}'",
-            "resolved_at": "CAST(NULL AS TIMESTAMP)",
-            "resolution": "CAST(NULL AS STRING)",
+            "error_history": _history(F.col("t.error_history"), F.col("s.error_history")),
+            "error_count": F.coalesce(F.col("t.error_count"), F.size(F.col("t.error_history"))) + F.lit(1),
+            "last_seen_at": F.col("s.last_seen_at"),
+            "run_id": F.col("s.run_id"),
+            "batch_id": F.col("s.batch_id"),
         }
     )
-    literal = pipeline.replace("'", "''")
+    open_row = F.col("t.status") == F.lit(QuarantineStatus.OPEN.value)
     (
-        target.merge(
-            rows.alias("s"),
-            f"t.pipeline = '{literal}' AND t.pipeline = s.pipeline AND t.topic = s.topic "
-            "AND t.partition = s.partition AND t.offset = s.offset",
-        )
-        .whenMatchedUpdate(condition=f"NOT ({same_write})", set=update)
+        delta_table(spark, name).alias("t")
+        .merge(rows.alias("s"), _key_match(pipeline))
+        .whenMatchedUpdate(condition=open_row & ~same_write, set=update)
         .whenNotMatchedInsertAll()
         .execute()
     )
+
+
+def close_records(
+    spark: SparkSession,
+    name: str,
+    keys: DataFrame,
+    *,
+    pipeline: str,
+    status: QuarantineStatus,
+    resolution: str,
+    now: dt.datetime,
+) -> None:
+    """Close this pipeline's ``open`` rows whose coordinates are in ``keys``.
+
+    Args:
+        keys: distinct ``topic``, ``partition``, ``offset`` (other columns ignored).
+        status: ``replayed`` (the record is in the target now) or ``discarded``.
+        resolution: the text kept in ``resolution``.
+        now: ``resolved_at``.
+
+    Rows that are not ``open`` any more (closed by a concurrent writer) are left as
+    they are, so a record is closed exactly once.
+    """
+    source = keys.select(F.lit(pipeline).alias("pipeline"), *SOURCE_KEY)
+    (
+        delta_table(spark, name).alias("t")
+        .merge(source.alias("s"), _key_match(pipeline))
+        .whenMatchedUpdate(
+            condition=F.col("t.status") == F.lit(QuarantineStatus.OPEN.value),
+            set={
+                "status": F.lit(status.value),
+                "resolved_at": F.lit(now).cast("timestamp"),
+                "resolution": F.lit(resolution),
+            },
+        )
+        .execute()
+    )
+
+
+def settled_keys(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
+    """This pipeline's quarantined coordinates with their ``status`` (None: no table yet)."""
+    if not table_exists(spark, name):
+        return None
+    return (
+        read_table(spark, name)
+        .where(F.col("pipeline") == F.lit(pipeline))
+        .select(*SOURCE_KEY, "status")
+    )
+
+
+_checked: set[str] = set()
+
+
+def _add_missing_columns(spark: SparkSession, name: str) -> None:
+    """Bring a table created by an older version up to :data:`QUARANTINE_SCHEMA` (once per process)."""
+    if name in _checked:
+        return
+    have = set(read_table(spark, name).columns)
+    missing = [f for f in QUARANTINE_SCHEMA.fields if f.name not in have]
+    if missing:
+        ident = f"delta.`{name}`" if is_path(name) else name
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE {ident} ADD COLUMNS ({cols})")
+    _checked.add(name)

@@ -87,13 +87,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, IntegerType, StructField, StructType
 
 from quarantine.config import StageSpec, Tolerance
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, message_of
 from quarantine.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, ErrorKind, result_struct
-from quarantine.stage import Stage, StageContext
+from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
 from quarantine.stages._values import parse_spark_type, type_name
 
 __all__ = [
@@ -167,9 +168,23 @@ class PythonStage(Stage):
         )
         # The type hints of _BatchRunner.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
         factory: Any = arrow_udf  # its stubs insist on functionType; hints are preferred at runtime
-        udf = factory(runner.run, result_struct(self.returns))
-        out: Column = udf(value, ctx.skip)
-        return out
+        udf = factory(runner.run, _call_struct(self.returns))
+        # computed once per row (its result, error and retries are read separately)
+        call = ctx.once(_CALL, udf(value, ctx.skip))
+        return F.struct(call.getField("result").alias("result"), call.getField("error").alias("error"))
+
+    def retries(self, column: Column) -> Column:
+        """Retries of this row's successful call (see :class:`quarantine.metrics.ReportsRetries`)."""
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField("retries")
+
+
+_CALL = "call"
+
+
+def _call_struct(returns: DataType) -> StructType:
+    """What the Arrow UDF returns: the result column's fields plus ``retries INT``."""
+    out = result_struct(returns)
+    return StructType([*out.fields, StructField("retries", IntegerType())])
 
 
 def _arrow_type(t: DataType, key: str) -> pa.DataType:
@@ -212,16 +227,17 @@ class _BatchRunner:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         todo = np.flatnonzero(~_as_bool(skip))
+        retried: dict[int, int] = {}
         if self.mode is PythonMode.ROW:
-            results, errors = self._run_rows(values, todo)
+            results, errors = self._run_rows(values, todo, retried)
         else:
-            results, errors = self._run_vectorized(values, todo)
-        return self._assemble(len(values), results, errors)
+            results, errors = self._run_vectorized(values, todo, retried)
+        return self._assemble(len(values), results, errors, retried)
 
     # ------------------------------------------------------------------ row mode
 
     def _run_rows(
-        self, values: pa.Array, todo: np.ndarray
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         at = self._arrow_returns()
         inputs = _rows(values, todo).to_pylist()
@@ -236,6 +252,8 @@ class _BatchRunner:
                 if attempt.error is not None:
                     errors[pos] = self._error(attempt.error, attempt)
                     continue
+                if attempt.attempts > 1:
+                    retried[pos] = attempt.attempts - 1
                 out = attempt.value
             else:  # the hot path: no operator, no closure
                 try:
@@ -275,7 +293,7 @@ class _BatchRunner:
     # ------------------------------------------------------------ vectorized mode
 
     def _run_vectorized(
-        self, values: pa.Array, todo: np.ndarray
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         at = self._arrow_returns()
         ok_pos: list[np.ndarray] = []
@@ -300,6 +318,8 @@ class _BatchRunner:
                     stack.append((mid, hi))
                     stack.append((lo, mid))
                 continue
+            if attempt.attempts > 1:  # one call retried: its retries count once, on its first row
+                retried[int(todo[lo])] = retried.get(int(todo[lo]), 0) + attempt.attempts - 1
             ok_pos.append(todo[lo:hi])
             ok_val.append(attempt.value)
         if not ok_val:
@@ -356,7 +376,7 @@ class _BatchRunner:
         return (
             _arrow_type(self.returns, "returns"),
             to_arrow_type(ERROR_STRUCT),
-            to_arrow_type(result_struct(self.returns)),
+            to_arrow_type(_call_struct(self.returns)),
         )
 
     def _null_result(self, x: Any) -> dict[str, Any]:
@@ -392,7 +412,7 @@ class _BatchRunner:
 
     def _error(self, exc: BaseException, attempt: RetryOutcome[Any] | None = None) -> dict[str, Any]:
         error_class = exc.error_class.value if isinstance(exc, _ResultError) else type(exc).__name__
-        message = str(exc) or f"{type(exc).__name__} raised with no message"
+        message = message_of(exc)
         trace = "".join(traceback.format_exception(exc)) if self.stacktrace else None
         return {
             "stage": self.stage,
@@ -409,8 +429,14 @@ class _BatchRunner:
         n: int,
         results: tuple[np.ndarray, pa.Array],
         errors: dict[int, dict[str, Any]],
+        retried: dict[int, int],
     ) -> pa.Array:
-        """Scatter the successes and the errors back to their rows (nulls elsewhere)."""
+        """Scatter the successes and the errors back to their rows (nulls elsewhere).
+
+        The third field, ``retries``, holds the retries of successful calls (read by
+        :meth:`PythonStage.retries` for ``total-retries``; failed rows carry theirs in
+        ``error.attempts``).
+        """
         _, err_type, out_type = self._arrow_types
         ok_pos, ok_val = results
         # Fast path: every row succeeded, in order (no skip, no error) — no scatter.
@@ -421,7 +447,10 @@ class _BatchRunner:
             error = err_val.take(_scatter_index(n, err_pos))
         else:
             error = pa.nulls(n, type=err_type)
-        return pa.StructArray.from_arrays([result, error], fields=list(out_type))
+        counts = np.zeros(n, dtype=np.int32)
+        for pos, k in retried.items():
+            counts[pos] = k
+        return pa.StructArray.from_arrays([result, error, pa.array(counts, type=pa.int32())], fields=list(out_type))
 
 
 def _stage_policy(retry: object | None, retriable: tuple[type[BaseException], ...]) -> RetryPolicy | None:

@@ -151,3 +151,40 @@ def test_report_failed_quarantines_a_vectorised_sinks_rejects_from_target_rows(s
 
     with pytest.raises(SourceError, match="_source_offset"), ErrantRecordReporter(pipe, 6) as bad:
         bad.report({"order_id": "c"}, SinkDownError("x"))
+
+
+def test_a_record_reported_twice_keeps_both_failures_and_counts_as_kafka_connect_does(
+    spark: Any, table_dir: Path
+) -> None:
+    pipe = _pipeline(spark, table_dir)
+    row = kafka_df(spark, [b"bad-1"]).first()
+    with ErrantRecordReporter(pipe, batch_id=0) as report:
+        report(row, SinkDownError("first try: timeout"))
+        report(row, SinkDownError("second try: refused"), attempts=2)
+        metrics = report.metrics()
+    (q,) = _quarantine(spark, table_dir).collect()
+    assert [h["message"] for h in q["error_history"]] == ["first try: timeout", "second try: refused"]
+    assert q["message"] == "second try: refused" and q["error_count"] == 2
+    assert metrics.total(MetricNames.TOTAL_RECORD_FAILURES) == 2
+    assert metrics.total(MetricNames.TOTAL_RECORD_ERRORS) == 2
+    assert metrics.total(MetricNames.LAST_ERROR_TIMESTAMP) > 0
+
+
+def test_a_dataframe_reporting_one_record_twice_keeps_both_failures(spark: Any, table_dir: Path) -> None:
+    pipe = _pipeline(spark, table_dir)
+    rejected = kafka_df(spark, [b"bad-1"]).unionByName(kafka_df(spark, [b"bad-1"])).withColumn(
+        "error_message", F.when(F.monotonically_increasing_id() >= 0, F.lit("rejected")),
+    )
+    rejected = rejected.withColumn("error_message", F.concat(F.lit("rejected "), F.rand(seed=1).cast("string")))
+    with ErrantRecordReporter(pipe, batch_id=0) as report:
+        assert report.report_failed(rejected) == 2
+    (q,) = _quarantine(spark, table_dir).collect()
+    assert q["error_count"] == 2 and len(q["error_history"]) == 2
+
+
+def test_an_exception_without_a_message_is_reported_as_no_message_not_none(spark: Any, table_dir: Path) -> None:
+    pipe = _pipeline(spark, table_dir)
+    with ErrantRecordReporter(pipe, batch_id=0) as report:
+        report(kafka_df(spark, [b"bad"]).first(), SinkDownError(None))
+    (q,) = _quarantine(spark, table_dir).collect()
+    assert q["message"] == "SinkDownError raised with no message"

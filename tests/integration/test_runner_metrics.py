@@ -159,3 +159,23 @@ def test_a_clean_batch_reports_zero_errors_for_every_metric(spark: Any, table_di
     assert report.metrics[N.RECORDS_OK] == 1
     assert report.metrics[N.TOTAL_RECORD_ERRORS] == 0
     assert report.metrics[N.LAST_ERROR_TIMESTAMP] == 0
+
+
+@pytest.mark.parametrize("mode", ["row", "vectorized"])
+def test_successful_retries_of_a_python_stage_count_in_total_retries(
+    spark: Any, table_dir: Path, mode: str
+) -> None:
+    from tests import fixtures_py_stage as fx
+
+    raw = _config(table_dir, [{"name": "decode", "type": "decode_utf8"}])
+    raw["errors"].update({"retry.timeout": 5000, "retry.initial.backoff.ms": 1, "retry.delay.max.ms": 5})
+    cfg = parse_config(raw)
+    decode = decode_from_spec(cfg.stages[0])
+    flaky = python_stage("call", fx.FailFirstCalls(2), "STRING", input="decode", mode=mode,
+                         retriable=(fx.TransientError,))
+    pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[decode, flaky])
+    # one record: the function object (and its count of calls to fail) is per task
+    report = pipe.process_batch(kafka_df(spark, [b"a"]), 0)
+    assert (report.records_ok, report.records_quarantined) == (1, 0)
+    assert report.metrics[N.TOTAL_RETRIES] == 2
+    assert report.metrics[N.TOTAL_RECORD_FAILURES] == 2  # each failed attempt is a failure

@@ -195,3 +195,33 @@ def test_quarantine_table_must_not_be_the_source_or_target() -> None:
 def test_retriable_exceptions_accept_a_comma_separated_string() -> None:
     e = parse_config(_raw(**{"retry.retriable.exceptions": "TimeoutError, ConnectionError"})).errors
     assert e.retry_retriable == ("TimeoutError", "ConnectionError")
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "other_key"),
+    [
+        ("metrics", "table", "/data/target", "target.table"),
+        ("metrics", "table", "/data/quarantine/", "errors.deadletterqueue.table.name"),
+        ("metrics", "table", "/data/source", "source.path"),
+        ("target", "table", "/DATA/source", "source.path"),
+        ("metrics", "table", "/data/quarantine_tolerance", "errors.deadletterqueue.table.name (its _tolerance"),
+        ("target", "table", "/data/quarantine_tolerance", "errors.deadletterqueue.table.name (its _tolerance"),
+    ],
+)
+def test_every_pair_of_tables_that_must_differ_is_rejected_at_load_naming_both_keys(
+    section: str, key: str, value: str, other_key: str
+) -> None:
+    raw = _raw(**{"tolerance.rate.limit": 5})
+    raw.setdefault(section, {})[key] = value
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    text = str(info.value)
+    assert f"{section}.{key}" in text and other_key in text
+
+
+def test_a_catalog_target_equal_to_a_catalog_source_is_rejected() -> None:
+    raw = _raw()
+    raw["source"] = {"format": "delta", "table": "main.raw.orders"}
+    raw["target"] = {"table": "Main.Raw.Orders"}
+    with pytest.raises(ConfigError, match=r"target\.table.*source\.table"):
+        parse_config(raw)

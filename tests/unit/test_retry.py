@@ -341,3 +341,44 @@ def test_writes_retry_losing_the_table_creation_race() -> None:
     )
     assert op.policy.retriable(race)
     assert not RetryPolicy.from_config(cfg).retriable(race)  # records: not a write concern
+
+
+def test_infinite_retry_stops_when_the_job_is_stopped() -> None:
+    """``errors.retry.timeout: -1`` retries until stopped (Kafka: until the task stops), not forever."""
+    import threading
+    import time
+
+    from quarantine.retry import stop_retries
+
+    policy = RetryPolicy.from_config(ErrorsConfig(dlq_table_name="q", retry_timeout_ms=-1, retry_delay_max_ms=50,
+                                                  retry_initial_backoff_ms=10))
+    stop = threading.Event()
+    op = RetryWithToleranceOperator(policy, stop=stop)
+    timer = threading.Timer(0.3, stop_retries, kwargs={"event": stop})
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(RetriesExhaustedError, match="stopped"):
+        op.call(Flaky(10**9, ConcurrentAppendException), name="write")
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_max_delay_below_the_default_initial_backoff_is_accepted_as_kafka_does() -> None:
+    from quarantine.config import parse_config
+
+    raw = {
+        "pipeline": "p", "source": {"format": "delta", "path": "/d/s"}, "target": {"table": "/d/t"},
+        "errors": {"deadletterqueue.table.name": "/d/q", "retry.delay.max.ms": 100},
+        "stages": [{"name": "decode", "type": "decode_utf8"}],
+    }
+    errors = parse_config(raw).errors
+    assert errors.retry_delay_max_ms == 100 and errors.retry_initial_backoff_ms == 100
+    delays = [RetryPolicy.from_config(errors).delay_ms(i, 0.5) for i in range(5)]
+    assert max(delays) <= 100
+
+
+def test_an_exception_without_a_message_is_never_stored_as_the_text_none() -> None:
+    from quarantine.errors import message_of
+
+    assert message_of(ValueError(None)) == "ValueError raised with no message"
+    assert message_of(ValueError()) == "ValueError raised with no message"
+    assert message_of(ValueError("bad id")) == "bad id"

@@ -1,0 +1,116 @@
+"""A source record's identity: ``(topic, partition, offset)``, made total.
+
+Spark's Kafka source gives every record unique, non-NULL coordinates. Tables
+and files shaped like it do not always: a message re-delivered into a Delta
+table, a file loaded twice, rows with no partition or offset. The quarantine
+table is keyed by the coordinates and the target is de-duplicated on them, so
+they must identify one record. The rules (README "Guarantees"):
+
+* **Unkeyed records.** A record whose ``partition`` or ``offset`` is NULL gets
+  a synthetic offset, stable across runs:
+  ``-1 - (xxhash64(topic, partition, key, value, headers) & 0x7FFFFFFFFFFFFFFF)``
+  (always negative, so it never collides with a real Kafka offset). ``topic``
+  and ``partition`` keep their values, NULL included; every key comparison is
+  NULL-safe (``<=>``). Identical bytes give the identical key: they are one
+  record, as below.
+* **Same coordinates, same bytes** (``key``, ``value``, ``headers``): one
+  record. The copies are dropped before any stage runs.
+* **Same coordinates, different bytes**: a conflict. One copy is kept (the
+  first in byte order, so the choice is stable), the :class:`SourceCheck`
+  stage fails it with ``error_class = ConflictingDuplicate`` and a message
+  naming how many different records share the coordinates; it is quarantined
+  with that copy's bytes and never reaches the target. The source still holds
+  every copy.
+
+Within one read this is exact (byte comparison, no hash). Across runs the
+quarantine MERGE and the target's insert-only MERGE keep the first record
+committed under a key; a later, different record under the same key is not
+compared with it.
+
+Only sources that are not Kafka topics go through :func:`identify` (a Kafka
+topic's coordinates are unique by construction; a stream over one pays nothing).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, error_column, outcome
+
+__all__ = ["SOURCE_STAGE", "VARIANTS", "SourceCheck", "identify", "null_safe_key_match", "synthetic_offset"]
+
+#: The hidden column holding how many different records share a row's coordinates.
+VARIANTS = "_q_variants"
+#: The name (and error ``stage``) of the check that fails conflicting duplicates.
+SOURCE_STAGE = "source"
+
+_MAX_LONG = 0x7FFFFFFFFFFFFFFF
+
+
+def synthetic_offset() -> Column:
+    """The offset of a record: its own, or the stable synthetic one when unkeyed (see module doc)."""
+    h = F.xxhash64(F.col("topic"), F.col("partition"), F.col("key"), F.col("value"), F.col("headers"))
+    synthetic = F.lit(-1) - h.bitwiseAND(F.lit(_MAX_LONG))
+    return F.when(F.col("partition").isNull() | F.col("offset").isNull(), synthetic).otherwise(F.col("offset"))
+
+
+def identify(df: DataFrame) -> DataFrame:
+    """Apply the identity rules to a Kafka-shaped frame (pure; one shuffle by coordinates).
+
+    Returns:
+        ``df`` with unkeyed offsets made synthetic, byte-identical copies dropped,
+        and a :data:`VARIANTS` column (1, or the number of different records that
+        share the row's coordinates) for :class:`SourceCheck`.
+    """
+    keyed = df.withColumn("offset", synthetic_offset())
+    by_key = Window.partitionBy("topic", "partition", "offset")
+    in_byte_order = by_key.orderBy(F.col("key").asc_nulls_first(), F.col("value").asc_nulls_first(),
+                                   F.col("headers").asc_nulls_first())
+    ranked = keyed.select(
+        "*",
+        F.dense_rank().over(in_byte_order).alias("_q_variant"),
+        F.row_number().over(in_byte_order).alias("_q_copy"),
+    )
+    return (
+        ranked.withColumn(VARIANTS, F.max("_q_variant").over(by_key))
+        .where(F.col("_q_copy") == 1)
+        .drop("_q_variant", "_q_copy")
+    )
+
+
+def null_safe_key_match(left: str, right: str, columns: tuple[str, ...]) -> Column:
+    """``left.c <=> right.c AND …`` over ``columns``, as a Column (no SQL text)."""
+    cond: Column | None = None
+    for c in columns:
+        term = F.col(f"{left}.{c}").eqNullSafe(F.col(f"{right}.{c}"))
+        cond = term if cond is None else cond & term
+    assert cond is not None
+    return cond
+
+
+class SourceCheck(Stage):
+    """Fails a record whose coordinates are shared by different records (kind ``validate``).
+
+    Its result is the record's ``value``, unchanged, so the next stage reads what it
+    would have read without it. Reads :data:`VARIANTS` (see :func:`identify`).
+    """
+
+    name = SOURCE_STAGE
+    kind = ErrorKind.VALIDATE
+    input = "value"
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        variants = F.col(VARIANTS)
+        failed = variants > 1
+        message = F.concat(
+            variants.cast("string"),
+            F.lit(" records with different key/value/headers share topic="),
+            F.coalesce(F.col("topic"), F.lit("NULL")),
+            F.lit(" partition="), F.coalesce(F.col("partition").cast("string"), F.lit("NULL")),
+            F.lit(" offset="), F.col("offset").cast("string"),
+            F.lit("; this row holds the first of them in byte order, the source holds all"),
+        )
+        err = error_column(self.name, self.kind, F.lit("ConflictingDuplicate"), message, retriable=False)
+        return outcome(value, failed, err)
