@@ -103,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuarantineError as exc:
         print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:  # Spark/Delta/Py4J: one line for the user, the stack in the log
+        from quarantine.errors import describe_failure
+
+        logging.getLogger("quarantine").debug("run failed", exc_info=True)
+        print(f"quarantine: run failed: {type(exc).__name__}: {describe_failure(exc)}", file=sys.stderr)
+        return 1
 
 
 def _stop_retries_on_sigterm() -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "StageDefinitionError",
     "TableWriteError",
     "ToleranceExceededError",
+    "describe_failure",
     "describe_write_failure",
     "message_of",
 ]
@@ -147,6 +148,13 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def describe_failure(exc: BaseException) -> str:
+    """Spark's/Delta's failure in one line: ``[CONDITION] first line``, no Java stack."""
+    condition = _condition(exc)
+    reason = _first_line(exc)
+    return f"[{condition}] {reason}" if condition and condition not in reason else reason
+
+
 def describe_write_failure(exc: BaseException, *, action: str, table: str, batch_id: int, attempts: int = 1) -> str:
     """One message for a failed table write: which table, which batch, why, and what to do.
 
@@ -156,16 +164,15 @@ def describe_write_failure(exc: BaseException, *, action: str, table: str, batch
     remedy chosen by the condition.
     """
     condition = _condition(exc)
-    reason = _first_line(exc)
+    reason = describe_failure(exc)
     haystack = f"{condition} {type(exc).__name__} {reason}"
     advice = next(
         (text for needles, text in _ADVICE if any(n.lower() in haystack.lower() for n in needles)),
         "the batch was not committed (its offsets are not either): fix the cause and re-run; "
         "nothing committed is written twice",
     )
-    cond = f"[{condition}] " if condition and condition not in reason else ""
     tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
-    return f"{action} into {table} failed in batch {batch_id}{tries}: {cond}{reason} — {advice}"
+    return f"{action} into {table} failed in batch {batch_id}{tries}: {reason} — {advice}"
 
 
 def message_of(exc: BaseException) -> str:

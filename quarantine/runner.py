@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -46,6 +47,7 @@ from quarantine.errors import (
     SourceError,
     TableWriteError,
     ToleranceExceededError,
+    describe_failure,
     describe_write_failure,
 )
 from quarantine.expectations.stage import (
@@ -553,7 +555,8 @@ class Pipeline:
             run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
             stage_kinds={s.name: s.kind for s in chain},
         )
-        kinds = set(decision.logged_kinds) | (set(decision.failed_kinds) if cfg.log_enable else set())
+        # a failing kind is always logged: the run stops, and the log says which records and why
+        kinds = set(decision.logged_kinds) | set(decision.failed_kinds)
         logged = 0
         if kinds:
             if self._error_log is None:
@@ -595,11 +598,18 @@ class Pipeline:
         src = self.config.source
         if src.format is SourceFormat.KAFKA:
             raise SourceError("a kafka source is read by the streaming runner (quarantine.streaming)")
-        if src.format is SourceFormat.PARQUET:
-            assert src.path is not None
-            df = self.spark.read.parquet(src.path)
-        else:
-            df = read_table(self.spark, src.path or src.table or "")
+        try:
+            if src.format is SourceFormat.PARQUET:
+                assert src.path is not None
+                df = self.spark.read.parquet(src.path)
+            else:
+                df = read_table(self.spark, src.path or src.table or "")
+        except AnalysisException as exc:
+            key = "source.path" if src.path else "source.table"
+            raise SourceError(
+                f"source {src.location} could not be read: {describe_failure(exc)} — check {key} "
+                "(an existing Delta table or Parquet directory the job may read)"
+            ) from exc
         check_kafka_shaped(df, src.location)
         return df
 

@@ -304,3 +304,15 @@ def test_a_target_write_that_delta_rejects_names_the_table_the_batch_and_what_to
     assert str(table_dir / "target") in text and "batch 0" in text
     assert "schema" in text.lower() and "INTERNAL_ERROR" not in text
     assert "\n\tat " not in text and "py4j" not in text.lower()
+
+
+def test_a_source_that_cannot_be_read_names_the_key_and_the_path_without_a_java_stack(
+    spark: Any, table_dir: Path
+) -> None:
+    from quarantine.errors import SourceError
+
+    with pytest.raises(SourceError) as info:
+        _pipe(spark, table_dir).run()  # no source table was written
+    text = str(info.value)
+    assert "source.path" in text and str(table_dir / "source") in text
+    assert "\n\tat " not in text and "py4j" not in text.lower()

@@ -140,7 +140,7 @@ def test_new_records_appended_to_the_source_are_added_once(spark: Any, table_dir
     _pipeline(spark, table_dir).run()
     _write_source(spark, table_dir, [b'{"order_id":"z","amount":9}', b"{"], start_offset=3)
     summary = _pipeline(spark, table_dir).run()
-    assert summary.records_in == 5
+    assert summary.records_in == 2  # the three already in the target are not run again
     assert spark.read.format("delta").load(str(table_dir / "target")).count() == 4
     assert spark.read.format("delta").load(str(table_dir / "quarantine")).count() == 1
 

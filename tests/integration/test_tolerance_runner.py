@@ -135,6 +135,16 @@ def test_handler_fail_for_a_kind_fails_after_quarantine(spark: Any, table_dir: P
     assert not table_exists(spark, str(table_dir / "target"))
 
 
+def test_a_fail_handler_logs_why_even_with_error_logging_off(
+    spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipe = _pipeline(spark, table_dir, tolerance="all", **{"handler.deserialize": "fail", "log.enable": False})
+    with caplog.at_level(logging.WARNING, logger="quarantine.errors"), pytest.raises(ToleranceExceededError):
+        pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "quarantine.errors"]
+    assert any("offset=1" in ln and "stage=decode" in ln for ln in lines), lines
+
+
 def test_explicit_continue_handler_tolerates_its_kind_under_tolerance_none(
     spark: Any, table_dir: Path
 ) -> None:
