@@ -171,7 +171,8 @@ class PythonStage(Stage):
         udf = factory(runner.run, _call_struct(self.returns))
         # computed once per row (its result, error and retries are read separately)
         call = ctx.once(_CALL, udf(value, ctx.skip))
-        return F.struct(call.getField("result").alias("result"), call.getField("error").alias("error"))
+        out: Column = call.dropFields("retries")  # one reference: the UDF runs once per row even unhoisted
+        return out
 
     def retries(self, column: Column) -> Column:
         """Retries of this row's successful call (see :class:`quarantine.metrics.ReportsRetries`)."""

@@ -286,6 +286,7 @@ def test_a_batch_that_breaches_tolerance_publishes_its_metrics_before_failing(sp
     (report,) = collect.batches
     assert (report.records_in, report.records_quarantined) == (2, 1)
     assert report.metrics["total-record-errors"] == 1
+    assert report.metrics["tolerance-breaches"] == 1
     assert not (table_dir / "target").exists()
 
 
