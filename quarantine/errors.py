@@ -6,6 +6,8 @@ stage or table involved, so a data engineer can fix the cause from the message.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ConfigError",
     "ExpectationBreachError",
@@ -148,9 +150,27 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+#: ``[ERROR_CONDITION] message`` as Spark and Delta write it, also inside a Java stack.
+_BRACKETED = re.compile(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]\s*([^\n]*)")
+#: Conditions that only say "something went wrong inside"; the cause below them says what.
+_VAGUE = frozenset({"INTERNAL_ERROR", "INTERNAL_ERROR_BROADCAST", "FAILED_EXECUTE_UDF", "TASK_WRITE_FAILED"})
+
+
 def describe_failure(exc: BaseException) -> str:
-    """Spark's/Delta's failure in one line: ``[CONDITION] first line``, no Java stack."""
+    """Spark's/Delta's failure in one line: ``[CONDITION] message``, no Java stack.
+
+    A Py4J error's text is a Java stack; the most specific ``[CONDITION] message``
+    in it (the cause, not a wrapping ``INTERNAL_ERROR``) is what a person needs.
+    """
     condition = _condition(exc)
+    text = str(exc)
+    found = [(c, m) for c, m in _BRACKETED.findall(text) if c not in _VAGUE]
+    if condition and condition not in _VAGUE:
+        reason = _first_line(exc)
+        return reason if condition in reason else f"[{condition}] {reason}"
+    if found:
+        c, m = found[0]
+        return f"[{c}] {m.split(' SQLSTATE')[0].strip()[:500]}"
     reason = _first_line(exc)
     return f"[{condition}] {reason}" if condition and condition not in reason else reason
 
@@ -163,9 +183,8 @@ def describe_write_failure(exc: BaseException, *, action: str, table: str, batch
     line (the stack stays on ``__cause__``) and adds the table, the batch and a
     remedy chosen by the condition.
     """
-    condition = _condition(exc)
     reason = describe_failure(exc)
-    haystack = f"{condition} {type(exc).__name__} {reason}"
+    haystack = f"{_condition(exc)} {type(exc).__name__} {reason}"
     advice = next(
         (text for needles, text in _ADVICE if any(n.lower() in haystack.lower() for n in needles)),
         "the batch was not committed (its offsets are not either): fix the cause and re-run; "

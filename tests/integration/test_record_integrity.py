@@ -296,11 +296,11 @@ def test_a_batch_that_breaches_tolerance_publishes_its_metrics_before_failing(sp
 def test_a_target_write_that_delta_rejects_names_the_table_the_batch_and_what_to_do(
     spark: Any, table_dir: Path
 ) -> None:
-    _source(spark, table_dir, kafka_rows([b'{"id":"1"}']))
-    _pipe(spark, table_dir, "id STRING").run()
-    _source(spark, table_dir, kafka_rows([b'{"id":[2]}'], start_offset=1))
+    _source(spark, table_dir, kafka_rows([b'{"id":1}']))
+    _pipe(spark, table_dir, "id INT").run()
+    _source(spark, table_dir, kafka_rows([b'{"id":"abc"}'], start_offset=1))
     with pytest.raises(TableWriteError) as info:
-        _pipe(spark, table_dir, "id ARRAY<INT>").run()  # the target's id is a STRING
+        _pipe(spark, table_dir, "id STRING").run()  # the target's id is an INT: 'abc' cannot be one
     text = str(info.value)
     assert str(table_dir / "target") in text and "batch 0" in text
     assert "schema" in text.lower() and "INTERNAL_ERROR" not in text
