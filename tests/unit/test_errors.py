@@ -14,24 +14,24 @@ JAVA_STACK = (
 )
 
 
-class _Py4JLike(Exception):
+class _Py4JLikeError(Exception):
     """What a Py4JJavaError looks like from Python: no condition, a Java stack as text."""
 
 
 def test_the_cause_under_an_internal_error_is_what_the_user_reads() -> None:
-    line = describe_failure(_Py4JLike(JAVA_STACK))
+    line = describe_failure(_Py4JLikeError(JAVA_STACK))
     assert line.startswith("[CAST_INVALID_INPUT] The value 'abc'")
     assert "INTERNAL_ERROR" not in line and "\tat " not in line and "SQLSTATE" not in line
 
 
 def test_a_write_failure_names_table_batch_reason_and_remedy() -> None:
-    text = describe_write_failure(_Py4JLike(JAVA_STACK), action="target MERGE", table="main.s.orders", batch_id=7)
+    text = describe_write_failure(_Py4JLikeError(JAVA_STACK), action="target MERGE", table="main.s.orders", batch_id=7)
     assert text.startswith("target MERGE into main.s.orders failed in batch 7: [CAST_INVALID_INPUT]")
     assert "schema" in text and "\n" not in text
 
 
 def test_a_concurrent_write_failure_says_to_re_run() -> None:
-    exc = _Py4JLike("io.delta.exceptions.ConcurrentAppendException: Files were added to the root of the table")
+    exc = _Py4JLikeError("io.delta.exceptions.ConcurrentAppendException: Files were added to the root of the table")
     text = describe_write_failure(exc, action="quarantine MERGE", table="/q", batch_id=0, attempts=9)
     assert "after 9 attempt(s)" in text and "another writer" in text
 
