@@ -165,7 +165,8 @@ def test_value_lengths_with_fractional_bounds_use_gx_integers(ansi: Any) -> None
     # GX 1.x's pydantic model holds min_value/max_value as int: 1.9 -> 1, 3.5 -> 3, "2" -> 2
     df = _records(ansi, [("a",), ("abc",), ("abcd",)], "s STRING")
     stage = _expect(
-        {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "s", "min_value": 1.9, "max_value": 3.5}}
+        {"type": "expect_column_value_lengths_to_be_between",
+         "kwargs": {"column": "s", "min_value": 1.9, "max_value": 3.5}}
     )
     assert not stage.untranslated
     messages = _errors(_run(df, stage))
