@@ -63,12 +63,25 @@ class StageContext:
             failures (``errors.retry.*``), or None.
         hoist: set by :func:`apply_stages`; receives ``(label, expr)`` and returns a
             reference to ``expr`` computed once per row (see :meth:`once`).
+        resolve_type: set by :func:`apply_stages`; the Spark type of a column of
+            the frame the stage is applied to (see :meth:`type_of`).
     """
 
     skip: Column
     stacktrace: bool = False
     retry: object | None = None
     hoist: Callable[[str, Column], Column] | None = None
+    resolve_type: Callable[[Column], DataType] | None = None
+
+    def type_of(self, column: Column) -> DataType | None:
+        """The Spark type of ``column`` (the input or a field of it), or None if unknown.
+
+        Why: a check must be total, and whether a comparison can fail depends on
+        the value's type (a STRING against a number, an ARRAY against anything),
+        which a Column does not carry. Resolved by analysing the frame (no job);
+        None when the stage is evaluated outside :func:`apply_stages`.
+        """
+        return None if self.resolve_type is None else self.resolve_type(column)
 
     def once(self, label: str, expr: Column) -> Column:
         """``expr`` evaluated once per row, however often the stage's column refers to it.
@@ -225,7 +238,12 @@ def apply_stages(
             _once[col] = F.when(~_skip, expr)
             return F.col(col)
 
-        ctx = StageContext(skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist)
+        def resolve_type(c: Column, *, _df: DataFrame = df) -> DataType:
+            return _df.select(c).schema[0].dataType
+
+        ctx = StageContext(
+            skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist, resolve_type=resolve_type
+        )
         own = stage.evaluate(value, ctx)
         for col, expr in once.items():
             # each in its own projection, in the order asked (a later value may read an

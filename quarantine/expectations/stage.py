@@ -22,6 +22,12 @@ The whole suite, translated or not, is validated by GX on the batch
 a failed expectation there is a tolerance breach whose action comes from
 ``on_breach``. Untranslated expectations are listed by :attr:`untranslated`
 and reported in the run summary, never silently ignored.
+
+No value fails the job: the checks are built for the input's type (see
+:mod:`quarantine.expectations.translate`), and every ``regex`` of the suite is
+compiled by Spark when the stage is built, so a pattern the JVM rejects
+(Python's ``(?P<name>…)``) is a :class:`~quarantine.errors.ConfigError` naming
+the expectation, its column and the pattern, raised before any data is read.
 """
 
 from __future__ import annotations
@@ -32,11 +38,18 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from quarantine.config import BreachAction, StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
-from quarantine.expectations.translate import RowCheck, combine, translate, untranslated_reason
+from quarantine.expectations.translate import (
+    RowCheck,
+    check_regexes,
+    combine,
+    translate,
+    untranslated_reason,
+)
 from quarantine.expectations.validate import BreachPolicy, GxValidator, ValidationOutcome, validate_batch
 from quarantine.report import Breach
 from quarantine.schema import ErrorKind
@@ -80,6 +93,8 @@ class ExpectationStage(Stage):
             raise ConfigError(
                 f"stage {self.name}: options.validate_every", self.validate_every, "an integer ≥ 1"
             )
+        # a pattern the JVM cannot compile would fail the job at the first row
+        check_regexes(self.suite)
 
     @property
     def translated(self) -> tuple[ExpectationSpec, ...]:
@@ -95,13 +110,13 @@ class ExpectationStage(Stage):
         """``name (reason)`` for each untranslated expectation, for reports and logs."""
         return tuple(f"{e.name} ({untranslated_reason(e)})" for e in self.untranslated)
 
-    def checks(self, record: Column) -> list[RowCheck]:
-        """The translated row checks over ``record``, in suite order."""
-        out = [translate(e, record) for e in self.translated]
+    def checks(self, record: Column, record_type: DataType | None = None) -> list[RowCheck]:
+        """The translated row checks over ``record`` (of ``record_type``), in suite order."""
+        out = [translate(e, record, record_type) for e in self.translated]
         return [c for c in out if c is not None]
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        verdict = combine(self.checks(value))
+        verdict = combine(self.checks(value, ctx.type_of(value)))
         return outcome(value, verdict.failed, self.error(verdict.error_class, verdict.message))
 
     def should_validate(self, batch_id: int) -> bool:

@@ -16,6 +16,19 @@ GX's ``unexpected_count``):
   ``..._to_be_null`` (every non-NULL value is a failure).
 * A predicate that evaluates to NULL (``isin`` against a set holding ``null``)
   is not unexpected, as in GX (it counts ``unexpected == True``).
+* Every predicate is total (given the record's type, see :func:`translate`):
+  no value fails the job. Where GX's own query would abort (a STRING ``'abc'``
+  against numeric bounds under ANSI mode, an ARRAY against any bound, a set of
+  mixed types) the value that cannot be compared fails its row, with a message
+  naming its type (``found 'abc' (a string that is not a number)``); set
+  members that cannot equal a value of the column's type are skipped.
+  Non-text atomic values are matched against regexes and measured for length
+  as their STRING form; ARRAY, MAP and STRUCT have no length (the row fails).
+* ``expect_column_value_lengths_to_be_between`` takes its bounds as GX 1.x's
+  model holds them, as integers (``1.9`` → 1, ``"3"`` → 3, see
+  :func:`gx_length_bound`), and ``min_value > max_value`` is translated like
+  any bounds: no length is within them, so every non-NULL value fails (GX's
+  own test ``negative_test_with_max_lt_min``).
 * Regexes are Java regexes and *search* (``rlike``), they do not have to match
   the whole value: anchor them with ``^…$`` for a full match.
 * ``mostly`` does not change routing: every unexpected row fails here;
@@ -36,20 +49,34 @@ the stage lists them and GX still validates them on the batch.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, IntegerType, StructType
 
-from quarantine.expectations.suite import ExpectationSpec
+from quarantine.errors import ConfigError
+from quarantine.expectations.suite import ExpectationSpec, Suite
+from quarantine.stages._values import (
+    as_text,
+    compare,
+    contains_map,
+    incomparable,
+    java_regex_problem,
+    member_of,
+    text_length,
+)
 
 __all__ = [
     "TRANSLATED_TYPES",
     "RowCheck",
     "RowVerdict",
+    "check_regexes",
     "combine",
+    "gx_length_bound",
     "translate",
     "untranslated_reason",
 ]
@@ -105,18 +132,36 @@ def _not_null_and(v: Column, unexpected: Column) -> Column:
     return v.isNotNull() & F.coalesce(unexpected, F.lit(False))
 
 
-def _range(x: Column, kw: Mapping[str, Any]) -> Column:
-    """GX's between: the *expected* condition (inclusive unless strict_min/strict_max)."""
-    lo, hi = kw.get("min_value"), kw.get("max_value")
-    parts: list[Column] = []
+def _range(x: Column, dtype: DataType | None, lo: Any, hi: Any, kw: Mapping[str, Any]) -> Column | None:
+    """GX's between: the *expected* condition (inclusive unless strict_min/strict_max).
+
+    NULL where ``x`` cannot be compared with the bounds; None when no value of
+    ``dtype`` can (see :func:`quarantine.stages._values.compare`).
+    """
+    parts: list[Column | None] = []
     if lo is not None:
-        parts.append(x > F.lit(lo) if kw.get("strict_min") else x >= F.lit(lo))
+        parts.append(compare(x, dtype, operator.gt if kw.get("strict_min") else operator.ge, lo))
     if hi is not None:
-        parts.append(x < F.lit(hi) if kw.get("strict_max") else x <= F.lit(hi))
-    out = parts[0]
-    for p in parts[1:]:
+        parts.append(compare(x, dtype, operator.lt if kw.get("strict_max") else operator.le, hi))
+    if any(p is None for p in parts):
+        return None
+    ok = [p for p in parts if p is not None]
+    out = ok[0]
+    for p in ok[1:]:
         out = out & p
     return out
+
+
+def _bounded(spec: ExpectationSpec, x: Column, dtype: DataType | None, lo: Any, hi: Any, v: Column,
+             shown: Column) -> RowCheck:
+    """A between check of ``x`` (``v`` or its length): a value that cannot be compared fails."""
+    why = F.lit(f" ({incomparable(dtype, [b for b in (lo, hi) if b is not None])})")
+    expected = _range(x, dtype, lo, hi, spec.kwargs)
+    if expected is None:  # no value of this type compares with the bounds: every value fails
+        return RowCheck(spec, v.isNotNull(), F.concat(shown, why))
+    # a value that cannot be compared (NULL) fails, unlike GX's NULL-predicate rule
+    unexpected = v.isNotNull() & ~F.coalesce(expected, F.lit(False))
+    return RowCheck(spec, unexpected, F.concat(shown, F.when(expected.isNull(), why).otherwise(F.lit(""))))
 
 
 # Spark type class name (GX's ``type_``) -> typeof() strings it accepts; abstract
@@ -152,62 +197,99 @@ def _type_matches(v: Column, type_name: str) -> Column:
     return head.isin(list(_TYPEOF[type_name]))
 
 
-def _not_null(spec: ExpectationSpec, v: Column) -> RowCheck:
+def _not_null(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
     return RowCheck(spec, v.isNull(), F.lit("NULL"))
 
 
-def _null(spec: ExpectationSpec, v: Column) -> RowCheck:
+def _null(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
     return RowCheck(spec, v.isNotNull(), _shown(v))
 
 
-def _between(spec: ExpectationSpec, v: Column) -> RowCheck:
-    return RowCheck(spec, _not_null_and(v, ~_range(v, spec.kwargs)), _shown(v))
+def _between(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    kw = spec.kwargs
+    return _bounded(spec, v, dtype, kw.get("min_value"), kw.get("max_value"), v, _shown(v))
 
 
-def _in_set(spec: ExpectationSpec, v: Column) -> RowCheck:
+def _in_set(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
     values = spec.kwargs.get("value_set")
     if values is None:  # GX: vacuously true
         return RowCheck(spec, F.lit(False), _shown(v))
-    return RowCheck(spec, _not_null_and(v, ~v.isin(list(values))), _shown(v))
+    return RowCheck(spec, _not_null_and(v, ~member_of(v, dtype, list(values))), _shown(v))
 
 
-def _not_in_set(spec: ExpectationSpec, v: Column) -> RowCheck:
-    return RowCheck(spec, _not_null_and(v, v.isin(list(spec.kwargs["value_set"]))), _shown(v))
+def _not_in_set(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    values = list(spec.kwargs["value_set"])
+    return RowCheck(spec, _not_null_and(v, member_of(v, dtype, values)), _shown(v))
 
 
-def _regex(spec: ExpectationSpec, v: Column) -> RowCheck:
-    return RowCheck(spec, _not_null_and(v, ~v.rlike(spec.kwargs["regex"])), _shown(v))
+def _regex(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, ~as_text(v, dtype).rlike(spec.kwargs["regex"])), _shown(v))
 
 
-def _not_regex(spec: ExpectationSpec, v: Column) -> RowCheck:
-    return RowCheck(spec, _not_null_and(v, v.rlike(spec.kwargs["regex"])), _shown(v))
+def _not_regex(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    return RowCheck(spec, _not_null_and(v, as_text(v, dtype).rlike(spec.kwargs["regex"])), _shown(v))
 
 
-def _lengths(spec: ExpectationSpec, v: Column) -> RowCheck:
-    n = F.length(v)
+def gx_length_bound(v: Any) -> Any:
+    """A length bound as GX 1.x holds it: its model types ``min_value``/``max_value`` as ``int``.
+
+    GX validates the expectation with pydantic (v1 semantics, ``smart_union``):
+    an int (or a bool) is kept, anything else goes through ``int()``, so ``1.9``
+    becomes 1, ``-1.5`` becomes -1 and ``" 3 "`` becomes 3; ``"2.5"``, NaN and
+    infinities are rejected (a config error when the suite loads).
+
+    Raises:
+        ValueError: GX rejects the value.
+    """
+    if v is None or isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{v!r} is not an integer") from None
+
+
+def _lengths(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    kw = spec.kwargs
+    lo, hi = gx_length_bound(kw.get("min_value")), gx_length_bound(kw.get("max_value"))
+    n = text_length(v, dtype)
+    if n is None:
+        return RowCheck(spec, v.isNotNull(), F.concat(_shown(v), F.lit(f" ({_type(dtype)}: no length)")))
     found = F.concat(_shown(v), F.lit(" (length "), n.cast("string"), F.lit(")"))
-    return RowCheck(spec, _not_null_and(v, ~_range(n, spec.kwargs)), found)
+    # min > max is not special: as in GX, no length is within, every value fails
+    return _bounded(spec, n, IntegerType(), lo, hi, v, found)
 
 
-def _length_equal(spec: ExpectationSpec, v: Column) -> RowCheck:
-    n = F.length(v)
+def _length_equal(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    value = spec.kwargs["value"]
+    n = text_length(v, dtype)
+    if n is None:
+        return RowCheck(spec, v.isNotNull(), F.concat(_shown(v), F.lit(f" ({_type(dtype)}: no length)")))
     found = F.concat(_shown(v), F.lit(" (length "), n.cast("string"), F.lit(")"))
-    return RowCheck(spec, _not_null_and(v, n != F.lit(spec.kwargs["value"])), found)
+    # GX's model types ``value`` as float: True is 1.0, "3" is 3.0
+    target = float(value) if isinstance(value, bool | str) else value
+    return _bounded(spec, n, IntegerType(), target, target, v, found)
 
 
-def _of_type(spec: ExpectationSpec, v: Column) -> RowCheck:
+def _type(dtype: DataType | None) -> str:
+    return dtype.simpleString() if dtype is not None else "value"
+
+
+def _of_type(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
     type_name = str(spec.kwargs["type_"])
     return RowCheck(spec, ~_type_matches(v, type_name), F.concat(F.lit("type "), F.typeof(v)))
 
 
-def _unique(spec: ExpectationSpec, v: Column) -> RowCheck:
-    # Within the batch: the window is the one shuffle of the translated checks.
-    n = F.count(F.lit(1)).over(Window.partitionBy(v))
+def _unique(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    # Within the batch: the window is the one shuffle of the translated checks. Spark
+    # cannot partition by a MAP, so a value holding one is compared by its JSON text.
+    key = F.to_json(v) if contains_map(dtype) else v
+    n = F.count(F.lit(1)).over(Window.partitionBy(key))
     found = F.concat(_shown(v), F.lit(" ("), n.cast("string"), F.lit(" times in the batch)"))
     return RowCheck(spec, v.isNotNull() & (n > 1), found)
 
 
-_TRANSLATORS: dict[str, Callable[[ExpectationSpec, Column], RowCheck]] = {
+_TRANSLATORS: dict[str, Callable[[ExpectationSpec, Column, DataType | None], RowCheck]] = {
     "expect_column_values_to_not_be_null": _not_null,
     "expect_column_values_to_be_null": _null,
     "expect_column_values_to_be_between": _between,
@@ -264,8 +346,21 @@ def untranslated_reason(spec: ExpectationSpec) -> str | None:
         lo, hi = kw.get("min_value"), kw.get("max_value")
         if lo is None and hi is None:
             return "neither min_value nor max_value is set"
-        if lo is not None and hi is not None and _gt(lo, hi):
-            return "min_value > max_value (GX reports this as an error)"
+        if spec.type == "expect_column_values_to_be_between":
+            if lo is not None and hi is not None and _gt(lo, hi):
+                return "min_value > max_value (GX reports this as an error)"
+        else:  # GX holds length bounds as integers and checks min > max like any other bounds
+            for k in ("min_value", "max_value"):
+                try:
+                    gx_length_bound(kw.get(k))
+                except ValueError:
+                    return f"{k} {kw.get(k)!r} is not an integer (GX rejects it)"
+    if spec.type == "expect_column_value_lengths_to_equal":
+        value = kw["value"]
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return f"value {value!r} is not a number (GX rejects it)"
     if spec.type == "expect_column_values_to_be_of_type" and str(kw["type_"]) not in _TYPEOF:
         return f"type_ '{kw['type_']}' is not one of {', '.join(sorted(_TYPEOF))}"
     if spec.type in ("expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"):
@@ -282,13 +377,17 @@ def _gt(a: Any, b: Any) -> bool:
         return False
 
 
-def translate(spec: ExpectationSpec, record: Column) -> RowCheck | None:
+def translate(spec: ExpectationSpec, record: Column, record_type: DataType | None = None) -> RowCheck | None:
     """The row predicate of ``spec`` over the struct ``record``, or None if untranslated.
 
     Args:
         spec: one expectation of a suite.
         record: a struct column whose fields are the suite's columns (the
             expectation stage's input).
+        record_type: the type of ``record`` (``StageContext.type_of``). With it the
+            predicate is total: a value that cannot be compared with the
+            expectation's arguments fails its row instead of the job. Without it
+            Spark's implicit coercion decides, which is not total.
 
     Returns:
         A :class:`RowCheck`, or None when :func:`untranslated_reason` gives a reason.
@@ -296,7 +395,30 @@ def translate(spec: ExpectationSpec, record: Column) -> RowCheck | None:
     if untranslated_reason(spec) is not None:
         return None
     assert spec.column is not None
-    return _TRANSLATORS[spec.type](spec, record.getField(spec.column))
+    dtype: DataType | None = None
+    if isinstance(record_type, StructType) and spec.column in record_type.fieldNames():
+        dtype = record_type[spec.column].dataType
+    return _TRANSLATORS[spec.type](spec, record.getField(spec.column), dtype)
+
+
+def check_regexes(suite: Suite) -> None:
+    """Compile every ``regex`` argument of ``suite`` the way Spark will (``java.util.regex``).
+
+    Raises:
+        ConfigError: naming the expectation (``<source>: expectations[i].kwargs.regex``),
+            its type and column, the pattern, and why it does not compile.
+    """
+    for i, e in enumerate(suite.expectations):
+        pattern = e.kwargs.get("regex")
+        if not isinstance(pattern, str):
+            continue
+        problem = java_regex_problem(pattern)
+        if problem is not None:
+            raise ConfigError(
+                f"{suite.source}: expectations[{i}].kwargs.regex", pattern,
+                f"a regular expression java.util.regex compiles, for {e.type} on column "
+                f"'{e.column}' ({problem})",
+            )
 
 
 def combine(checks: Sequence[RowCheck]) -> RowVerdict:

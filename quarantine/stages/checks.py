@@ -30,13 +30,22 @@ NULL semantics: every check except ``not_null`` passes on NULL (like a SQL
 ``CHECK`` constraint), so optional fields can be checked; add a ``not_null``
 rule to require a value.
 
-Comparisons use the field's own type: a ``range`` on a STRING field holding
-numbers is a string comparison (or, under ANSI, a cast error) — convert with a
-``cast`` stage first. ``in_set`` values should have the field's type.
+No value fails the job: rules are built for the field's type when the stage
+is applied. A ``range`` compares numbers with numbers, text with text (string
+bounds), DATE/TIMESTAMP fields with bounds that read as one (``"2026-01-31"``);
+a STRING field against numeric bounds is read as a number, and one that is not
+(``"abc"``) fails its row (``found "abc" (a string that is not a number)``);
+a field of a type that cannot be compared with the bounds (ARRAY, MAP,
+STRUCT, BINARY…) fails every non-NULL row, naming the type. ``in_set`` /
+``not_in_set`` skip values that cannot equal a value of the field's type.
+``length`` measures STRING (characters), BINARY (bytes) and other atomic
+values as their STRING form; ARRAY, MAP and STRUCT have no length (the row
+fails). Only ``expr`` rules are the author's to keep total (use ``try_*``
+functions).
 
-Regular expressions run on the JVM (``java.util.regex``), but are compiled with
-Python's ``re`` when the stage is built so that a broken pattern is a config
-error. The dialects differ at the edges: Python's ``(?P<name>…)`` and
+Regular expressions run on the JVM (``java.util.regex``), and are compiled
+with Python's ``re`` and by Spark (when a session is active) when the stage
+is built, so that a broken pattern is a config error. The dialects differ at the edges: Python's ``(?P<name>…)`` and
 ``(?P=name)`` are not Java and are rejected; Java's ``(?<name>…)`` is accepted;
 ``\\Z`` means "end" in Python but "end before a final line break" in Java.
 ``match: full`` means the whole value must match (Java ``matches()``, built as
@@ -52,21 +61,31 @@ outcome passes; the expression's text appears in the message.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stages._values import render_value
+from quarantine.stages._values import (
+    as_text,
+    compare,
+    incomparable,
+    java_regex_problem,
+    member_of,
+    render_value,
+    text_length,
+)
 
 __all__ = [
     "Check",
@@ -122,9 +141,12 @@ class Rule(ABC):
 
     Attributes:
         column: the struct field checked; None checks the input value itself.
+        value_type: the checked value's Spark type, set by :class:`Checks` when it
+            is evaluated; it makes the rule total (see the module doc).
     """
 
     column: str | None
+    value_type: DataType | None = field(default=None, kw_only=True, compare=False)
 
     #: The check this rule implements.
     check: ClassVar[Check]
@@ -189,17 +211,32 @@ class RangeRule(Rule):
     check: ClassVar[Check] = Check.RANGE
     options: ClassVar[tuple[str, ...]] = ("min", "max", "min_inclusive", "max_inclusive")
 
-    def passes(self, value: Column) -> Column:
-        ok = F.lit(True)
+    def _within(self, value: Column) -> Column | None:
+        """The range test: NULL where the value cannot be compared; None if no value can."""
+        parts = []
         if self.min is not None:
-            ok = ok & (
-                (value >= F.lit(self.min)) if self.min_inclusive else (value > F.lit(self.min))
-            )
+            parts.append(compare(value, self.value_type, operator.ge if self.min_inclusive else operator.gt, self.min))
         if self.max is not None:
-            ok = ok & (
-                (value <= F.lit(self.max)) if self.max_inclusive else (value < F.lit(self.max))
-            )
+            parts.append(compare(value, self.value_type, operator.le if self.max_inclusive else operator.lt, self.max))
+        ok = F.lit(True)
+        for p in parts:
+            if p is None:
+                return None
+            ok = ok & p
         return ok
+
+    def passes(self, value: Column) -> Column:
+        within = self._within(value)
+        if within is None:
+            return F.when(value.isNotNull(), F.lit(False))
+        return F.when(value.isNotNull(), F.coalesce(within, F.lit(False)))
+
+    def found(self, value: Column) -> Column:
+        why = F.lit(f" ({incomparable(self.value_type, [b for b in (self.min, self.max) if b is not None])})")
+        within = self._within(value)
+        if within is None:
+            return F.concat(render_value(value), why)
+        return F.concat(render_value(value), F.when(within.isNull(), why).otherwise(F.lit("")))
 
     def expected(self) -> str:
         if (
@@ -263,7 +300,7 @@ class InSetRule(Rule):
     options: ClassVar[tuple[str, ...]] = ("values",)
 
     def passes(self, value: Column) -> Column:
-        return value.isin(list(self.values))
+        return member_of(value, self.value_type, self.values)
 
     def expected(self) -> str:
         return "one of " + ", ".join(_json(v) for v in self.values)
@@ -282,7 +319,7 @@ class NotInSetRule(Rule):
     options: ClassVar[tuple[str, ...]] = ("values",)
 
     def passes(self, value: Column) -> Column:
-        return ~value.isin(list(self.values))
+        return ~member_of(value, self.value_type, self.values)
 
     def expected(self) -> str:
         return "none of " + ", ".join(_json(v) for v in self.values)
@@ -307,7 +344,7 @@ class RegexRule(Rule):
 
     def passes(self, value: Column) -> Column:
         java = f"\\A(?:{self.pattern})\\z" if self.match is RegexMatch.FULL else self.pattern
-        return value.cast("string").rlike(java)
+        return as_text(value, self.value_type).rlike(java)
 
     def expected(self) -> str:
         verb = "to match" if self.match is RegexMatch.FULL else "to contain a match of"
@@ -331,6 +368,11 @@ class RegexRule(Rule):
             raise ConfigError(
                 f"{key}.pattern", pattern, f"a valid regular expression ({exc})"
             ) from None
+        problem = java_regex_problem(pattern)
+        if problem is not None:
+            raise ConfigError(
+                f"{key}.pattern", pattern, f"a regular expression java.util.regex compiles ({problem})"
+            )
         try:
             match = RegexMatch(str(opts.get("match", "full")).lower())
         except ValueError:
@@ -348,7 +390,9 @@ class LengthRule(Rule):
     options: ClassVar[tuple[str, ...]] = ("min", "max")
 
     def passes(self, value: Column) -> Column:
-        n = F.length(value)
+        n = text_length(value, self.value_type)
+        if n is None:  # ARRAY, MAP, STRUCT: no length
+            return F.when(value.isNotNull(), F.lit(False))
         ok = F.lit(True)
         if self.min is not None:
             ok = ok & (n >= F.lit(self.min))
@@ -362,7 +406,11 @@ class LengthRule(Rule):
         return f"length >= {self.min}" if self.min is not None else f"length <= {self.max}"
 
     def found(self, value: Column) -> Column:
-        return F.format_string("%s (length %d)", render_value(value), F.length(value))
+        n = text_length(value, self.value_type)
+        if n is None:
+            assert self.value_type is not None
+            return F.concat(render_value(value), F.lit(f" ({self.value_type.simpleString()}: no length)"))
+        return F.format_string("%s (length %d)", render_value(value), n)
 
     @classmethod
     def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
@@ -491,22 +539,36 @@ class Checks(Stage):
             raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        # every rule built for its value's type, so that no value can fail the job
+        input_type = ctx.type_of(value)
+        rules = [
+            r if isinstance(r, ExprRule) else replace(r, value_type=_field_type(input_type, r.column))
+            for r in self.rules
+        ]
         # each rule's verdict once per row: the failure test, the class and the message read it
         fails = [
             ctx.once(f"rule{i}", ~F.coalesce(r.passes(r.target(value)), F.lit(True)))
-            for i, r in enumerate(self.rules)
+            for i, r in enumerate(rules)
         ]
         parts = [
             F.when(fail, r.message(r.target(value)))
-            for r, fail in zip(self.rules, fails, strict=True)
+            for r, fail in zip(rules, fails, strict=True)
         ]
-        error_class = F.when(fails[0], F.lit(self.rules[0].check.value))
-        for r, fail in zip(self.rules[1:], fails[1:], strict=True):
+        error_class = F.when(fails[0], F.lit(rules[0].check.value))
+        for r, fail in zip(rules[1:], fails[1:], strict=True):
             error_class = error_class.when(fail, F.lit(r.check.value))
         failed = fails[0]
         for fail in fails[1:]:
             failed = failed | fail
         return outcome(value, failed, self.error(error_class, F.concat_ws("; ", *parts)))
+
+
+def _field_type(input_type: DataType | None, column: str | None) -> DataType | None:
+    if column is None:
+        return input_type
+    if isinstance(input_type, StructType) and column in input_type.fieldNames():
+        return input_type[column].dataType
+    return None
 
 
 def parse_rules(raw: object, key: str) -> tuple[Rule, ...]:

@@ -75,7 +75,17 @@ _EXPECTATIONS: list[dict[str, Any]] = [
      "kwargs": {"column": "s", "min_value": 1, "max_value": 3, "strict_min": True, "strict_max": True}},
     {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "s", "min_value": 2}},
     {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "s", "max_value": 10}},
+    # GX's own case negative_test_with_max_lt_min: min > max fails every non-null value
+    {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "s", "min_value": 3, "max_value": 1}},
+    # GX's model holds length bounds as int: 1.9 -> 1, 3.5 -> 3, "2" -> 2
+    {"type": "expect_column_value_lengths_to_be_between",
+     "kwargs": {"column": "s", "min_value": 1.9, "max_value": 3.5}},
+    {"type": "expect_column_value_lengths_to_be_between",
+     "kwargs": {"column": "s", "min_value": -0.5, "max_value": 2.99, "strict_max": True}},
+    {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "s", "min_value": "2"}},
     {"type": "expect_column_value_lengths_to_equal", "kwargs": {"column": "s", "value": 3}},
+    {"type": "expect_column_value_lengths_to_equal", "kwargs": {"column": "s", "value": 3.0}},
+    {"type": "expect_column_value_lengths_to_be_between", "kwargs": {"column": "i", "min_value": 2, "max_value": 2}},
     {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "d"}},
     {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "s"}},
     {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "c", "mostly": 0.1}},
@@ -93,7 +103,7 @@ def _ours(df: DataFrame, suite: Suite) -> dict[str, int]:
     record = F.struct(*[F.col(c) for c in df.columns])
     flags = []
     for spec in suite.expectations:
-        check = translate(spec, record)
+        check = translate(spec, record, df.schema)
         assert check is not None, f"{spec.name} should be translated"
         flags.append(check.unexpected.alias(spec.name))
     # window predicates (unique) must be projected before they are aggregated
@@ -129,3 +139,41 @@ def test_unexpected_counts_equal_gx(spark: SparkSession, seed: int) -> None:
     assert sum(1 for v in ours.values() if v > 0) >= len(ours) - 6
     assert any(v == 0 for v in ours.values())
     df.unpersist()
+
+
+# Where GX's own Spark query aborts on a value (ANSI mode), GX reports the expectation as
+# failed with the exception; ours fails exactly the rows that cannot be compared, or lie outside.
+_GX_RAISES: list[tuple[dict[str, Any], str]] = [
+    ({"type": "expect_column_values_to_be_between", "kwargs": {"column": "s", "min_value": -5, "max_value": 1000}},
+     "s IS NOT NULL AND (try_cast(s AS DOUBLE) IS NULL OR NOT try_cast(s AS DOUBLE) BETWEEN -5 AND 1000)"),
+    ({"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "i", "value_set": [1, "abc", 2.0]}},
+     "i IS NOT NULL AND i NOT IN (1, 2)"),
+    ({"type": "expect_column_values_to_be_between", "kwargs": {"column": "a", "min_value": 0}},
+     "a IS NOT NULL"),
+]
+
+
+def _raised(info: dict[str, Any]) -> bool:
+    # GX 1.x: {"raised_exception": …} or, per failing metric, {"<metric id>": {"raised_exception": …}}
+    if info.get("raised_exception"):
+        return True
+    return any(isinstance(v, dict) and v.get("raised_exception") for v in info.values())
+
+
+def test_where_gx_aborts_on_a_value_gx_fails_the_expectation_and_we_fail_those_rows(spark: SparkSession) -> None:
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        df = _frame(spark, 11).withColumn("a", F.when(F.col("i") > 50, F.array(F.col("i")))).cache()
+        suite = parse_suite({"name": "raises", "expectations": [e for e, _ in _GX_RAISES]})
+        ours = _ours(df, suite)
+        outcome = validate_batch(df, suite)
+        results = [r for r in outcome.result_json["results"]]
+        assert len(results) == len(_GX_RAISES)
+        for r in results:
+            assert r["success"] is False and _raised(r["exception_info"]), r["expectation_config"]
+        for spec, (_, sql) in zip(suite.expectations, _GX_RAISES, strict=True):
+            assert ours[spec.name] == df.where(sql).count() > 0, (spec.name, ours[spec.name])
+        df.unpersist()
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
