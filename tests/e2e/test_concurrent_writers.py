@@ -48,16 +48,17 @@ def _tail(log: Path, n: int = 40) -> str:
     return "\n".join(ln for ln in lines if not ln.lstrip().startswith("at "))[-6000:]
 
 
+@pytest.mark.timeout(2400)  # three Spark drivers at once, then a drain and a re-run: slow on 2 cores
 def test_a_replay_while_the_stream_runs_resolves_each_row_once_and_correctly(
     spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
 ) -> None:
     (topic,) = new_topics("conc-replay", partitions=2)
-    records = order_records([topic], 2, 600, poison_rate=0.25, seed=21)
+    records = order_records([topic], 2, 3000, poison_rate=0.25, seed=21)
     produced: list[ProducedRecord] = produce(kafka_broker.bootstrap, records[:300])
 
     stream = kafka_pipeline_conf(
         kafka_broker.bootstrap, tmp_path, topics=[topic], pipeline=PIPELINE,
-        processing_time="1 second", max_offsets_per_trigger=40, spark_conf=CHILD_SPARK,
+        processing_time="1 second", max_offsets_per_trigger=100, spark_conf=CHILD_SPARK,
     )
     # the fix the replay brings: order_id is no longer required (missing_field poison passes)
     fixed = {**stream, "stages": [stream["stages"][0], {
@@ -66,7 +67,9 @@ def test_a_replay_while_the_stream_runs_resolves_each_row_once_and_correctly(
     }]}
     stream_yml = write_conf(stream, tmp_path / "stream.yml")
     replay_yml = write_conf(fixed, tmp_path / "replay.yml")
-    final_yml = write_conf({**stream, "trigger": "available_now"}, tmp_path / "final.yml")
+    # the drain reads everything left in one batch (not 100 records at a time)
+    drain_source = {k: v for k, v in stream["source"].items() if k != "max.offsets.per.trigger"}
+    final_yml = write_conf({**stream, "source": drain_source, "trigger": "available_now"}, tmp_path / "final.yml")
     env = {**os.environ, "QUARANTINE_SPARK_LOG_LEVEL": "ERROR", "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "stream.log"
     with log.open("ab") as out:
@@ -78,23 +81,28 @@ def test_a_replay_while_the_stream_runs_resolves_each_row_once_and_correctly(
     try:
         checkpoint = tmp_path / "checkpoint"
         _wait_for("first committed batch", lambda: len(batch_files(checkpoint, "commits")) >= 2, proc, log, 900)
-        # the replay starts while the stream works through the rest (40 records a batch) …
+        # the replay starts while the stream works through the rest (100 records a batch) …
         replay_proc = subprocess.Popen(
             [sys.executable, "-m", "quarantine", "replay", "--conf", str(replay_yml)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        # … and more records arrive while both run
+        # … and more records arrive, for the stream to write, for as long as the replay runs
         more: list[ProducedRecord] = []
+        replay_done = threading.Event()
 
         def trickle() -> None:
-            for i in range(300, 600, 50):
-                more.extend(produce(kafka_broker.bootstrap, records[i:i + 50]))
-                time.sleep(5)
+            for i in range(300, len(records), 20):
+                more.extend(produce(kafka_broker.bootstrap, records[i:i + 20]))
+                if replay_done.wait(3):
+                    return
 
         producer = threading.Thread(target=trickle)
         producer.start()
-        stdout, stderr = replay_proc.communicate(timeout=1500)
-        producer.join()
+        try:
+            stdout, stderr = replay_proc.communicate(timeout=1500)
+        finally:
+            replay_done.set()
+            producer.join()
         produced += more
         assert proc.poll() is None, f"the stream failed while the replay ran:\n{_tail(log)}"
         # either side may fail, but cleanly: the CLI's one-line error, no raw traceback

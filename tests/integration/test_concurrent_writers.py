@@ -172,6 +172,7 @@ def rerun(spark: Any, raw: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------- the tests
 
 
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_double_nothing(
     spark: Any, table_dir: Path
 ) -> None:
@@ -191,6 +192,7 @@ def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_dou
     )
 
 
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_nothing(
     spark: Any, table_dir: Path
 ) -> None:
@@ -213,6 +215,7 @@ def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_not
     )
 
 
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_pipelines_sharing_one_target_and_one_quarantine_table_lose_and_double_nothing(
     spark: Any, table_dir: Path
 ) -> None:
@@ -270,6 +273,7 @@ def assert_replay_resolved_correctly(
     return sum(1 for r in rows if r["status"] == "replayed")
 
 
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_replays_of_one_pipeline_at_once_resolve_each_row_once_and_correctly(
     spark: Any, table_dir: Path
 ) -> None:
