@@ -39,7 +39,10 @@ exception's class hierarchy and its ``__cause__`` chain), a predicate, and by
 default Delta's commit conflicts that a re-run of the same idempotent write
 resolves (:data:`DELTA_RETRIABLE`). Delta's ``MetadataChangedException`` and
 ``ProtocolChangedException`` are not retriable: the table's schema or protocol
-changed under the writer, which a person must look at.
+changed under the writer, which a person must look at — unless the conflicting
+commit only set or unset table properties (an operator's ``ALTER TABLE … SET
+TBLPROPERTIES`` next to a running pipeline), which changes nothing a write
+means (:func:`is_table_property_change`).
 
 The clock and the random source are injected, so tests check exact backoff
 sequences with a fake clock. Instances are immutable and thread safe as long
@@ -72,6 +75,7 @@ __all__ = [
     "RetryWithToleranceOperator",
     "SystemClock",
     "is_table_creation_race",
+    "is_table_property_change",
 ]
 
 T = TypeVar("T")
@@ -114,6 +118,32 @@ def is_table_creation_race(exc: BaseException) -> bool:
         seen.add(id(cur))
         if "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" in str(cur):
             return True
+        cur = cur.__cause__
+    return False
+
+
+#: Delta operations that change table properties only (the ``operation`` of a commit).
+_PROPERTY_OPERATIONS = ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES")
+_CONFLICTING_OPERATION = re.compile(r'Conflicting commit: \{.*?"operation":"([^"]+)"')
+
+
+def is_table_property_change(exc: BaseException) -> bool:
+    """Whether ``exc`` is a metadata conflict whose winning commit only changed table properties.
+
+    Delta names the conflicting commit in the message (``Conflicting commit:
+    {"operation":"SET TBLPROPERTIES", …}``). Re-running an idempotent write
+    after a property change is safe; after any other metadata change (schema,
+    partitioning, protocol) it is not retried.
+    """
+    cur: BaseException | None = exc
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur)
+        if "MetadataChangedException" in text:
+            ops = set(_CONFLICTING_OPERATION.findall(text))
+            if ops and ops <= set(_PROPERTY_OPERATIONS):
+                return True
         cur = cur.__cause__
     return False
 
@@ -204,7 +234,8 @@ class RetriableClassifier:
             when they appear in the exception's class hierarchy or its
             ``__cause__`` chain.
         predicate: an extra test; retriable when it returns True.
-        never: class names that are never retriable (checked first).
+        never: class names that are not retriable (checked first), except a
+            metadata conflict with a property-only change (:func:`is_table_property_change`).
     """
 
     names: frozenset[str] = frozenset(DELTA_RETRIABLE)
@@ -214,7 +245,7 @@ class RetriableClassifier:
     def __call__(self, exc: BaseException) -> bool:
         found = _class_names(exc)
         if found & self.never:
-            return False
+            return is_table_property_change(exc)
         if found & self.names:
             return True
         return bool(self.predicate is not None and self.predicate(exc))

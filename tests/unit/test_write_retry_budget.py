@@ -1,10 +1,16 @@
-"""A table write's commit conflict is retried even when one slow attempt used the whole budget.
+"""Write retries under concurrency: slow attempts, and table-property changes by another writer.
+
+A table write's commit conflict is retried even when one slow attempt used the whole budget.
 
 Delta detects a conflict only when the write commits, so the slowest writes (a
 big MERGE on a loaded cluster) are the likeliest to conflict — and, measured
 from the start, the likeliest to have no budget left for a retry. Seen with two
 batch runs of one pipeline at once (tests/integration/test_concurrent_writers.py):
 "still failing after 1 attempt(s); last error ... ConcurrentAppendException".
+
+A write that lost to a concurrent ``SET TBLPROPERTIES`` is retried; one that lost
+to a schema change is not. Seen in the soak (``scripts/soak_kafka.py --metrics-conflict``):
+the metrics appends racing a property change were dropped after one attempt.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ from delta.exceptions import ConcurrentAppendException
 
 from quarantine.config import ErrorsConfig
 from quarantine.errors import RetriesExhaustedError
-from quarantine.retry import WRITE_MIN_ATTEMPTS, RetryPolicy, RetryWithToleranceOperator
+from quarantine.retry import (
+    WRITE_MIN_ATTEMPTS,
+    RetryPolicy,
+    RetryWithToleranceOperator,
+    is_table_property_change,
+)
 from tests.unit.test_retry import FakeClock, _const
 
 
@@ -64,3 +75,38 @@ def test_within_the_budget_writes_retry_as_before_and_records_are_unchanged() ->
     assert RetryPolicy.from_config(_errors()).min_attempts == 1
     with pytest.raises(ValueError, match="min_attempts"):
         RetryPolicy(min_attempts=0)
+
+
+class Py4JJavaError(Exception):
+    """Stands in for an unconverted Py4J error (only its message is read)."""
+
+
+def _metadata_conflict(operation: str) -> Py4JJavaError:
+    # the message of a metrics append that lost to a concurrent commit (the soak's pipeline log)
+    return Py4JJavaError(
+        "An error occurred while calling o1640.save.\n"
+        ": io.delta.exceptions.MetadataChangedException: [DELTA_METADATA_CHANGED] MetadataChangedException: "
+        "The metadata of the Delta table has been changed by a concurrent update. Please try the operation again.\n"
+        'Conflicting commit: {"timestamp":1795423964075,"operation":"' + operation + '","operationParameters":'
+        '{"properties":"{\\"quarantine.soak.tick\\":\\"30\\"}"},"readVersion":32,"isolationLevel":"Serializable",'
+        '"isBlindAppend":true,"operationMetrics":{}}\n'
+        "Refer to https://docs.delta.io/latest/concurrency-control.html for more details.\n"
+        "\tat org.apache.spark.sql.delta.DeltaErrorsBase.metadataChangedException(DeltaErrors.scala:2436)"
+    )
+
+
+def test_a_write_that_lost_to_a_table_property_change_is_retried() -> None:
+    clock = FakeClock()
+    op = RetryWithToleranceOperator.for_writes(_errors(), clock=clock, rng=_const(0.5))
+    assert is_table_property_change(_metadata_conflict("SET TBLPROPERTIES"))
+    assert op.policy.retriable(_metadata_conflict("SET TBLPROPERTIES"))
+    assert op.policy.retriable(_metadata_conflict("UNSET TBLPROPERTIES"))
+
+
+@pytest.mark.parametrize("operation", ["ADD COLUMNS", "CHANGE COLUMN", "REPLACE TABLE AS SELECT", "WRITE"])
+def test_a_write_that_lost_to_a_schema_or_table_change_is_not_retried(operation: str) -> None:
+    op = RetryWithToleranceOperator.for_writes(_errors(), clock=FakeClock(), rng=_const(0.5))
+    assert not is_table_property_change(_metadata_conflict(operation))
+    assert not op.policy.retriable(_metadata_conflict(operation))
+    # a bare metadata conflict (no conflicting commit named) stays not retriable
+    assert not op.policy.retriable(Py4JJavaError(": io.delta.exceptions.MetadataChangedException: changed"))
