@@ -111,7 +111,9 @@ def test_a_replay_while_the_stream_runs_resolves_each_row_once_and_correctly(
             print(f"the concurrent replay failed cleanly: {stderr.strip().splitlines()[-1]}")
         else:
             print(stdout.strip().splitlines()[-1])
+        # the stream writes on after the replay (it plans a batch only when records arrive)
         first_batches = len(batch_files(checkpoint, "commits"))
+        produced += produce(kafka_broker.bootstrap, order_records([topic], 2, 40, poison_rate=0.25, seed=22))
         _wait_for(
             "batch after the replay", lambda: len(batch_files(checkpoint, "commits")) > first_batches,
             proc, log, 600,
