@@ -26,7 +26,12 @@ Backoff (KIP-1278's formula, with a symmetric jitter)::
 exponent never overflows however many attempts are made. ``errors.retry.timeout``
 is the total budget per operation: ``0`` means one attempt and no retries,
 ``-1`` retry for ever. As in Connect, an attempt is made after the last sleep
-even if it ends exactly at the deadline; no sleep starts after the deadline.
+even if it ends exactly at the deadline; no sleep starts after the deadline —
+except that a retriable failure is always retried until ``min_attempts`` were
+made. Writes set it (:data:`WRITE_MIN_ATTEMPTS`): a Delta commit conflict is
+only detected when the write commits, so a write slower than the whole budget
+(a big MERGE on a loaded cluster) would otherwise never be retried, and the
+slowest writes are the ones most likely to conflict.
 
 Which failures are retriable: the configured class names
 (``errors.retry.retriable.exceptions``, simple or dotted, matched against the
@@ -34,7 +39,10 @@ exception's class hierarchy and its ``__cause__`` chain), a predicate, and by
 default Delta's commit conflicts that a re-run of the same idempotent write
 resolves (:data:`DELTA_RETRIABLE`). Delta's ``MetadataChangedException`` and
 ``ProtocolChangedException`` are not retriable: the table's schema or protocol
-changed under the writer, which a person must look at.
+changed under the writer, which a person must look at — unless the conflicting
+commit only set or unset table properties (an operator's ``ALTER TABLE … SET
+TBLPROPERTIES`` next to a running pipeline), which changes nothing a write
+means (:func:`is_table_property_change`).
 
 The clock and the random source are injected, so tests check exact backoff
 sequences with a fake clock. Instances are immutable and thread safe as long
@@ -59,6 +67,7 @@ __all__ = [
     "DELTA_NOT_RETRIABLE",
     "DELTA_RETRIABLE",
     "SYSTEM_CLOCK",
+    "WRITE_MIN_ATTEMPTS",
     "WRITE_RETRY_TIMEOUT_MS",
     "Clock",
     "RetriableClassifier",
@@ -67,6 +76,7 @@ __all__ = [
     "RetryWithToleranceOperator",
     "SystemClock",
     "is_table_creation_race",
+    "is_table_property_change",
     "stop_retries",
 ]
 
@@ -75,6 +85,10 @@ T = TypeVar("T")
 #: The retry budget of table writes when ``errors.retry.timeout`` is 0 (see
 #: :meth:`RetryWithToleranceOperator.for_writes`).
 WRITE_RETRY_TIMEOUT_MS = 120_000
+
+#: Attempts a table write always gets for a retriable failure, whatever the budget
+#: left (a slow write's commit conflict is still retried).
+WRITE_MIN_ATTEMPTS = 4
 
 #: Delta commit conflicts on append/delete/idempotent-transaction: the write is
 #: re-run against the new table version (our writes are idempotent MERGEs or
@@ -106,6 +120,32 @@ def is_table_creation_race(exc: BaseException) -> bool:
         seen.add(id(cur))
         if "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" in str(cur):
             return True
+        cur = cur.__cause__
+    return False
+
+
+#: Delta operations that change table properties only (the ``operation`` of a commit).
+_PROPERTY_OPERATIONS = ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES")
+_CONFLICTING_OPERATION = re.compile(r'Conflicting commit: \{.*?"operation":"([^"]+)"')
+
+
+def is_table_property_change(exc: BaseException) -> bool:
+    """Whether ``exc`` is a metadata conflict whose winning commit only changed table properties.
+
+    Delta names the conflicting commit in the message (``Conflicting commit:
+    {"operation":"SET TBLPROPERTIES", …}``). Re-running an idempotent write
+    after a property change is safe; after any other metadata change (schema,
+    partitioning, protocol) it is not retried.
+    """
+    cur: BaseException | None = exc
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur)
+        if "MetadataChangedException" in text:
+            ops = set(_CONFLICTING_OPERATION.findall(text))
+            if ops and ops <= set(_PROPERTY_OPERATIONS):
+                return True
         cur = cur.__cause__
     return False
 
@@ -212,7 +252,8 @@ class RetriableClassifier:
             when they appear in the exception's class hierarchy or its
             ``__cause__`` chain.
         predicate: an extra test; retriable when it returns True.
-        never: class names that are never retriable (checked first).
+        never: class names that are not retriable (checked first), except a
+            metadata conflict with a property-only change (:func:`is_table_property_change`).
     """
 
     names: frozenset[str] = frozenset(DELTA_RETRIABLE)
@@ -222,7 +263,7 @@ class RetriableClassifier:
     def __call__(self, exc: BaseException) -> bool:
         found = _class_names(exc)
         if found & self.never:
-            return False
+            return is_table_property_change(exc)
         if found & self.names:
             return True
         return bool(self.predicate is not None and self.predicate(exc))
@@ -251,6 +292,8 @@ class RetryPolicy:
         max_delay_ms: the largest single delay.
         jitter: each delay is scaled by a factor in ``[1 - jitter, 1 + jitter]``.
         retriable: which failures are retried.
+        min_attempts: a retriable failure is retried until this many attempts were
+            made, even past the budget (never when ``timeout_ms`` is 0).
     """
 
     timeout_ms: int = 0
@@ -259,6 +302,7 @@ class RetryPolicy:
     max_delay_ms: int = 60_000
     jitter: float = 0.2
     retriable: RetriableClassifier = field(default_factory=RetriableClassifier)
+    min_attempts: int = 1
 
     def __post_init__(self) -> None:
         # ErrorsConfig already validated these; a policy built by hand is checked too.
@@ -273,6 +317,8 @@ class RetryPolicy:
             raise ValueError(f"multiplier: expected ≥ 1, found {self.multiplier}")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter: expected a factor in [0, 1], found {self.jitter}")
+        if self.min_attempts < 1:
+            raise ValueError(f"min_attempts: expected ≥ 1, found {self.min_attempts}")
 
     @classmethod
     def from_config(
@@ -389,12 +435,15 @@ class RetryWithToleranceOperator:
         the default) still gives writes :data:`WRITE_RETRY_TIMEOUT_MS` for Delta
         commit conflicts: re-running an idempotent write is always safe, and two
         pipelines sharing one quarantine table must both succeed. Losing the race
-        to create a table is retriable too (:func:`is_table_creation_race`).
-        Writes never tolerate a final failure (use :meth:`call`).
+        to create a table is retriable too (:func:`is_table_creation_race`). A
+        retriable failure gets :data:`WRITE_MIN_ATTEMPTS` attempts even when one
+        slow attempt used up the budget. Writes never tolerate a final failure
+        (use :meth:`call`).
         """
         policy = RetryPolicy.from_config(errors, is_table_creation_race)
         if policy.timeout_ms == 0:
             policy = replace(policy, timeout_ms=WRITE_RETRY_TIMEOUT_MS)
+        policy = replace(policy, min_attempts=max(policy.min_attempts, WRITE_MIN_ATTEMPTS))
         return cls(policy, Tolerance.NONE, clock, rng, on_retry)
 
     def execute(self, operation: Callable[[], T], *, name: str = "operation") -> RetryOutcome[T]:
@@ -446,12 +495,14 @@ class RetryWithToleranceOperator:
             except Exception as exc:
                 retriable = p.retriable(exc)
                 now = self.clock.monotonic()
-                out_of_budget = deadline is not None and now >= deadline
+                out_of_budget = (
+                    deadline is not None and now >= deadline and attempts >= p.min_attempts
+                )
                 if not retriable or not p.retries_enabled or out_of_budget or self.stop.is_set():
                     return RetryOutcome(None, exc, attempts, retriable, slept)
                 delay = p.delay_ms(attempts - 1, self.rng())
-                if deadline is not None:
-                    delay = min(delay, max(0.0, (deadline - now) * 1000.0))
+                if deadline is not None and now < deadline:
+                    delay = min(delay, (deadline - now) * 1000.0)
                 if self.on_retry is not None:
                     self.on_retry(name, attempts, exc, delay)
                 if self.clock is SYSTEM_CLOCK:

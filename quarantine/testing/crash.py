@@ -50,10 +50,13 @@ class CrashRun:
         kill_points: per kill, the batch in flight and the delay after it was planned (s).
         wall_s: total wall time including the final run.
         committed_batches: batches committed in the checkpoint at the end.
+        self_exits: per exit the pipeline made by itself (allowed by ``max_self_exits``),
+            its exit code and the last lines of its log.
     """
 
     kills: int = 0
     kill_points: list[tuple[int, float]] = field(default_factory=list)
+    self_exits: list[tuple[int, str]] = field(default_factory=list)
     wall_s: float = 0.0
     committed_batches: int = 0
 
@@ -105,6 +108,7 @@ def run_with_kills(
     rng: random.Random,
     max_delay_s: float = 4.0,
     stall_timeout_s: float = 180.0,
+    max_self_exits: int = 0,
 ) -> CrashRun:
     """Start the pipeline, SIGKILL it mid-batch ``kills`` times, restarting each time.
 
@@ -117,9 +121,13 @@ def run_with_kills(
         max_delay_s: a kill lands uniformly in [0, max_delay_s] after a batch is planned.
         stall_timeout_s: fail if the checkpoint shows no progress (a batch planned or
             committed) for this long.
+        max_self_exits: how many times the process may exit by itself (a stream that
+            fails while its broker restarts) and be restarted, as a job scheduler's
+            retry would; each is recorded in :attr:`CrashRun.self_exits`.
 
     Raises:
-        CrashRunError: the process exited by itself, or stalled.
+        CrashRunError: the process exited by itself more than ``max_self_exits``
+            times, or stalled.
     """
     out = CrashRun()
     t0 = time.monotonic()
@@ -129,12 +137,17 @@ def run_with_kills(
         try:
             deadline = time.monotonic() + stall_timeout_s
             seen = (len(planned_before), len(batch_files(checkpoint, "commits")))
+            exited = False
             while True:
                 if proc.poll() is not None:
-                    raise CrashRunError(
-                        f"the pipeline exited by itself (code {proc.returncode}) before kill "
-                        f"{out.kills + 1}:\n{_tail(log)}"
-                    )
+                    if len(out.self_exits) >= max_self_exits:
+                        raise CrashRunError(
+                            f"the pipeline exited by itself (code {proc.returncode}) before kill "
+                            f"{out.kills + 1}:\n{_tail(log)}"
+                        )
+                    out.self_exits.append((proc.returncode, _tail(log, 12)))
+                    exited = True
+                    break
                 planned = batch_files(checkpoint, "offsets")
                 in_flight = planned - batch_files(checkpoint, "commits")
                 fresh = planned - planned_before
@@ -148,6 +161,8 @@ def run_with_kills(
                         f"no micro-batch planned or committed for {stall_timeout_s:.0f} s:\n{_tail(log)}"
                     )
                 time.sleep(0.05)
+            if exited:
+                continue
             delay = rng.uniform(0.0, max_delay_s)
             time.sleep(delay)
             out.kill_points.append((max(in_flight), round(delay, 2)))

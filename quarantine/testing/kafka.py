@@ -697,12 +697,25 @@ def _b(x: object) -> bytes | None:
 
 
 def ledger(
-    spark: Any, produced: Sequence[ProducedRecord], *, target: str, quarantine: str, pipeline: str
+    spark: Any,
+    produced: Sequence[ProducedRecord],
+    *,
+    target: str,
+    quarantine: str,
+    pipeline: str | Sequence[str],
+    statuses: Sequence[str] | None = None,
 ) -> Ledger:
     """Compare the target and quarantine Delta tables (paths) with what was produced.
 
     The target must keep its source coordinates (``_source_topic`` …). Collects
     coordinates to the driver: meant for tests of up to a few million records.
+
+    Args:
+        pipeline: the quarantine rows counted are this pipeline's (or these pipelines',
+            when several share the tables).
+        statuses: count only quarantine rows in these statuses. After a replay, a
+            record is in exactly one of the target and the ``open`` rows (its
+            ``replayed`` row stays, as the audit trail).
     """
     from collections import Counter
 
@@ -714,10 +727,13 @@ def ledger(
         .select("_source_topic", "_source_partition", "_source_offset").collect()
         if _delta_exists(spark, target) else []
     )
+    pipelines = [pipeline] if isinstance(pipeline, str) else list(pipeline)
     q_df = (
-        spark.read.format("delta").load(quarantine).where(F.col("pipeline") == pipeline)
+        spark.read.format("delta").load(quarantine).where(F.col("pipeline").isin(pipelines))
         if _delta_exists(spark, quarantine) else None
     )
+    if q_df is not None and statuses is not None:
+        q_df = q_df.where(F.col("status").isin(list(statuses)))
     q_rows = (
         q_df.select("topic", "partition", "offset", "key", "value", "headers").collect()
         if q_df is not None else []

@@ -1,0 +1,302 @@
+"""Concurrent writers, as real processes: nothing lost, nothing doubled.
+
+Each writer is its own OS process with its own Spark driver, as two jobs are.
+The processes build their pipeline, warm their JVM, then wait on a file barrier
+so their writes really overlap. Each may succeed or fail cleanly (a
+:class:`~quarantine.errors.QuarantineError`, never a raw Py4J/Delta error);
+afterwards a re-run completes, and the ledger is checked: every source record
+is in exactly one of the target and the quarantine table (by topic, partition,
+offset), none twice, and quarantined bytes are the source's bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.replay import replay
+from quarantine.runner import Pipeline
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.testing.crash import write_conf
+from quarantine.testing.kafka import (
+    ORDER_SCHEMA_DDL,
+    ProducedRecord,
+    ledger,
+    order_records,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: The child drivers' Spark: small, as several share two cores.
+CHILD_SPARK = {
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+}
+
+_T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+# One writer: build the pipeline, warm the JVM, meet the others at the barrier, run.
+_DRIVER = """
+import json, sys, time, traceback
+from pathlib import Path
+from quarantine.config import load_config
+from quarantine.errors import QuarantineError
+from quarantine.runner import Pipeline
+
+conf, barrier, n, action = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pipe = Pipeline.from_config(load_config(str(conf)))
+pipe.spark.range(10).count()
+(barrier / conf.name).touch()
+deadline = time.monotonic() + 900
+while len(list(barrier.iterdir())) < n and time.monotonic() < deadline:
+    time.sleep(0.05)
+try:
+    if action == "replay":
+        from quarantine.replay import replay
+        r = replay(pipe)
+        out = {"selected": r.selected, "replayed": r.replayed, "still_failing": r.still_failing}
+    else:
+        s = pipe.run()
+        out = {"in": s.records_in, "ok": s.records_ok, "quarantined": s.records_quarantined}
+except Exception as exc:
+    clean = isinstance(exc, QuarantineError)
+    print("FAILED " + json.dumps({"clean": clean, "error": f"{type(exc).__name__}: {exc}"[:3000]}))
+    traceback.print_exc()
+    sys.exit(1)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def source_records(topic: str, count: int, *, seed: int, poison_rate: float = 0.25) -> list[ProducedRecord]:
+    """Order events on 2 partitions of ``topic`` (a quarter poison), with their offsets."""
+    offsets: dict[int, int] = {}
+    out = []
+    for r in order_records([topic], 2, count, poison_rate=poison_rate, seed=seed):
+        p = r.partition or 0
+        off = offsets.get(p, 0)
+        offsets[p] = off + 1
+        out.append(ProducedRecord(topic, p, off, r.key, r.value, r.headers))
+    return out
+
+
+def write_source(spark: Any, records: Sequence[ProducedRecord], path: Path, *, mode: str = "overwrite") -> None:
+    """A Kafka-shaped Delta table holding ``records``, as Spark's Kafka source would read them."""
+    rows = [
+        (r.key, r.value, r.topic, r.partition, r.offset, _T0 + dt.timedelta(seconds=r.offset), 0,
+         list(r.headers) if r.headers is not None else None)
+        for r in records
+    ]
+    spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").mode(mode).save(str(path))
+
+
+def pipeline_conf(
+    name: str, source: Path, *, target: Path, quarantine: Path,
+) -> dict[str, Any]:
+    """A batch pipeline over a Kafka-shaped Delta source (the e2e order stages)."""
+    return {
+        "pipeline": name,
+        "source": {"format": "delta", "path": str(source)},
+        "target": {"table": str(target)},
+        "errors": {
+            "tolerance": "all", "deadletterqueue.table.name": str(quarantine),
+            "retry.initial.backoff.ms": 100, "retry.delay.max.ms": 2000,
+        },
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse_order", "type": "json", "options": {
+                "schema": ORDER_SCHEMA_DDL, "required": ["order_id", "amount", "currency"]}},
+        ],
+        "spark": {"conf": dict(CHILD_SPARK)},
+    }
+
+
+def run_at_once(confs: Sequence[Path], barrier: Path, action: str = "run") -> dict[str, dict[str, Any]]:
+    """Run one writer process per config, released together; each one's RESULT or FAILED.
+
+    A writer that fails must fail cleanly: with a :class:`QuarantineError`.
+    """
+    barrier.mkdir()
+    env = {**os.environ, "QUARANTINE_SPARK_LOG_LEVEL": "ERROR", "PYTHONUNBUFFERED": "1"}
+    procs = {
+        conf.name: subprocess.Popen(
+            [sys.executable, "-c", _DRIVER, str(conf), str(barrier), str(len(confs)), action],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for conf in confs
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=1500)
+        line = next(
+            (ln for ln in stdout.splitlines() if ln.startswith(("RESULT ", "FAILED "))), None
+        )
+        tail = "\n".join(ln for ln in stderr.splitlines() if not ln.lstrip().startswith("at "))[-4000:]
+        assert line is not None, f"writer {name} exited {proc.returncode} without a result:\n{tail}"
+        verdict, _, payload = line.partition(" ")
+        result = json.loads(payload)
+        if verdict == "FAILED":
+            assert result["clean"], f"writer {name} failed with a raw error:\n{result['error']}\n{tail}"
+            print(f"writer {name} failed cleanly: {result['error'][:500]}")
+        out[name] = {"ok": verdict == "RESULT", **result}
+    return out
+
+
+def assert_exactly_once(
+    spark: Any, produced: Sequence[ProducedRecord], *, target: Path, quarantine: Path,
+    pipeline: str | Sequence[str],
+) -> None:
+    book = ledger(spark, produced, target=str(target), quarantine=str(quarantine), pipeline=pipeline)
+    assert book.exactly_once, book.describe()
+    assert book.in_target + book.in_quarantine == len(produced), book.describe()
+    assert book.in_quarantine > 0 and book.in_target > 0, book.describe()
+
+
+def rerun(spark: Any, raw: dict[str, Any]) -> None:
+    """The re-run after the race (in this process): it must complete."""
+    Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+
+
+# ---------------------------------------------------------------------- the tests
+
+
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
+def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_double_nothing(
+    spark: Any, table_dir: Path
+) -> None:
+    records = source_records("conc-orders", 300, seed=11)
+    write_source(spark, records, table_dir / "source")
+    raw = pipeline_conf(
+        "conc_orders", table_dir / "source", target=table_dir / "target", quarantine=table_dir / "quarantine"
+    )
+    confs = [write_conf(raw, table_dir / f"run{i}.yml") for i in (1, 2)]
+
+    results = run_at_once(confs, table_dir / "barrier")
+
+    assert any(r["ok"] for r in results.values()), results
+    rerun(spark, raw)
+    assert_exactly_once(
+        spark, records, target=table_dir / "target", quarantine=table_dir / "quarantine", pipeline="conc_orders"
+    )
+
+
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
+def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_nothing(
+    spark: Any, table_dir: Path
+) -> None:
+    first = source_records("conc-orders", 400, seed=12)
+    raw = pipeline_conf(
+        "conc_orders", table_dir / "source", target=table_dir / "target", quarantine=table_dir / "quarantine"
+    )
+    # the tables exist (a first run over half the records); then two runs over all of them race
+    write_source(spark, first[::2], table_dir / "source")
+    rerun(spark, raw)
+    write_source(spark, first, table_dir / "source")
+    confs = [write_conf(raw, table_dir / f"run{i}.yml") for i in (1, 2)]
+
+    results = run_at_once(confs, table_dir / "barrier")
+
+    assert any(r["ok"] for r in results.values()), results
+    rerun(spark, raw)
+    assert_exactly_once(
+        spark, first, target=table_dir / "target", quarantine=table_dir / "quarantine", pipeline="conc_orders"
+    )
+
+
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
+def test_two_pipelines_sharing_one_target_and_one_quarantine_table_lose_and_double_nothing(
+    spark: Any, table_dir: Path
+) -> None:
+    produced: list[ProducedRecord] = []
+    raws = []
+    for name, topic, seed in (("conc_orders", "conc-orders", 13), ("conc_payments", "conc-payments", 14)):
+        records = source_records(topic, 300, seed=seed)
+        produced += records
+        write_source(spark, records, table_dir / f"{name}_source")
+        raws.append(pipeline_conf(
+            name, table_dir / f"{name}_source", target=table_dir / "target",
+            quarantine=table_dir / "quarantine",
+        ))
+    confs = [write_conf(raw, table_dir / f"{raw['pipeline']}.yml") for raw in raws]
+
+    results = run_at_once(confs, table_dir / "barrier")
+
+    assert any(r["ok"] for r in results.values()), results
+    for raw in raws:
+        rerun(spark, raw)
+    assert_exactly_once(
+        spark, produced, target=table_dir / "target", quarantine=table_dir / "quarantine",
+        pipeline=["conc_orders", "conc_payments"],
+    )
+
+
+def assert_replay_resolved_correctly(
+    spark: Any, produced: Sequence[ProducedRecord], *, target: Path, quarantine: Path, pipeline: str,
+) -> int:
+    """After replays: each record in exactly one of target and *open* quarantine rows;
+    every ``replayed`` row's record really is in the target; no coordinates twice
+    in the quarantine table; quarantined bytes are the source's. Returns the replayed rows."""
+    book = ledger(
+        spark, produced, target=str(target), quarantine=str(quarantine), pipeline=pipeline, statuses=("open",)
+    )
+    assert book.exactly_once, book.describe()
+    everything = ledger(spark, produced, target=str(target), quarantine=str(quarantine), pipeline=pipeline)
+    assert not everything.bytes_mismatch, everything.describe()
+    q = spark.read.format("delta").load(str(quarantine)).where(f"pipeline = '{pipeline}'")
+    rows = q.select("topic", "partition", "offset", "status", "run_id").collect()
+    coords = [(r[0], r[1], r[2]) for r in rows]
+    assert len(coords) == len(set(coords)), "a coordinate is in the quarantine table twice"
+    in_target = {
+        (r[0], r[1], r[2])
+        for r in spark.read.format("delta").load(str(target))
+        .select("_source_topic", "_source_partition", "_source_offset").collect()
+    }
+    replayed_not_in_target = [r for r in rows if r["status"] == "replayed" and (r[0], r[1], r[2]) not in in_target]
+    assert not replayed_not_in_target, (
+        f"{len(replayed_not_in_target)} row(s) marked replayed whose record is not in the target "
+        f"(they still fail, and must be open): {replayed_not_in_target[:5]}"
+    )
+    open_in_target = [r for r in rows if r["status"] == "open" and (r[0], r[1], r[2]) in in_target]
+    assert not open_in_target, f"open rows whose record is in the target: {open_in_target[:5]}"
+    return sum(1 for r in rows if r["status"] == "replayed")
+
+
+@pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
+def test_two_replays_of_one_pipeline_at_once_resolve_each_row_once_and_correctly(
+    spark: Any, table_dir: Path
+) -> None:
+    records = source_records("conc-orders", 300, seed=15)
+    write_source(spark, records, table_dir / "source")
+    raw = pipeline_conf(
+        "conc_orders", table_dir / "source", target=table_dir / "target", quarantine=table_dir / "quarantine"
+    )
+    rerun(spark, raw)
+    # the fix being replayed: order_id is no longer required (the missing_field poison passes)
+    fixed = {**raw, "target": {**raw["target"]}}
+    fixed["stages"] = [raw["stages"][0], {
+        "name": "parse_order", "type": "json",
+        "options": {"schema": ORDER_SCHEMA_DDL, "required": ["amount", "currency"]},
+    }]
+    confs = [write_conf(fixed, table_dir / f"replay{i}.yml") for i in (1, 2)]
+
+    results = run_at_once(confs, table_dir / "barrier", action="replay")
+
+    assert any(r["ok"] for r in results.values()), results
+    again = replay(Pipeline.from_config(parse_config(fixed), spark, listeners=[]))
+    assert again.replayed == 0, again.render()  # the races left nothing open that now passes
+    replayed = assert_replay_resolved_correctly(
+        spark, records, target=table_dir / "target", quarantine=table_dir / "quarantine", pipeline="conc_orders"
+    )
+    assert replayed > 0
