@@ -128,8 +128,14 @@ def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None 
     version = _version(pipe)
     keys = open_records(pipe, where, version=version).select("topic", "partition", "offset")
     n = keys.count()  # reported to the user; not a data-path decision
-    close_records(
-        pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
-        status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=now or pipe.clock(),
+    at = now or pipe.clock()
+    # under the write retry: a concurrent run or replay committing first is a conflict to retry
+    pipe.write(
+        "discard", pipe.quarantine_table, 0,
+        lambda: close_records(
+            pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
+            status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=at,
+        ),
+        quarantine=True,
     )
     return n

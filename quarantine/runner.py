@@ -467,7 +467,7 @@ class Pipeline:
             )),
             pipeline=self.config.pipeline, run_id=run_id, batch_id=batch_id, now=now,
         )
-        return self._write(
+        return self.write(
             "quarantine MERGE", self.quarantine_table, batch_id,
             lambda: merge_quarantine(self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline),
             quarantine=True,
@@ -477,7 +477,7 @@ class Pipeline:
         """Write the batch's good rows to the target exactly once."""
         good = self.target_rows(split)
         if streaming:
-            self._write(
+            self.write(
                 "target append", self.target_table, batch_id,
                 # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
                 # batch ids at 0, and Delta would silently skip those appends otherwise.
@@ -486,7 +486,7 @@ class Pipeline:
                 ),
             )
         else:
-            self._write(
+            self.write(
                 "target MERGE", self.target_table, batch_id,
                 lambda: merge_new_rows(self.spark, good, self.target_table),
             )
@@ -500,7 +500,7 @@ class Pipeline:
         """
         passed = split.where(F.col(_ERR).isNull() & F.col(_OPEN)).select(*SOURCE_KEY)
         how = "replayed by run" if replaying else "passed on re-run, run"
-        self._write(
+        self.write(
             "quarantine close", self.quarantine_table, 0,
             lambda: close_records(
                 self.spark, self.quarantine_table, passed, pipeline=self.config.pipeline,
@@ -508,7 +508,7 @@ class Pipeline:
             ),
         )
 
-    def _write(
+    def write(
         self, action: str, table: str, batch_id: int, write: Callable[[], None], *, quarantine: bool = False
     ) -> int:
         """Run a table write under the write retry policy (see :mod:`quarantine.retry`).
