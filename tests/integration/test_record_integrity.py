@@ -202,15 +202,21 @@ def test_error_history_keeps_the_first_and_latest_entries_and_counts_them_all(sp
 # ------------------------------------------------------------------ replay (points 1, 6)
 
 
-class _Interloper:
-    """A listener that, right after replay's batch, lets another run of the pipeline write."""
-
-    def __init__(self, other: Pipeline) -> None:
-        self.other = other
+class _Listener:
+    """A RunListener that does nothing; tests override ``on_batch``."""
 
     def on_run_start(self, run: RunInfo) -> None: ...
 
     def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None: ...
+
+    def on_batch(self, report: BatchReport) -> None: ...
+
+
+class _Interloper(_Listener):
+    """A listener that, right after replay's batch, lets another run of the pipeline write."""
+
+    def __init__(self, other: Pipeline) -> None:
+        self.other = other
 
     def on_batch(self, report: BatchReport) -> None:
         if report.run.run_id != self.other.run_id:
@@ -265,13 +271,9 @@ def test_a_pipeline_name_with_quotes_and_backslashes_is_a_literal_not_sql(spark:
 # ------------------------------------------------------------------ metrics before failing (point 16)
 
 
-class _Collect:
+class _Collect(_Listener):
     def __init__(self) -> None:
         self.batches: list[BatchReport] = []
-
-    def on_run_start(self, run: RunInfo) -> None: ...
-
-    def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None: ...
 
     def on_batch(self, report: BatchReport) -> None:
         self.batches.append(report)
