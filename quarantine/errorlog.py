@@ -28,22 +28,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.config import SECRET_PAIR_JAVA, SECRET_PAIR_JAVA_REPLACEMENT, ErrorsConfig, redact_text
+from quarantine.config import ErrorsConfig
+from quarantine.redaction import redact_text
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
     "SAMPLE_PER_BATCH",
     "ErrorContextLogger",
-    "redact_column",
-    "redact_error",
     "sample_errors",
 ]
 
@@ -55,47 +53,6 @@ MAX_PAYLOAD_CHARS = 256
 MAX_MESSAGE_CHARS = 1000
 
 LOGGER_NAME = "quarantine.errors"
-
-def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
-    """A string column with every secret value and ``password=…`` pair masked (pure).
-
-    The same masking as :func:`quarantine.config.redact_text`. Without configured
-    secrets it is native (``regexp_replace`` with :data:`~quarantine.config.SECRET_PAIR_JAVA`,
-    a pattern of key names, no secret in it). With secrets it runs ``redact_text``
-    in an Arrow-batched Python UDF whose closure holds them — deliberately not
-    ``replace`` with literals: a literal puts the secret into the query plan, where
-    the Spark UI, ``explain`` and Py4J debug logs would show it. Either way it is
-    applied to failed rows only (the quarantine path).
-    """
-    keep = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
-    if not keep:
-        return F.regexp_replace(text, F.lit(SECRET_PAIR_JAVA), F.lit(SECRET_PAIR_JAVA_REPLACEMENT))
-
-    @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
-    def _redacted(values: pd.Series) -> pd.Series:
-        # Arrow hands nulls to pandas as None or NaN: both must stay null, not become 'nan'.
-        return values.map(lambda t: None if pd.isna(t) else redact_text(str(t), keep))
-
-    out: Column = _redacted(text)
-    return out
-
-
-def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool = True) -> Column:
-    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null).
-
-    Args:
-        error: the error struct column.
-        secrets: configured secret values to mask.
-        stacktrace: whether ``stacktrace`` can be non-null. Pass False only when the
-            stages ran with stack traces off (every ``stacktrace`` is null then): it
-            skips that field's redaction UDF, one Python round trip per failed row.
-    """
-    keep = tuple(secrets)
-    redacted = error.withField("message", redact_column(error.getField("message"), keep))
-    if stacktrace:
-        redacted = redacted.withField("stacktrace", redact_column(error.getField("stacktrace"), keep))
-    return F.when(error.isNull(), error).otherwise(redacted)
-
 
 def sample_errors(
     failed: DataFrame,

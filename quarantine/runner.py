@@ -36,7 +36,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction, PipelineConfig, SourceFormat
-from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
+from quarantine.errorlog import ErrorContextLogger, sample_errors
 from quarantine.errors import ExpectationBreachError, QuarantineWriteError, RetriesExhaustedError, SourceError
 from quarantine.expectations.stage import (
     expectation_counts,
@@ -46,6 +46,7 @@ from quarantine.expectations.stage import (
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_columns
+from quarantine.redaction import redact_error
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA

@@ -303,6 +303,6 @@ def _stream_failure(exc: object, where: str) -> StreamFailedError:
 
 def options_summary(opts: Mapping[str, str]) -> str:
     """Reader options for logs, with credentials redacted."""
-    from quarantine.config import redact
+    from quarantine.redaction import redact
 
     return ", ".join(f"{k}={v}" for k, v in redact(dict(opts)).items())

@@ -37,7 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quarantine.config import MlflowConfig, PipelineConfig, redact_text
+from quarantine.config import MlflowConfig, PipelineConfig
+from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
 from quarantine.session import on_databricks
 

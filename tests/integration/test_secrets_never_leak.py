@@ -161,8 +161,7 @@ def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
     """Without configured secrets the quarantine path masks natively; same output as Python."""
     from pyspark.sql import functions as F
 
-    from quarantine.config import redact_text
-    from quarantine.errorlog import redact_column
+    from quarantine.redaction import redact_column, redact_text
 
     df = spark.createDataFrame([(i, t) for i, t in enumerate(PAIR_TEXTS)], "i INT, t STRING")
     plan_col = redact_column(F.col("t"))

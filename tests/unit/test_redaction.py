@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from quarantine.config import REDACTED, collect_secrets, is_secret_key, redact, redact_text
 from quarantine.errorlog import SAMPLE_PER_BATCH, ErrorContextLogger
+from quarantine.redaction import REDACTED, collect_secrets, is_secret_key, redact, redact_text
 
 PASSWORD = "hunter2-Pa55word"
 JAAS_PW = "jaas-S3cret-99"
