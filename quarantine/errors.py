@@ -6,6 +6,8 @@ stage or table involved, so a data engineer can fix the cause from the message.
 
 from __future__ import annotations
 
+from quarantine.redaction import redact, redact_text
+
 __all__ = [
     "ConfigError",
     "ExpectationBreachError",
@@ -26,14 +28,17 @@ class QuarantineError(Exception):
 class ConfigError(QuarantineError):
     """A config key is unknown, a value is not allowed, or settings contradict.
 
-    Raised when the config is loaded, before any data is read or written.
+    Raised when the config is loaded, before any data is read or written. The
+    message shows the value redacted (a value under a secret-looking key, a
+    password in a URI or a YAML snippet is ``[redacted]``); ``value`` keeps it as given.
     """
 
     def __init__(self, key: str, value: object, allowed: str) -> None:
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"config key '{key}': got {value!r}; expected {allowed}")
+        shown = redact(value, key)
+        super().__init__(f"config key '{key}': got {shown!r}; expected {redact_text(allowed)}")
 
 
 class StageDefinitionError(QuarantineError):

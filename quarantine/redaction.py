@@ -58,6 +58,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# a core dependency; at module level so the pandas UDF's type hints resolve
+import pandas as pd
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -312,8 +315,6 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
         for regex, repl in JAVA_RULES:
             out = F.regexp_replace(out, F.lit(regex), F.lit(repl))
         return out
-
-    import pandas as pd
 
     @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
     def _redacted(values: pd.Series) -> pd.Series:
