@@ -39,6 +39,10 @@ contain it (``keyword``, ``monkey``, ``keySizeBits``), ``auth`` alone
 apply, plus ``*.key``/``*_key``/``*-key`` at the end of the key; camelCase and
 bare ``key`` are not treated as secret there.
 
+**Handed to Spark**: conf values and reader options must reach the JVM; they are
+sent inside :func:`unlogged_jvm_calls`, so Py4J's DEBUG log of every command does
+not record them.
+
 **Not masked**: the raw ``key``/``value``/``headers`` bytes of a quarantined
 record (data, kept byte for byte — the one intended copy); values that are not
 under a secret-looking key, not in a configured secret, and in none of the forms
@@ -52,9 +56,11 @@ implementations equal.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +78,7 @@ __all__ = [
     "redact_column",
     "redact_error",
     "redact_text",
+    "unlogged_jvm_calls",
 ]
 
 #: What a masked secret reads as, everywhere.
@@ -342,3 +349,27 @@ def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool
     if stacktrace:
         redacted = redacted.withField("stacktrace", redact_column(error.getField("stacktrace"), keep))
     return F.when(error.isNull(), error).otherwise(redacted)
+
+
+#: Py4J's loggers: at DEBUG they log every command sent to the JVM, arguments included.
+_PY4J_LOGGERS = ("py4j", "py4j.clientserver", "py4j.java_gateway")
+
+
+@contextlib.contextmanager
+def unlogged_jvm_calls() -> Iterator[None]:
+    """Hand secrets to Spark (conf values, reader options) without Py4J logging them.
+
+    Py4J logs each command it sends to the JVM at DEBUG, string arguments verbatim,
+    so a root logger at DEBUG would record every Spark conf value and reader option.
+    Inside this context Py4J's loggers stop below INFO (process-wide: other threads'
+    Py4J debug lines are dropped too, for the few milliseconds it lasts).
+    """
+    loggers = [logging.getLogger(name) for name in _PY4J_LOGGERS]
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)

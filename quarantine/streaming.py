@@ -38,7 +38,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
-from quarantine.redaction import redact, redact_text
+from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, fan_out
 
 if TYPE_CHECKING:
@@ -131,15 +131,16 @@ def read_stream(spark: SparkSession, source: SourceConfig) -> DataFrame:
     from quarantine.runner import check_kafka_shaped
     from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
-    if source.format is SourceFormat.KAFKA:
-        return spark.readStream.format("kafka").options(**kafka_options(source)).load()
-    reader = spark.readStream.format(source.format.value).options(**dict(source.options))
-    if source.format is SourceFormat.PARQUET:
-        df = reader.schema(KAFKA_SOURCE_SCHEMA).load(source.path)
-    elif source.table:
-        df = reader.table(source.table)
-    else:
-        df = reader.load(source.path)
+    with unlogged_jvm_calls():  # the options hold credentials (JAAS, SSL keys)
+        if source.format is SourceFormat.KAFKA:
+            return spark.readStream.format("kafka").options(**kafka_options(source)).load()
+        reader = spark.readStream.format(source.format.value).options(**dict(source.options))
+        if source.format is SourceFormat.PARQUET:
+            df = reader.schema(KAFKA_SOURCE_SCHEMA).load(source.path)
+        elif source.table:
+            df = reader.table(source.table)
+        else:
+            df = reader.load(source.path)
     check_kafka_shaped(df, source.location)
     return df
 

@@ -18,6 +18,22 @@ import pytest
 from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
 from quarantine.runner import Pipeline
+from tests.canary import (
+    C_JAAS,
+    C_KAFKA,
+    C_MLFLOW,
+    C_SPARK,
+    CANARY_JAAS,
+    all_logs,
+    assert_no_canary,
+    assert_raw_bytes_kept,
+    canary_config,
+    hits,
+    log_texts,
+    mlflow_texts,
+    table_texts,
+    write_canary_source,
+)
 from tests.helpers import kafka_df
 
 pytestmark = pytest.mark.integration
@@ -154,16 +170,48 @@ PAIR_TEXTS = [
     "sasl.jaas.config=org.X required username=\"u\" password=\"p w\";",
     "private_key:\n-----BEGIN",
     "token=",
+    # JSON, YAML, JSON-in-JSON, cut-short values (issue 13)
+    '{"user": "ann", "password": "hunter2", "n": 1}',
+    '{"order_id":"A1","password":"hunt',
+    "{'token': 'abc', 'api_key': 'k'}",
+    '"{\\"password\\": \\"x\\"}"',
+    "password: hunter2\nuser: ann",
+    "Authorization: Bearer eyJ.x.y",
+    "fs.azure.account.key.acct.dfs.core.windows.net=AZ==; kafka.key.deserializer=S",
+    # URIs with user-info, and ones without
+    "MLflow (http://ann:s3cr3t@mlflow:5000) down; https://ann:p@ss@h/x; https://tok@github.com/o",
+    "abfss://container@acct.dfs.core.windows.net/p sqlite:///mlflow.db kafka://b:9092",
+    # PEM blocks, whole, escaped and cut short
+    "key -----BEGIN PRIVATE KEY-----\nMIIEv\nQIB==\n-----END PRIVATE KEY----- ok",
+    "-----BEGIN RSA PRIVATE KEY-----\\nMIIEv\\n-----END RSA PRIVATE KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIC",
+    "ünïcödé pässwört: wert; sécret=ü",
 ]
 
 
+def _fuzz_texts(n: int, seed: int = 7) -> list[str]:
+    """Texts built from the fragments the rules care about, in every order (deterministic)."""
+    import random
+
+    parts = [
+        "password", "token", "api_key", "key", "secret", '"', "'", ":", "=", " ", "\n", "\\", "{", "}",
+        "http://", "u", "@", "host", "/", ":5000", "-----BEGIN PRIVATE KEY-----",
+        "-----END PRIVATE KEY-----", "abc", "ü", "[redacted]", ";", ",", "&", "fs.azure.account.key.a",
+        ".", "_", "-", "Bearer ", ")", "]", "\t",
+    ]
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(parts) for _ in range(rnd.randint(1, 16))) for _ in range(n)]
+
+
+
 def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
-    """Without configured secrets the quarantine path masks natively; same output as Python."""
+    """Without configured secrets the quarantine path masks natively (JSON, URI, PEM forms too); same as Python."""
     from pyspark.sql import functions as F
 
     from quarantine.redaction import redact_column, redact_text
 
-    df = spark.createDataFrame([(i, t) for i, t in enumerate(PAIR_TEXTS)], "i INT, t STRING")
+    texts = PAIR_TEXTS + _fuzz_texts(1500)
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i INT, t STRING")
     plan_col = redact_column(F.col("t"))
 
     def plan(c: Any) -> str:
@@ -172,224 +220,45 @@ def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
     assert "_redacted" not in plan(plan_col) and "regexp_replace" in plan(plan_col)
     assert "_redacted" in plan(redact_column(F.col("t"), ["s3cret"]))  # with secrets: the UDF
     got = {r["i"]: r["m"] for r in df.select("i", plan_col.alias("m")).collect()}
-    for i, t in enumerate(PAIR_TEXTS):
-        assert got[i] == (None if t is None else redact_text(t)), t
+    differ = [(t, got[i]) for i, t in enumerate(texts) if got[i] != (None if t is None else redact_text(t))]
+    assert not differ, differ[:5]
     assert "[redacted]" in got[3] and "hunter2" not in got[3]
+    for i, t in enumerate(PAIR_TEXTS):
+        for secret in ("hunter2", "hunt", "abc", "s3cr3t", "p@ss", "tok@", "AZ==", "MIIEv", "MIIC", "eyJ"):
+            if t and secret in t:
+                assert secret not in got[i], (t, got[i])
 
 
 # --------------------------------------------------------------------------- the secrets canary
-#
-# A distinct canary in every place a secret can be configured or arrive, then every
-# path run (batch, replay, a Delta stream, a tolerance breach, MLflow down, a stage
-# and a handler raising, bad configs), then every place a person can read searched:
-# zero hits. The raw key/value/header bytes in the quarantine table are the one
-# intended copy and are checked to be there, byte for byte.
-
-C_SPARK = "cnry-spark-conf-4a1f"  # spark.conf: a storage account key
-C_KAFKA = "cnry-kafka-pw-7c2e"  # source.options: a truststore password
-C_JAAS = "cnry-jaas-pw-19d0"  # source.options: inside a JAAS line
-C_PEM = "cnryPEMbody0e5b"  # source.options: inside a PEM private key
-C_MLFLOW = "cnry-mlflow-pw-b3c8"  # mlflow.tracking_uri: the user-info password
-C_HEADER = "cnry-header-tok-5d71"  # a record header
-C_KEY = "cnry-record-key-6a0c"  # a record key
-C_PAYLOAD = "cnry-payload-pw-8e42"  # a payload's "password", quoted by a malformed-JSON message
-C_FIELD = "cnry-payload-field-2f90"  # a payload's "password" of the wrong type
-C_SECRET_VALUE = "cnry-value-under-api-key-31b7"  # a payload's "api_key" echoed by a stage exception
-CANARIES = (C_SPARK, C_KAFKA, C_JAAS, C_PEM, C_MLFLOW, C_HEADER, C_KEY, C_PAYLOAD, C_FIELD, C_SECRET_VALUE)
-
-CANARY_JAAS = (
-    "org.apache.kafka.common.security.scram.ScramLoginModule required "
-    f'username="svc-canary" password="{C_JAAS}";'
-)
-CANARY_PEM = f"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq{C_PEM}hkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
-
-
-def canary_lookup(value: str) -> str:
-    """A user function that fails the way drivers do: by echoing every credential it holds."""
-    if '"bad-' in value:
-        api_key = value.split('"api_key":"', 1)[-1].split('"', 1)[0]
-        raise ConnectionError(
-            f"login as svc-canary failed: password={C_KAFKA}; sasl.jaas.config={CANARY_JAAS}; "
-            f"ssl key {CANARY_PEM}; fs.azure.account.key.acct.dfs.core.windows.net={C_SPARK}; "
-            f"tracking http://ann:{C_MLFLOW}@mlflow.internal/; api_key={api_key}"
-        )
-    return value
-
-
-class CanaryHandler:
-    """A custom handler that raises with credentials in its message."""
-
-    def handle(self, context: Any) -> Any:
-        raise RuntimeError(f"handler could not page on-call: token={C_KAFKA} key {C_SPARK} {CANARY_JAAS}")
-
-
-def _canary_raw(d: Path, *, tracking_uri: str, streaming: bool = False, **errors: Any) -> dict[str, Any]:
-    return {
-        "pipeline": "orders_canary",
-        "source": {
-            "format": "delta",
-            "path": str(d / "source"),
-            "streaming": streaming,
-            "options": {
-                "kafka.ssl.truststore.password": C_KAFKA,
-                "kafka.sasl.jaas.config": CANARY_JAAS,
-                "kafka.ssl.keystore.key": CANARY_PEM,
-            },
-        },
-        "target": {"table": str(d / "target"), **({"checkpoint": str(d / "checkpoint")} if streaming else {})},
-        "errors": {
-            "tolerance": "all",
-            "deadletterqueue.table.name": str(d / "quarantine"),
-            "deadletterqueue.context.stacktrace.enable": True,
-            "log.enable": True,
-            "log.include.messages": False,
-            "log.include.configs": True,
-            **errors,
-        },
-        "stages": [
-            {"name": "decode", "type": "decode_utf8"},
-            {
-                "name": "parse",
-                "type": "json",
-                "input": "decode",
-                "options": {"schema": "order_id STRING, password INT, api_key STRING", "required": ["order_id"]},
-            },
-            {
-                "name": "lookup",
-                "type": "python",
-                "input": "decode",
-                "options": {"function": f"{__name__}.canary_lookup", "returns": "STRING"},
-            },
-        ],
-        "metrics": {"table": str(d / "metrics")},
-        "mlflow": {
-            "enabled": True, "tracking_uri": tracking_uri, "experiment": "canary",
-            "http_timeout_s": 1, "http_max_retries": 0,
-        },
-        "spark": {"conf": {"fs.azure.account.key.acct.dfs.core.windows.net": C_SPARK}},
-    }
-
-
-CANARY_VALUES = [
-    b'{"order_id":"ok-1","api_key":"harmless"}',
-    # malformed: the message quotes the first 64 characters, password included
-    f'{{"order_id":"m-1","password":"{C_PAYLOAD}",'.encode(),
-    # a wrong type under a credential-named field
-    f'{{"order_id":"t-1","password":"{C_FIELD}"}}'.encode(),
-    # parses, then the stage raises echoing the configured secrets and the payload's api_key
-    f'{{"order_id":"bad-1","api_key":"{C_SECRET_VALUE}"}}'.encode(),
-]
-CANARY_HEADERS = [[("authorization", f"Bearer {C_HEADER}".encode())]] * len(CANARY_VALUES)
-CANARY_KEYS = [f"{C_KEY}-{i}".encode() for i in range(len(CANARY_VALUES))]
-
-
-def _write_canary_source(spark: Any, d: Path) -> None:
-    df = kafka_df(spark, CANARY_VALUES, keys=CANARY_KEYS, headers=CANARY_HEADERS)
-    df.write.format("delta").save(str(d / "source"))
-
-
-def _hits(text: str) -> list[str]:
-    return [c for c in CANARIES if c in text]
-
-
-def _mlflow_texts(tracking_uri: str) -> dict[str, str]:
-    """Every param, tag, metric name and artifact of every run in the store, as text."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    out: dict[str, str] = {}
-    exp = client.get_experiment_by_name("canary")
-    assert exp is not None, "the run was not logged to MLflow at all"
-    runs = client.search_runs([exp.experiment_id])
-    assert runs
-    for run in runs:
-        rid = run.info.run_id
-        out[f"{rid} params"] = json.dumps(run.data.params)
-        out[f"{rid} tags"] = json.dumps(run.data.tags)
-        out[f"{rid} metric names"] = json.dumps(sorted(run.data.metrics))
-        out[f"{rid} run name"] = str(run.info.run_name)
-        stack = [""]
-        while stack:
-            for f in client.list_artifacts(rid, stack.pop() or None):
-                if f.is_dir:
-                    stack.append(f.path)
-                else:
-                    local = client.download_artifacts(rid, f.path)
-                    out[f"{rid} artifact {f.path}"] = Path(local).read_text(errors="replace")
-    return out
-
-
-def _table_texts(spark: Any, d: Path) -> dict[str, str]:
-    """The metrics table whole, and every quarantine column but the raw record."""
-    out: dict[str, str] = {}
-    metrics = spark.read.format("delta").load(str(d / "metrics"))
-    out["metrics table"] = json.dumps([r.asDict(recursive=True) for r in metrics.collect()], default=str)
-    q = spark.read.format("delta").load(str(d / "quarantine"))
-    readable = [c for c in q.columns if c not in ("key", "value", "headers")]
-    for r in q.select(*readable).collect():
-        for c in readable:
-            out[f"quarantine.{c} offset {r['offset']}"] = json.dumps(r[c], default=str) if c != "error_history" else (
-                json.dumps([e.asDict() for e in r[c] or []], default=str)
-            )
-    return out
-
-
-def _assert_no_canary(texts: dict[str, str]) -> None:
-    leaks = {where: _hits(text) for where, text in texts.items() if _hits(text)}
-    assert not leaks, f"canaries leaked: {leaks}"
-
-
-def _raw_bytes_kept(spark: Any, d: Path) -> None:
-    """The one intended copy: quarantined key, value and headers byte for byte."""
-    q = spark.read.format("delta").load(str(d / "quarantine"))
-    rows = {r["offset"]: r for r in q.select("offset", "key", "value", "headers").collect()}
-    assert set(rows) == {1, 2, 3}
-    for off, r in rows.items():
-        assert bytes(r["key"]) == CANARY_KEYS[off] and bytes(r["value"]) == CANARY_VALUES[off]
-        assert [(h["key"], bytes(h["value"])) for h in r["headers"]] == CANARY_HEADERS[off]
-
-
-@pytest.fixture
-def all_logs(caplog: pytest.LogCaptureFixture) -> Any:
-    """Every log record at DEBUG, from the root logger and the quarantine loggers."""
-    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="quarantine"):
-        yield caplog
-
-
-def _log_texts(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
-    out = {}
-    for i, r in enumerate(caplog.records):
-        text = r.getMessage()
-        if r.exc_info:
-            text += "\n" + logging.Formatter().formatException(r.exc_info)
-        out[f"log {i} {r.name}:{r.levelname}"] = text
-    return out
+# (tests.canary: a canary in every place a secret can be configured, readers for every
+# place a person can read; zero hits allowed)
 
 
 def test_secrets_canary_batch_and_replay_leave_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, all_logs: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from quarantine.replay import replay
 
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _write_canary_source(spark, table_dir)
-    config = parse_config(_canary_raw(table_dir, tracking_uri=tracking))
+    write_canary_source(spark, table_dir)
+    config = parse_config(canary_config(table_dir, tracking_uri=tracking))
     assert {C_SPARK, C_KAFKA, C_JAAS} <= set(config.secrets())
 
     # no spark session passed: the pipeline applies spark.conf (the account key) itself
-    summary = Pipeline.from_config(config).run()
+    with all_logs(caplog):
+        summary = Pipeline.from_config(config).run()
+        result = replay(Pipeline.from_config(config))
     assert (summary.records_ok, summary.records_quarantined) == (1, 3)
-    result = replay(Pipeline.from_config(config))
     assert result.still_failing == 3
 
-    logs = _log_texts(all_logs)
+    logs = log_texts(caplog)
     assert any("error context" in t and "class=ConnectionError" in t for t in logs.values())
     assert any("config=" in t for t in logs.values())
-    texts = {**logs, **_mlflow_texts(tracking), **_table_texts(spark, table_dir)}
+    texts = {**logs, **mlflow_texts(tracking), **table_texts(spark, table_dir)}
     assert any("[redacted]" in t for k, t in texts.items() if k.startswith("quarantine.message"))
     assert any("kafka.sasl.jaas.config" in t for k, t in texts.items() if k.endswith("params"))
-    _assert_no_canary(texts)
-    _raw_bytes_kept(spark, table_dir)
+    assert_no_canary(texts)
+    assert_raw_bytes_kept(spark, table_dir)
 
 
 def _dead_port() -> int:
@@ -402,55 +271,56 @@ def _dead_port() -> int:
 
 
 def test_secrets_canary_tolerance_breach_with_mlflow_down_leaves_no_trace(
-    spark: Any, table_dir: Path, all_logs: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     tracking = f"http://ann:{C_MLFLOW}@127.0.0.1:{_dead_port()}"
-    _write_canary_source(spark, table_dir)
-    config = parse_config(_canary_raw(table_dir, tracking_uri=tracking, tolerance="none"))
+    write_canary_source(spark, table_dir)
+    config = parse_config(canary_config(table_dir, tracking_uri=tracking, tolerance="none"))
     assert C_MLFLOW in config.secrets()
-    with pytest.raises(ToleranceExceededError) as info:
+    with all_logs(caplog), pytest.raises(ToleranceExceededError) as info:
         Pipeline.from_config(config, spark).run()
 
-    logs = _log_texts(all_logs)
+    logs = log_texts(caplog)
     assert any("MLflow" in t and "unreachable" in t and "ann:[redacted]@127.0.0.1" in t for t in logs.values())
-    texts = {"the error": f"{type(info.value).__name__}: {info.value}", **logs, **_table_texts(spark, table_dir)}
-    _assert_no_canary(texts)
-    _raw_bytes_kept(spark, table_dir)
+    texts = {"the error": f"{type(info.value).__name__}: {info.value}", **logs, **table_texts(spark, table_dir)}
+    assert_no_canary(texts)
+    assert_raw_bytes_kept(spark, table_dir)
 
 
 def test_secrets_canary_handler_exception_leaves_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, all_logs: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from quarantine.errors import HandlerError
 
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _write_canary_source(spark, table_dir)
-    raw = _canary_raw(table_dir, tracking_uri=tracking, **{"handler.transform": f"{__name__}.CanaryHandler"})
-    with pytest.raises(HandlerError) as info:
+    write_canary_source(spark, table_dir)
+    raw = canary_config(table_dir, tracking_uri=tracking, **{"handler.transform": "tests.canary.CanaryHandler"})
+    with all_logs(caplog), pytest.raises(HandlerError) as info:
         Pipeline.from_config(parse_config(raw), spark).run()
     assert "RuntimeError" in str(info.value) and "[redacted]" in str(info.value)
     texts = {
-        "the error": str(info.value), **_log_texts(all_logs), **_mlflow_texts(tracking),
-        **_table_texts(spark, table_dir),
+        "the error": str(info.value), **log_texts(caplog), **mlflow_texts(tracking),
+        **table_texts(spark, table_dir),
     }
     assert any("HandlerError" in t for k, t in texts.items() if k.endswith("tags"))
-    _assert_no_canary(texts)
+    assert_no_canary(texts)
 
 
 def test_secrets_canary_delta_stream_leaves_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, all_logs: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _write_canary_source(spark, table_dir)
-    config = parse_config(_canary_raw(table_dir, tracking_uri=tracking, streaming=True))
-    summary = Pipeline.from_config(config, spark).run()
+    write_canary_source(spark, table_dir)
+    config = parse_config(canary_config(table_dir, tracking_uri=tracking, streaming=True))
+    with all_logs(caplog):
+        summary = Pipeline.from_config(config, spark).run()
     assert (summary.records_ok, summary.records_quarantined) == (1, 3)
 
-    logs = _log_texts(all_logs)
+    logs = log_texts(caplog)
     (start,) = [t for t in logs.values() if "streaming query" in t and "started on" in t]
     assert "kafka.sasl.jaas.config=[redacted]" in start and "kafka.ssl.keystore.key=[redacted]" in start
-    _assert_no_canary({**logs, **_mlflow_texts(tracking), **_table_texts(spark, table_dir)})
-    _raw_bytes_kept(spark, table_dir)
+    assert_no_canary({**logs, **mlflow_texts(tracking), **table_texts(spark, table_dir)})
+    assert_raw_bytes_kept(spark, table_dir)
 
 
 BAD_CONFIGS = [
@@ -474,18 +344,18 @@ def test_secrets_canary_bad_config_errors_carry_no_secret(
     from quarantine.cli import main
     from quarantine.errors import ConfigError
 
-    raw = _canary_raw(tmp_path, tracking_uri="sqlite:///x.db")
+    raw = canary_config(tmp_path, tracking_uri="sqlite:///x.db")
     for section, value in override.items():
         raw[section] = {**raw[section], **value} if isinstance(raw.get(section), dict) else value
     with pytest.raises(ConfigError) as info:
         parse_config(raw)
-    assert not _hits(str(info.value)), str(info.value)
+    assert not hits(str(info.value)), str(info.value)
 
     conf = tmp_path / "bad.yml"
     conf.write_text(yaml.safe_dump(raw))
     assert main(["validate", "--conf", str(conf)]) == 2
     err = capsys.readouterr().err
-    assert "bad config" in err and not _hits(err), err
+    assert "bad config" in err and not hits(err), err
 
 
 def test_secrets_canary_unparseable_yaml_error_carries_no_secret(tmp_path: Path) -> None:
@@ -496,4 +366,4 @@ def test_secrets_canary_unparseable_yaml_error_carries_no_secret(tmp_path: Path)
     conf.write_text(f'pipeline: p\nsource:\n  options:\n    password: "{C_KAFKA}\n  - [unbalanced\n')
     with pytest.raises(ConfigError) as info:
         load_config(conf)
-    assert "valid YAML" in str(info.value) and not _hits(str(info.value)), str(info.value)
+    assert "valid YAML" in str(info.value) and not hits(str(info.value)), str(info.value)
