@@ -8,7 +8,8 @@ Two jobs, both about what a person may read:
   batch, plus a line saying how many more there were — at WARNING on the
   ``quarantine.errors`` logger: pipeline, run, batch, stage, kind, error class,
   message, attempts and the source coordinates (topic, partition, offset). The
-  record's key and value are added only with ``errors.log.include.messages``
+  record's key and value — and the values stage messages quote after ``found``
+  (:func:`without_found_values`) — are added only with ``errors.log.include.messages``
   (off by default: payloads may hold personal data), truncated to
   :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
   with ``errors.log.include.configs``. Stack traces are never logged; they go
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "SAMPLE_PER_BATCH",
     "ErrorContextLogger",
     "sample_errors",
+    "without_found_values",
 ]
 
 #: At most this many failed records are logged per batch.
@@ -86,6 +89,24 @@ def sample_errors(
     if include_messages:
         cols += [F.col("key"), F.col("value")]
     return rows.select(*cols).limit(limit)
+
+
+#: What a stage message quoted after ``found``, up to the next field's part (``; field '…``).
+_FOUND = re.compile(r"(?<![\w])found (?!(?:null|no such field)(?:;|$))(?:(?!; (?:required )?field ')[\s\S])+")
+#: Shown instead, in log lines without ``errors.log.include.messages``.
+OMITTED = "found <omitted: errors.log.include.messages is false>"
+
+
+def without_found_values(message: str) -> str:
+    """A stage message without the record content it quoted (pure).
+
+    Built-in stages end each part with ``expected …, found <value>`` (a JSON
+    token, or a malformed record's first characters); that value is payload,
+    which error-context lines show only with ``errors.log.include.messages``.
+    ``found null`` and ``found no such field`` are kept. Free-text exception
+    messages (a Python stage's) cannot be parsed this way; they are redacted only.
+    """
+    return _FOUND.sub(OMITTED, message)
 
 
 def _payload(b: Any) -> str:
@@ -152,6 +173,8 @@ class ErrorContextLogger:
             self._emit(f"error context [{where}] config={cfg}")
         for row in rows:
             message = str(row.get("message") or "")
+            if not self.include_messages:
+                message = without_found_values(message)
             if len(message) > MAX_MESSAGE_CHARS:
                 message = message[:MAX_MESSAGE_CHARS] + "…"
             parts = [

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quarantine.errorlog import SAMPLE_PER_BATCH, ErrorContextLogger
@@ -306,7 +306,45 @@ _FRAGMENTS = st.sampled_from([
 ])
 
 
+@settings(deadline=None)  # a shared, loaded CI machine: time is not the property
 @given(st.lists(_FRAGMENTS, max_size=14).map("".join), st.lists(st.sampled_from(["abc", "hunter2", "u:p"])))
 def test_redaction_is_idempotent(text: str, secrets: list[str]) -> None:
     once = redact_text(text, tuple(secrets))
     assert redact_text(once, tuple(secrets)) == once
+
+
+def test_error_context_lines_quote_no_payload_without_include_messages(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 13: stage messages quote what they found; the log leaves it out unless asked."""
+    msg = (
+        'field \'amount\': expected DOUBLE, found "12,50"; field \'note\': expected INT, found "call me"; '
+        "required field 'order_id': expected a value, found no such field"
+    )
+    rows = _rows(2, message=msg)
+    rows[1]["message"] = 'malformed JSON (48 chars); expected a JSON object, found {"order_id":"A1","ssn":"078-05'
+    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+        ErrorContextLogger().log_batch(rows, pipeline="p", run_id="r", batch_id=0)
+        ErrorContextLogger(include_messages=True).log_batch(rows[1:], pipeline="p", run_id="r", batch_id=1)
+    quiet, malformed, full = (r.getMessage() for r in caplog.records)
+    for payload in ("12,50", "call me"):
+        assert payload not in quiet
+    assert "field 'amount': expected DOUBLE, found <omitted" in quiet
+    assert "found no such field" in quiet  # not payload: kept
+    assert "078-05" not in malformed and "malformed JSON (48 chars)" in malformed
+    assert "078-05" in full  # errors.log.include.messages: true shows it
+
+
+def test_py4j_debug_lines_are_dropped_while_secrets_are_handed_to_spark(caplog: pytest.LogCaptureFixture) -> None:
+    """Py4J logs every JVM command at DEBUG, conf values included; not inside the context."""
+    from quarantine.redaction import unlogged_jvm_calls
+
+    py4j = logging.getLogger("py4j.clientserver")
+    before = py4j.level
+    with caplog.at_level(logging.DEBUG):
+        with unlogged_jvm_calls():
+            py4j.debug("Command to send: c\nset\nsfs.azure.account.key.a\nsAZ-secret\ne")
+            py4j.warning("a warning still gets through")
+        py4j.debug("after the context: heard again")
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any("AZ-secret" in ln for ln in lines)
+    assert "a warning still gets through" in lines and "after the context: heard again" in lines
+    assert py4j.level == before
