@@ -133,7 +133,11 @@ class _Rule:
         return regex, repl
 
 
-_KEY_TEXT = rf"(?P<k>[\w.\-]*?(?:(?:{_WORDS}|account\.key(?![a-z0-9]))[\w.\-]*|[._-]key(?![\w.\-])))"
+# The key is a whole run of key characters (possessive: never re-split, so the cost is linear
+# in the text) that holds a secret word or ends in .key/_key/-key.
+_KEY_TEXT = (
+    rf"(?P<k>(?<![\w.\-])(?=[\w.\-]*?(?:{_WORDS}|account\.key(?![a-z0-9])|[._-]key(?![\w.\-])))[\w.\-]++)"
+)
 _SEP = r"""(?P<sep>(?:\\?["'])?\s*[=:]\s*)"""
 _SCHEME = r"(?P<s>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://)"
 
