@@ -71,6 +71,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 __all__ = [
+    "JAVA_RULES",
+    "MIN_SECRET_CHARS",
     "REDACTED",
     "collect_secrets",
     "is_secret_key",
