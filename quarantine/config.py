@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 import yaml
 
 from quarantine.errors import ConfigError
+from quarantine.redaction import collect_secrets, redact
 
 __all__ = [
-    "REDACTED",
     "BreachAction",
     "ErrorsConfig",
     "MetricsConfig",
@@ -47,34 +47,9 @@ __all__ = [
     "Tolerance",
     "TriggerConfig",
     "TriggerKind",
-    "is_secret_key",
     "load_config",
     "parse_config",
-    "redact",
-    "redact_text",
 ]
-
-REDACTED = "[redacted]"
-
-_SECRET_KEY = re.compile(
-    r"(password|passwd|secret|token|sasl\.jaas\.config|credential|api[._-]?key|"
-    r"private[._-]?key|access[._-]?key|auth)",
-    re.IGNORECASE,
-)
-# key=value / key: value / key="value" pairs whose key looks like a secret, inside free text
-# (a JAAS line, a JDBC URL, an exception message that echoed a config).
-_SECRET_PAIR = re.compile(
-    r"""(?P<k>[\w.\-]*(?:password|passwd|secret|token|credential|api[._-]?key|"""
-    r"""private[._-]?key|access[._-]?key)[\w.\-]*)(?P<sep>\s*[=:]\s*)"""
-    r"""(?P<v>"[^"]*"|'[^']*'|[^\s;,&"']+)""",
-    re.IGNORECASE,
-)
-#: :data:`_SECRET_PAIR` for ``java.util.regex`` (Spark's ``regexp_replace``): the same
-#: groups, case-insensitive, ``\w``/``\s`` Unicode-aware as in Python's ``re``.
-SECRET_PAIR_JAVA = "(?iU)" + _SECRET_PAIR.pattern.replace("(?P<", "(?<")
-#: The Java replacement that masks a :data:`SECRET_PAIR_JAVA` match's value.
-SECRET_PAIR_JAVA_REPLACEMENT = "${k}${sep}" + REDACTED
-
 
 class Tolerance(StrEnum):
     """``errors.tolerance``: fail on the first error, or tolerate all of them."""
@@ -116,59 +91,6 @@ class BreachAction(StrEnum):
     WARN = "warn"
     FAIL = "fail"
     QUARANTINE_BATCH = "quarantine_batch"
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a config key names a credential (password, token, JAAS config…)."""
-    return bool(_SECRET_KEY.search(key))
-
-
-def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Redact ``key=value`` secrets and every known secret value inside free text."""
-    out = text
-    # Longest first, so a whole JAAS line is masked before the password inside it.
-    for s in sorted({s for s in secrets if s}, key=len, reverse=True):
-        out = out.replace(s, REDACTED)
-    return _SECRET_PAIR.sub(lambda m: f"{m.group('k')}{m.group('sep')}{REDACTED}", out)
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """Return a copy of a config value with credentials replaced by ``[redacted]``.
-
-    Mappings are walked recursively; a value under a secret-looking key is
-    replaced whole; strings elsewhere have embedded ``password=…`` pairs masked.
-    """
-    if key and is_secret_key(key) and not isinstance(value, Mapping):
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {str(k): redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact(v, key) for v in value]
-    if isinstance(value, str):
-        return redact_text(value)
-    return value
-
-
-def collect_secrets(value: Any, key: str = "") -> tuple[str, ...]:
-    """Every string value held under a secret-looking key (to scrub from any text)."""
-    found: list[str] = []
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            found.extend(collect_secrets(v, str(k)))
-    elif isinstance(value, list | tuple):
-        for v in value:
-            found.extend(collect_secrets(v, key))
-    else:
-        if key and is_secret_key(key) and value is not None and str(value):
-            found.append(str(value))
-        if isinstance(value, str):
-            # values of password=… pairs inside any string (a JAAS line, a JDBC URL), so a
-            # bare occurrence of the password alone in an exception message is masked too
-            for m in _SECRET_PAIR.finditer(value):
-                inner = m.group("v").strip("\"'")
-                if inner and inner != REDACTED:
-                    found.append(inner)
-    return tuple(found)
 
 
 # --------------------------------------------------------------------------- parsing helpers

@@ -8,7 +8,8 @@ Two jobs, both about what a person may read:
   batch, plus a line saying how many more there were — at WARNING on the
   ``quarantine.errors`` logger: pipeline, run, batch, stage, kind, error class,
   message, attempts and the source coordinates (topic, partition, offset). The
-  record's key and value are added only with ``errors.log.include.messages``
+  record's key and value — and the values stage messages quote after ``found``
+  (:func:`without_found_values`) — are added only with ``errors.log.include.messages``
   (off by default: payloads may hold personal data), truncated to
   :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
   with ``errors.log.include.configs``. Stack traces are never logged; they go
@@ -28,23 +29,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.config import SECRET_PAIR_JAVA, SECRET_PAIR_JAVA_REPLACEMENT, ErrorsConfig, redact_text
+from quarantine.config import ErrorsConfig
+from quarantine.redaction import redact_text
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
     "SAMPLE_PER_BATCH",
     "ErrorContextLogger",
-    "redact_column",
-    "redact_error",
     "sample_errors",
+    "without_found_values",
 ]
 
 #: At most this many failed records are logged per batch.
@@ -55,47 +56,6 @@ MAX_PAYLOAD_CHARS = 256
 MAX_MESSAGE_CHARS = 1000
 
 LOGGER_NAME = "quarantine.errors"
-
-def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
-    """A string column with every secret value and ``password=…`` pair masked (pure).
-
-    The same masking as :func:`quarantine.config.redact_text`. Without configured
-    secrets it is native (``regexp_replace`` with :data:`~quarantine.config.SECRET_PAIR_JAVA`,
-    a pattern of key names, no secret in it). With secrets it runs ``redact_text``
-    in an Arrow-batched Python UDF whose closure holds them — deliberately not
-    ``replace`` with literals: a literal puts the secret into the query plan, where
-    the Spark UI, ``explain`` and Py4J debug logs would show it. Either way it is
-    applied to failed rows only (the quarantine path).
-    """
-    keep = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
-    if not keep:
-        return F.regexp_replace(text, F.lit(SECRET_PAIR_JAVA), F.lit(SECRET_PAIR_JAVA_REPLACEMENT))
-
-    @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
-    def _redacted(values: pd.Series) -> pd.Series:
-        # Arrow hands nulls to pandas as None or NaN: both must stay null, not become 'nan'.
-        return values.map(lambda t: None if pd.isna(t) else redact_text(str(t), keep))
-
-    out: Column = _redacted(text)
-    return out
-
-
-def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool = True) -> Column:
-    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null).
-
-    Args:
-        error: the error struct column.
-        secrets: configured secret values to mask.
-        stacktrace: whether ``stacktrace`` can be non-null. Pass False only when the
-            stages ran with stack traces off (every ``stacktrace`` is null then): it
-            skips that field's redaction UDF, one Python round trip per failed row.
-    """
-    keep = tuple(secrets)
-    redacted = error.withField("message", redact_column(error.getField("message"), keep))
-    if stacktrace:
-        redacted = redacted.withField("stacktrace", redact_column(error.getField("stacktrace"), keep))
-    return F.when(error.isNull(), error).otherwise(redacted)
-
 
 def sample_errors(
     failed: DataFrame,
@@ -129,6 +89,24 @@ def sample_errors(
     if include_messages:
         cols += [F.col("key"), F.col("value")]
     return rows.select(*cols).limit(limit)
+
+
+#: What a stage message quoted after ``found``, up to the next field's part (``; field '…``).
+_FOUND = re.compile(r"(?<![\w])found (?!(?:null|no such field)(?:;|$))(?:(?!; (?:required )?field ')[\s\S])+")
+#: Shown instead, in log lines without ``errors.log.include.messages``.
+OMITTED = "found <omitted: errors.log.include.messages is false>"
+
+
+def without_found_values(message: str) -> str:
+    """A stage message without the record content it quoted (pure).
+
+    Built-in stages end each part with ``expected …, found <value>`` (a JSON
+    token, or a malformed record's first characters); that value is payload,
+    which error-context lines show only with ``errors.log.include.messages``.
+    ``found null`` and ``found no such field`` are kept. Free-text exception
+    messages (a Python stage's) cannot be parsed this way; they are redacted only.
+    """
+    return _FOUND.sub(OMITTED, message)
 
 
 def _payload(b: Any) -> str:
@@ -195,6 +173,8 @@ class ErrorContextLogger:
             self._emit(f"error context [{where}] config={cfg}")
         for row in rows:
             message = str(row.get("message") or "")
+            if not self.include_messages:
+                message = without_found_values(message)
             if len(message) > MAX_MESSAGE_CHARS:
                 message = message[:MAX_MESSAGE_CHARS] + "…"
             parts = [

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from quarantine.redaction import redact, redact_text
+
 __all__ = [
     "ConfigError",
     "ExpectationBreachError",
@@ -32,14 +34,17 @@ class QuarantineError(Exception):
 class ConfigError(QuarantineError):
     """A config key is unknown, a value is not allowed, or settings contradict.
 
-    Raised when the config is loaded, before any data is read or written.
+    Raised when the config is loaded, before any data is read or written. The
+    message shows the value redacted (a value under a secret-looking key, a
+    password in a URI or a YAML snippet is ``[redacted]``); ``value`` keeps it as given.
     """
 
     def __init__(self, key: str, value: object, allowed: str) -> None:
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"config key '{key}': got {value!r}; expected {allowed}")
+        shown = redact(value, key)
+        super().__init__(f"config key '{key}': got {shown!r}; expected {redact_text(allowed)}")
 
 
 class StageDefinitionError(QuarantineError):
@@ -162,6 +167,10 @@ def describe_failure(exc: BaseException) -> str:
     A Py4J error's text is a Java stack; the most specific ``[CONDITION] message``
     in it (the cause, not a wrapping ``INTERNAL_ERROR``) is what a person needs.
     """
+    return redact_text(_describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
     condition = _condition(exc)
     text = str(exc)
     found = [(c, m) for c, m in _BRACKETED.findall(text) if c not in _VAGUE]

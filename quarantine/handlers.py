@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from quarantine.config import ErrorsConfig, redact_text
+from quarantine.config import ErrorsConfig
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
+from quarantine.redaction import redact_text
 from quarantine.schema import ErrorKind
 
 __all__ = [

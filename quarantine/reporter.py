@@ -75,8 +75,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from quarantine.config import Tolerance, redact_text
-from quarantine.errorlog import redact_error
+from quarantine.config import Tolerance
 from quarantine.errors import (
     QuarantineWriteError,
     RetriesExhaustedError,
@@ -86,6 +85,7 @@ from quarantine.errors import (
 )
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
+from quarantine.redaction import redact_error, redact_text
 from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows

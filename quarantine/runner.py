@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction, PipelineConfig, SourceFormat
 from quarantine.coordinates import VARIANTS, SourceCheck, identify
-from quarantine.errorlog import ErrorContextLogger, redact_error, sample_errors
+from quarantine.errorlog import ErrorContextLogger, sample_errors
 from quarantine.errors import (
     ExpectationBreachError,
     HandlerError,
@@ -58,6 +58,7 @@ from quarantine.expectations.stage import (
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
+from quarantine.redaction import redact_error
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, SOURCE_KEY, QuarantineStatus

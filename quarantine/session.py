@@ -20,6 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from quarantine.errors import QuarantineError
+from quarantine.redaction import unlogged_jvm_calls
 
 __all__ = ["JVM_OPTIONS", "get_spark", "jar_cache", "local_jars", "on_databricks"]
 
@@ -118,10 +119,11 @@ def get_spark(
     active = SparkSession.getActiveSession()
     if on_databricks() or active is not None:
         spark = active or SparkSession.builder.getOrCreate()
-        for k, v in (conf or {}).items():
-            # static confs cannot change on a running session; the cluster's value stands
-            with contextlib.suppress(Exception):
-                spark.conf.set(k, v)
+        with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
+            for k, v in (conf or {}).items():
+                # static confs cannot change on a running session; the cluster's value stands
+                with contextlib.suppress(Exception):
+                    spark.conf.set(k, v)
         return spark
     # Python workers must run this interpreter (the venv with pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -140,7 +142,8 @@ def get_spark(
     settings["spark.driver.extraJavaOptions"] = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
     for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 

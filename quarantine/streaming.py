@@ -38,6 +38,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
+from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, fan_out
 
 if TYPE_CHECKING:
@@ -130,15 +131,16 @@ def read_stream(spark: SparkSession, source: SourceConfig) -> DataFrame:
     from quarantine.runner import check_kafka_shaped
     from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
-    if source.format is SourceFormat.KAFKA:
-        return spark.readStream.format("kafka").options(**kafka_options(source)).load()
-    reader = spark.readStream.format(source.format.value).options(**dict(source.options))
-    if source.format is SourceFormat.PARQUET:
-        df = reader.schema(KAFKA_SOURCE_SCHEMA).load(source.path)
-    elif source.table:
-        df = reader.table(source.table)
-    else:
-        df = reader.load(source.path)
+    with unlogged_jvm_calls():  # the options hold credentials (JAAS, SSL keys)
+        if source.format is SourceFormat.KAFKA:
+            return spark.readStream.format("kafka").options(**kafka_options(source)).load()
+        reader = spark.readStream.format(source.format.value).options(**dict(source.options))
+        if source.format is SourceFormat.PARQUET:
+            df = reader.schema(KAFKA_SOURCE_SCHEMA).load(source.path)
+        elif source.table:
+            df = reader.table(source.table)
+        else:
+            df = reader.load(source.path)
     check_kafka_shaped(df, source.location)
     return df
 
@@ -215,6 +217,7 @@ def run_stream(
     from quarantine.runner import RunSummary
 
     cfg = pipeline.config
+    secrets = cfg.secrets()
     runner = _BatchRunner(pipeline)
     deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
     run = None
@@ -226,14 +229,18 @@ def run_stream(
         if run is None:
             run = pipeline.run_info()
             fan_out(pipeline.listeners, "on_run_start", run)
+        opts = kafka_options(cfg.source) if cfg.source.format is SourceFormat.KAFKA else cfg.source.options
         log.info(
-            "streaming query %s (run %s) started on %s [%s]", query.name, run.run_id,
-            cfg.source.location, options_summary(kafka_options(cfg.source))
-            if cfg.source.format is SourceFormat.KAFKA else dict(cfg.source.options),
+            "%s",
+            redact_text(
+                f"streaming query {query.name} (run {run.run_id}) started on {cfg.source.location} "
+                f"[{options_summary(opts)}]",
+                secrets,
+            ),
         )
         if on_started is not None:
             on_started(query)
-        failure = _run_query(query, runner, deadline, cfg.source.location)
+        failure = _run_query(query, runner, deadline, cfg.source.location, secrets)
         if (
             isinstance(failure, StreamFailedError)
             and runner.error is None
@@ -264,19 +271,19 @@ def is_kafka_metrics_npe(text: str) -> bool:
 
 
 def _run_query(
-    query: StreamingQuery, runner: _BatchRunner, deadline: float | None, where: str
+    query: StreamingQuery, runner: _BatchRunner, deadline: float | None, where: str, secrets: tuple[str, ...] = ()
 ) -> BaseException | None:
     """Wait for the query to end; return what it failed with (the pipeline's own error first)."""
     failure: BaseException | None = None
     try:
         _await(query, None if deadline is None else max(0.0, deadline - time.monotonic()))
     except BaseException as exc:
-        failure = runner.error or _stream_failure(exc, where)
+        failure = runner.error or _stream_failure(exc, where, secrets)
     finally:
         if query.isActive:
             query.stop()
     if failure is None and query.exception() is not None:
-        failure = runner.error or _stream_failure(query.exception(), where)
+        failure = runner.error or _stream_failure(query.exception(), where, secrets)
     return failure
 
 
@@ -292,17 +299,22 @@ def _await(query: StreamingQuery, max_duration_s: float | None) -> None:
     query.awaitTermination()
 
 
-def _stream_failure(exc: object, where: str) -> StreamFailedError:
+def _stream_failure(exc: object, where: str, secrets: tuple[str, ...] = ()) -> StreamFailedError:
+    """The error for a query that failed outside the pipeline; Spark's text is redacted.
+
+    Spark and the Kafka client echo options (a JAAS line, an SSL key) in their errors.
+    """
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return StreamFailedError(
-        f"the streaming query over {where} failed outside the pipeline: {first[:500]}. "
-        "Committed batches are durable; restart from the same checkpoint to resume."
+        redact_text(
+            f"the streaming query over {where} failed outside the pipeline: {first[:500]}. "
+            "Committed batches are durable; restart from the same checkpoint to resume.",
+            secrets,
+        )
     )
 
 
 def options_summary(opts: Mapping[str, str]) -> str:
-    """Reader options for logs, with credentials redacted."""
-    from quarantine.config import redact
-
+    """Reader options for logs: ``k=v, …`` with credentials redacted (:func:`~quarantine.redaction.redact`)."""
     return ", ".join(f"{k}={v}" for k, v in redact(dict(opts)).items())

@@ -37,7 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quarantine.config import MlflowConfig, PipelineConfig, redact_text
+from quarantine.config import MlflowConfig, PipelineConfig
+from quarantine.redaction import redact, redact_text
 from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
 from quarantine.session import on_databricks
 
@@ -176,6 +177,8 @@ class MlflowTracker:
         self.tracking_uri = resolve_tracking_uri(config)
         self.include_messages = include_messages
         self.secrets = secrets
+        #: the tracking URI as logged: a password in its user-info is masked
+        self.shown_uri = redact_text(self.tracking_uri, secrets)
         self.reconnect_interval_s = reconnect_interval_s
         self.clock = clock
         # Read by MLflow at request time: bounded delay per call, never minutes.
@@ -205,9 +208,10 @@ class MlflowTracker:
     def on_run_start(self, run: RunInfo) -> None:
         """Queue the run's creation, params and tags; send them if MLflow is up."""
         self._pending_run = run
-        self._params.update(flatten_params(run.config))
+        # the config is redacted already; a configured secret repeated under an ordinary key is not
+        self._params.update({k: self._scrub(v) for k, v in flatten_params(run.config).items()})
         self._tags.update(
-            {"pipeline": run.pipeline, "source": run.source, "quarantine.run_id": run.run_id,
+            {"pipeline": run.pipeline, "source": self._scrub(run.source), "quarantine.run_id": run.run_id,
              "status": RunStatus.RUNNING.value}
         )
         self.flush()
@@ -248,7 +252,7 @@ class MlflowTracker:
             log.warning(
                 "MLflow (%s) unreachable at run end: dropped %d metric point(s) and %d artifact(s) "
                 "of run %s; the data itself is written",
-                self.tracking_uri, len(self._points), len(self._artifacts), run.run_id,
+                self.shown_uri, len(self._points), len(self._artifacts), run.run_id,
             )
             self._points.clear()
             self._artifacts.clear()
@@ -282,7 +286,7 @@ class MlflowTracker:
         if self.dropped_points == self._reported_drops:
             log.warning(
                 "MLflow (%s) down: metric buffer full (mlflow.buffer_max=%d); dropping the oldest points",
-                self.tracking_uri, self.config.buffer_max,
+                self.shown_uri, self.config.buffer_max,
             )
         self.dropped_points += n
 
@@ -295,7 +299,8 @@ class MlflowTracker:
     def _breach_artifact(self, folder: str, b: Breach) -> _Artifact:
         return _Artifact(
             f"breaches/{folder}/{_name(b.name).replace('/', '_')}.json",
-            {"name": b.name, "action": b.action.value, "message": self._scrub(b.message), "result": b.details},
+            {"name": b.name, "action": b.action.value, "message": self._scrub(b.message),
+             "result": redact(b.details, secrets=self.secrets)},
         )
 
     def _scrub(self, text: str) -> str:
@@ -327,14 +332,14 @@ class MlflowTracker:
             if self._down_since is None:
                 log.warning(
                     "MLflow (%s) unreachable, buffering (up to %d metric points): %s",
-                    self.tracking_uri, self.config.buffer_max, self._scrub(_first_line(exc)),
+                    self.shown_uri, self.config.buffer_max, self._scrub(_first_line(exc)),
                 )
                 self._down_since = self.clock()
             self._retry_at = self.clock() + self.reconnect_interval_s
             self._trim()
             return False
         if self._down_since is not None:
-            log.warning("MLflow (%s) reachable again; buffered data sent", self.tracking_uri)
+            log.warning("MLflow (%s) reachable again; buffered data sent", self.shown_uri)
         self._down_since = None
         return True
 

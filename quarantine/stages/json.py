@@ -18,7 +18,13 @@ appear in double quotes)::
     MissingRequiredField  required field 'order_id': expected a value, found no such field
 
 Field-level messages name top-level fields; a wrong type deep inside a nested
-struct is reported as ``record does not match the declared schema``.
+struct is reported as ``record does not match the declared schema``. The value
+of a field whose name looks like a credential (:func:`~quarantine.redaction.is_secret_key`:
+``password``, ``api_key``…) is never quoted: ``field 'password': expected INT,
+found [redacted]``. Quoted payload (a malformed record's first characters) is
+masked with the rest of the message on its way to the quarantine table and the
+logs (:func:`~quarantine.redaction.redact_error`), which also catches
+``"password": "…"`` inside it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
+from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 from quarantine.stages._values import snippet
@@ -130,7 +137,8 @@ class JsonParse(Stage):
                     "field '%s': expected %s, found %s",
                     F.lit(f.name),
                     F.lit(f.dataType.simpleString().upper()),
-                    F.coalesce(
+                    # a field named like a credential never has its value quoted
+                    F.lit(REDACTED) if is_secret_key(f.name) else F.coalesce(
                         snippet(F.to_json(_field(variant, f.name))),
                         snippet(as_text.getField(f.name)),
                     ),

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from quarantine.config import REDACTED, parse_config
+from quarantine.config import parse_config
 from quarantine.errors import SourceError, ToleranceExceededError
 from quarantine.metrics import MetricNames
+from quarantine.redaction import REDACTED
 from quarantine.reporter import ErrantRecordReporter
 from quarantine.runner import Pipeline
 from tests.helpers import kafka_df

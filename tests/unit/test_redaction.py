@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from quarantine.config import REDACTED, collect_secrets, is_secret_key, redact, redact_text
 from quarantine.errorlog import SAMPLE_PER_BATCH, ErrorContextLogger
+from quarantine.redaction import REDACTED, collect_secrets, is_secret_key, redact, redact_text
 
 PASSWORD = "hunter2-Pa55word"
 JAAS_PW = "jaas-S3cret-99"
@@ -39,13 +42,35 @@ ALL = (PASSWORD, JAAS, JAAS_PW, TOKEN, JDBC_PW)
     [
         "password", "kafka.sasl.jaas.config", "api_key", "aws.secret.access.key", "TOKEN",
         "credentials",
+        # storage account keys given as Spark conf (the account name sits after `key`)
+        "fs.azure.account.key.acct.dfs.core.windows.net",
+        "spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net",
+        # *.key, *_key, *-key, camelCase ...Key, and everything of a keystore
+        "kafka.ssl.keystore.key", "ssl.key", "fs.s3a.secret.key", "aws_access_key", "signing-key",
+        "sslKey", "apiKey", "kafka.ssl.keystore.location", "kafka.ssl.keystore.certificate.chain",
+        # user-info and HTTP authorization
+        "schema.registry.basic.auth.user.info", "Authorization", "client_secret",
+        # a nested YAML path judged as a whole
+        "source.options.kafka.ssl.key",
     ],
 )
 def test_secret_keys_are_recognised(key: str) -> None:
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", ["bootstrap.servers", "topics", "table", "pipeline"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "bootstrap.servers", "topics", "table", "pipeline",
+        # the record key and Kafka's (de)serializer settings are not credentials
+        "key", "kafka.key.deserializer", "key.serializer", "stages.0.input",
+        "partition.key.column", "spark.io.encryption.keySizeBits", "monkey", "keyword",
+        "fs.azure.account.keyprovider.acct.dfs.core.windows.net",
+        # `auth` alone is a mode or a switch, not a credential
+        "spark.authenticate", "fs.azure.account.auth.type", "kafka.sasl.mechanism",
+        "kafka.ssl.truststore.type",
+    ],
+)
 def test_ordinary_keys_are_not_secret(key: str) -> None:
     assert not is_secret_key(key)
 
@@ -84,7 +109,7 @@ def test_redact_text_masks_every_secret(text: str) -> None:
 
 def test_redact_text_masks_unknown_pairs_by_key() -> None:
     assert redact_text("retry with api_key=abc123 and secret: 'xyz'") == (
-        f"retry with api_key={REDACTED} and secret: {REDACTED}"
+        f"retry with api_key={REDACTED} and secret: '{REDACTED}'"
     )
 
 
@@ -159,3 +184,180 @@ def test_log_lines_never_carry_a_secret_from_an_exception_message(
     for s in ALL:
         assert s not in line
     assert "svc-orders" in line
+
+
+# --------------------------------------------------------------------------- the forms of issue 13/14
+
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7canaryPEMbody\n"
+    "q1w2e3r4t5y6u7i8o9p0canaryPEMtail==\n"
+    "-----END PRIVATE KEY-----"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "hidden", "kept"),
+    [
+        # JSON, as a JSON parse error quotes a payload (issue 13)
+        ('{"user": "ann", "password": "hunter2"}', "hunter2", '"user": "ann", "password": "[redacted]"'),
+        ('{"user":"ann","password":"hunter2","amount":1}', "hunter2", '"password":"[redacted]","amount":1'),
+        # a payload cut by the message's snippet: the value never closes
+        ('found {"order_id":"A1","password":"hunt…', "hunt", '{"order_id":"A1","password":"[redacted]"'),
+        ("{'token': 'abc123'}", "abc123", "{'token': '[redacted]'}"),
+        ('{"api_key": "k-1", "n": 2}', "k-1", '"n": 2'),
+        # JSON inside a JSON string (a logged config, a message quoting a payload)
+        ('"{\\"password\\": \\"hunter2\\"}"', "hunter2", '\\"password\\": \\"[redacted]\\"'),
+        # YAML / properties / JAAS
+        ("password: hunter2\nuser: ann", "hunter2", "user: ann"),
+        ('PlainLoginModule required username="svc" password="p w";', "p w", 'username="svc"'),
+        ("fs.azure.account.key.acct.dfs.core.windows.net=AZkey==", "AZkey", "fs.azure.account.key"),
+        ("kafka.ssl.keystore.key = abc", "abc", "kafka.ssl.keystore.key = [redacted]"),
+        ("Authorization: Bearer eyJhbGciOi.x.y\nnext", "eyJ", "Authorization: [redacted]\nnext"),
+        # URIs with user-info
+        ("MLflow (http://ann:s3cr3t@mlflow.example:5000) unreachable", "s3cr3t",
+         "http://ann:[redacted]@mlflow.example:5000) unreachable"),
+        ("https://ann:p@ss@host/x", "p@ss", "https://ann:[redacted]@host/x"),
+        ("clone https://ghp_tok3n@github.com/o/r", "ghp_tok3n", "https://[redacted]@github.com/o/r"),
+        # PEM blocks, whole, escaped in JSON, or cut short
+        (f"ssl key {PEM} loaded", "canaryPEM", "-----BEGIN PRIVATE KEY-----[redacted]-----END PRIVATE KEY----- loaded"),
+        (PEM.replace("\n", "\\n"), "canaryPEM", "-----BEGIN PRIVATE KEY-----[redacted]"),
+        (PEM[:90], "canaryPEM", "-----BEGIN PRIVATE KEY-----[redacted]"),
+    ],
+)
+def test_redact_text_masks_json_uri_and_pem_forms(text: str, hidden: str, kept: str) -> None:
+    out = redact_text(text)
+    assert hidden not in out
+    assert kept in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no secret here: amount=12, currency: EUR",
+        "key=k-17 value=v topic=orders",  # the record's key is data, not a credential
+        "kafka.key.deserializer=org.apache.kafka.common.serialization.StringDeserializer",
+        "bootstrap kafka://broker-1:9093, sqlite:///mlflow.db, http://host:5000/api?a=b",
+        "field 'amount': expected DOUBLE, found \"12,50\"",
+        "monkey: banana; keyword=select",
+    ],
+)
+def test_redact_text_leaves_ordinary_text_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_configured_secret_values_are_masked_also_when_escaped() -> None:
+    secret = 'pa"ss\\wörd\nline2'
+    text = f"config={json.dumps({'x': secret})} repr={secret!r} raw={secret}"
+    out = redact_text(text, (secret,))
+    assert "ss\\\\w" not in out and 'pa\\"ss' not in out and "pa\"ss" not in out
+    assert out.count(REDACTED) == 3
+
+
+RAW_12: dict[str, Any] = {
+    "pipeline": "orders",
+    "source": {
+        "format": "kafka",
+        "options": {
+            "kafka.ssl.keystore.key": PEM,
+            "kafka.ssl.keystore.type": "PEM",
+            "kafka.key.deserializer": "org.apache.kafka.common.serialization.StringDeserializer",
+        },
+        "topics": ["orders"],
+    },
+    "stages": [
+        {"name": "cast", "type": "cast", "options": {"columns": {"api_key": "STRING", "amount": "DOUBLE"}}},
+        {"name": "raw_key", "type": "decode_utf8", "input": "key"},
+    ],
+    "mlflow": {"tracking_uri": "https://ann:MlfL0w-pw@mlflow.example/"},
+    "spark": {"conf": {
+        "fs.azure.account.key.acct.dfs.core.windows.net": "AZ-acct-key==", "spark.authenticate": "true",
+    }},
+}
+
+
+def test_spark_conf_keys_uri_passwords_and_pem_values_are_collected() -> None:
+    found = set(collect_secrets(RAW_12))
+    assert {"AZ-acct-key==", "MlfL0w-pw", PEM} <= found
+    # never collected: settings that are not credentials, column types, short or boolean values
+    for benign in ("STRING", "DOUBLE", "key", "true", "PEM", "orders",
+                   "org.apache.kafka.common.serialization.StringDeserializer"):
+        assert benign not in found
+
+
+def test_redacted_config_masks_spark_conf_uri_and_pem_but_keeps_ordinary_settings() -> None:
+    out = redact(RAW_12)
+    assert out["spark"]["conf"]["fs.azure.account.key.acct.dfs.core.windows.net"] == REDACTED
+    assert out["spark"]["conf"]["spark.authenticate"] == "true"
+    assert out["mlflow"]["tracking_uri"] == f"https://ann:{REDACTED}@mlflow.example/"
+    assert out["source"]["options"]["kafka.ssl.keystore.key"] == REDACTED
+    assert out["source"]["options"]["kafka.key.deserializer"].endswith("StringDeserializer")
+    assert out["stages"][0]["options"]["columns"] == {"api_key": "STRING", "amount": "DOUBLE"}
+    assert out["stages"][1]["input"] == "key"
+    text = json.dumps(out)
+    for s in ("AZ-acct-key==", "MlfL0w-pw", "canaryPEM"):
+        assert s not in text
+
+
+_FRAGMENTS = st.sampled_from([
+    "password", "token", "api_key", "key", "secret", '"', "'", ":", "=", " ", "\n", "\\", "{", "}",
+    "http://", "u", "@", "host", "/", ":5000", "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----",
+    "abc", "ü", REDACTED, ";", ",", "&", "fs.azure.account.key.a", ".", "_", "-",
+])
+
+
+@settings(deadline=None)  # a shared, loaded CI machine: time is not the property
+@given(st.lists(_FRAGMENTS, max_size=14).map("".join), st.lists(st.sampled_from(["abc", "hunter2", "u:p"])))
+def test_redaction_is_idempotent(text: str, secrets: list[str]) -> None:
+    once = redact_text(text, tuple(secrets))
+    assert redact_text(once, tuple(secrets)) == once
+
+
+def test_error_context_lines_quote_no_payload_without_include_messages(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 13: stage messages quote what they found; the log leaves it out unless asked."""
+    msg = (
+        'field \'amount\': expected DOUBLE, found "12,50"; field \'note\': expected INT, found "call me"; '
+        "required field 'order_id': expected a value, found no such field"
+    )
+    rows = _rows(2, message=msg)
+    rows[1]["message"] = 'malformed JSON (48 chars); expected a JSON object, found {"order_id":"A1","ssn":"078-05'
+    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+        ErrorContextLogger().log_batch(rows, pipeline="p", run_id="r", batch_id=0)
+        ErrorContextLogger(include_messages=True).log_batch(rows[1:], pipeline="p", run_id="r", batch_id=1)
+    quiet, malformed, full = (r.getMessage() for r in caplog.records)
+    for payload in ("12,50", "call me"):
+        assert payload not in quiet
+    assert "field 'amount': expected DOUBLE, found <omitted" in quiet
+    assert "found no such field" in quiet  # not payload: kept
+    assert "078-05" not in malformed and "malformed JSON (48 chars)" in malformed
+    assert "078-05" in full  # errors.log.include.messages: true shows it
+
+
+def test_py4j_debug_lines_are_dropped_while_secrets_are_handed_to_spark(caplog: pytest.LogCaptureFixture) -> None:
+    """Py4J logs every JVM command at DEBUG, conf values included; not inside the context."""
+    from quarantine.redaction import unlogged_jvm_calls
+
+    py4j = logging.getLogger("py4j.clientserver")
+    before = py4j.level
+    with caplog.at_level(logging.DEBUG):
+        with unlogged_jvm_calls():
+            py4j.debug("Command to send: c\nset\nsfs.azure.account.key.a\nsAZ-secret\ne")
+            py4j.warning("a warning still gets through")
+        py4j.debug("after the context: heard again")
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any("AZ-secret" in ln for ln in lines)
+    assert "a warning still gets through" in lines and "after the context: heard again" in lines
+    assert py4j.level == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x" * 20_000 + " password=abc", "password" * 2_500, '"password": "' * 1_500, "a." * 10_000 + "token"],
+)
+def test_redaction_time_is_linear_in_long_texts(text: str) -> None:
+    """A stack trace or an echoed payload can be long: no quadratic backtracking (was minutes)."""
+    import time
+
+    start = time.monotonic()
+    redact_text(text, ("s3cret",))
+    assert time.monotonic() - start < 10  # about 0.1 s; generous for a loaded machine
