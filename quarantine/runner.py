@@ -58,7 +58,7 @@ from quarantine.expectations.stage import (
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
-from quarantine.redaction import redact_error
+from quarantine.redaction import redact_error, redact_text
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, SOURCE_KEY, QuarantineStatus
@@ -452,7 +452,7 @@ class Pipeline:
             finished_at=self.clock(),
         )
         for problem in fan_out(self.listeners, "on_batch", report):
-            log.warning("listener failed on batch %s: %s", batch_id, problem)
+            log.warning("listener failed on batch %s: %s", batch_id, redact_text(str(problem), self.config.secrets()))
         if failure is not None:
             raise failure
         return report

@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame
 
 from quarantine.config import BreachAction
 from quarantine.expectations.suite import ExpectationSpec, Suite
+from quarantine.redaction import redact_text
 from quarantine.report import Breach
 
 __all__ = [
@@ -201,7 +202,7 @@ class GxValidator:
             result_json=_jsonable(result.to_json_dict()),
         )
         for b in outcome.breaches:
-            log.warning("expectation breach [%s] %s", b.action.value, b.message)
+            log.warning("expectation breach [%s] %s", b.action.value, redact_text(b.message))
         return outcome
 
 

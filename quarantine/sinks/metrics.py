@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from quarantine.config import PipelineConfig
-from quarantine.errors import ToleranceExceededError
+from quarantine.errors import ToleranceExceededError, describe_failure
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.retry import RetryWithToleranceOperator
@@ -152,7 +152,7 @@ class MetricsTableListener:
         try:
             ensure_metrics_table(self.spark, self.table)
         except Exception as exc:  # the listener contract: never fail the data path
-            log.warning("metrics table %s could not be created: %s", self.table, exc)
+            log.warning("metrics table %s could not be created: %s", self.table, describe_failure(exc))
 
     def on_batch(self, report: BatchReport) -> None:
         """Append the batch's rows (idempotent per ``(run_id, batch_id)``)."""
@@ -190,7 +190,7 @@ class MetricsTableListener:
         except Exception as exc:  # the listener contract: never fail the data path
             log.warning(
                 "metrics table %s: %d row(s) of run %s (txnVersion %s) not written: %s",
-                self.table, len(rows), run_id, version, exc,
+                self.table, len(rows), run_id, version, describe_failure(exc),
             )
 
 
