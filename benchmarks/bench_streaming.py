@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeats 2]
 
-A real local broker (:class:`quarantine.testing.KafkaBroker`) gets order events
+A real local broker (:class:`tests.support.KafkaBroker`) gets order events
 (1% poison) on 2 topics x 2 partitions, produced once. Both arms read them with
 ``readStream.format("kafka")`` from the earliest offsets, an available-now
 trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
@@ -38,14 +38,14 @@ from benchmarks import Row
 from quarantine.config import parse_config
 from quarantine.runner import Pipeline
 from quarantine.streaming import run_stream
-from quarantine.testing import (
+from tests.support import (
     KafkaBroker,
     create_topics,
     kafka_pipeline_conf,
     order_records,
     produce,
 )
-from quarantine.testing.kafka import ORDER_SCHEMA_DDL
+from tests.support.kafka import ORDER_SCHEMA_DDL
 
 __all__ = ["main", "run_plain", "run_quarantine"]
 

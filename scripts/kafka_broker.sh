@@ -13,7 +13,7 @@ py="${PYTHON:-$here/.venv/bin/python}"
 dir="${KAFKA_DEMO_DIR:-$here/.cache/kafka-demo}"
 port="${KAFKA_DEMO_PORT:-9092}"
 action="${1:-}"
-kafka() { "$py" -c 'import sys; from quarantine.testing.kafka import main; sys.exit(main())' "$@"; }
+kafka() { PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$py" -c 'import sys; from tests.support.kafka import main; sys.exit(main())' "$@"; }
 case "$action" in
   start)
     kafka start --dir "$dir" --port "$port" \

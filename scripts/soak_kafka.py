@@ -44,8 +44,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Run as a script: the repository root (tests.support, tests.e2e) is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from quarantine.session import get_spark
-from quarantine.testing import (
+from tests.support import (
     KafkaBroker,
     create_topics,
     kafka_pipeline_conf,
@@ -53,7 +56,7 @@ from quarantine.testing import (
     order_records,
     produce,
 )
-from quarantine.testing.crash import run_to_completion, run_with_kills, write_conf
+from tests.support.crash import run_to_completion, run_with_kills, write_conf
 
 SPARK_CONF = {
     "spark.driver.memory": "1g",

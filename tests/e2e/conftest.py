@@ -1,7 +1,7 @@
 """E2E fixtures: one real single-node Kafka broker (KRaft, loopback) for the session.
 
 The broker is started from the Maven Central jars in ``.cache/jars/kafka`` by
-:class:`quarantine.testing.KafkaBroker`; its data lives in a pytest temp dir.
+:class:`tests.support.KafkaBroker`; its data lives in a pytest temp dir.
 Tests that restart or kill it must leave it running (``broker.restart()``).
 Topics are never auto-created: use ``new_topics`` for fresh, uniquely named ones.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from quarantine.testing import KafkaBroker, create_topics
+from tests.support import KafkaBroker, create_topics
 
 _counter = itertools.count()
 

@@ -24,12 +24,10 @@ import pytest
 from quarantine.config import parse_config
 from quarantine.replay import replay
 from quarantine.runner import Pipeline
-from quarantine.testing import KafkaBroker, ProducedRecord, kafka_pipeline_conf, order_records, produce
-from quarantine.testing.crash import batch_files, run_to_completion, write_conf
-from quarantine.testing.kafka import ORDER_SCHEMA_DDL
 from tests.integration.test_concurrent_writers import CHILD_SPARK, assert_replay_resolved_correctly
-
-pytestmark = pytest.mark.e2e
+from tests.support import KafkaBroker, ProducedRecord, kafka_pipeline_conf, order_records, produce
+from tests.support.crash import batch_files, run_to_completion, write_conf
+from tests.support.kafka import ORDER_SCHEMA_DDL
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = "orders_conc_replay"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from quarantine.testing import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
-from quarantine.testing.crash import batch_files, run_to_completion, run_with_kills, write_conf
+from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
+from tests.support.crash import batch_files, run_to_completion, run_with_kills, write_conf
 
 #: Records for the kill test (a few hundred thousand in CI; lower it on a crowded machine).
 CRASH_RECORDS = int(os.environ.get("QUARANTINE_CRASH_RECORDS", "200000"))

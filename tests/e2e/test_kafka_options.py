@@ -10,7 +10,7 @@ import pytest
 from quarantine.config import SourceConfig, TriggerConfig, parse_config
 from quarantine.errors import SourceError
 from quarantine.streaming import is_kafka_metrics_npe, kafka_options, trigger_options
-from quarantine.testing import kafka_pipeline_conf
+from tests.support import kafka_pipeline_conf
 
 
 def test_kafka_options_map_config_keys_to_spark_names_and_pass_options_through() -> None:

@@ -18,7 +18,6 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.runner import Pipeline
-from quarantine.testing import KafkaBroker, Record, produce
 from tests.canary import (
     CANARY_HEADERS,
     CANARY_KEYS,
@@ -31,6 +30,7 @@ from tests.canary import (
     mlflow_texts,
     table_texts,
 )
+from tests.support import KafkaBroker, Record, produce
 
 
 def test_secrets_canary_kafka_stream_leaves_no_trace(

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from quarantine.testing import KafkaBroker, Record, produce
+from tests.support import KafkaBroker, Record, produce
 
 FIVE_MB = os.urandom(5 * 1024 * 1024)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from quarantine.config import parse_config
 from quarantine.runner import Pipeline
-from quarantine.testing import (
+from tests.support import (
     KafkaBroker,
     Record,
     kafka_pipeline_conf,

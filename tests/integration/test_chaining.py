@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
@@ -16,8 +15,6 @@ from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.python import python_stage
 from tests import fixtures_py_stage as fx
 from tests.helpers import kafka_df
-
-pytestmark = pytest.mark.integration
 
 DEMO_STAGES = [
     {"name": "decode", "type": "decode_utf8"},

@@ -26,15 +26,13 @@ from quarantine.config import parse_config
 from quarantine.replay import replay
 from quarantine.runner import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
-from quarantine.testing.crash import write_conf
-from quarantine.testing.kafka import (
+from tests.support.crash import write_conf
+from tests.support.kafka import (
     ORDER_SCHEMA_DDL,
     ProducedRecord,
     ledger,
     order_records,
 )
-
-pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,6 @@ from quarantine.runner import Pipeline
 from quarantine.tracking import MlflowTracker
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 SUITE = str(Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json")
 SCHEMA = (
     "order_id STRING, customer_email STRING, amount DOUBLE, currency STRING, "

@@ -15,8 +15,6 @@ from quarantine.schema import METRICS_SCHEMA
 from quarantine.sinks.metrics import MetricsTableListener, NoMetricsTable
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 GOOD = b'{"order_id":"a","amount":1}'
 
 

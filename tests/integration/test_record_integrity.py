@@ -24,8 +24,6 @@ from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks.quarantine import HISTORY_FIRST, HISTORY_LATEST, merge_quarantine, quarantine_rows
 from tests.helpers import kafka_df, kafka_rows
 
-pytestmark = pytest.mark.integration
-
 
 def _config(d: Path, schema: str = "id STRING", name: str = "integrity", **errors: Any) -> dict[str, Any]:
     return {

@@ -14,8 +14,6 @@ from quarantine.replay import discard, replay
 from quarantine.runner import Pipeline
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 
 def _pipe(spark: Any, d: Path, schema: str) -> Pipeline:
     cfg = {

@@ -17,8 +17,6 @@ from quarantine.reporter import ErrantRecordReporter
 from quarantine.runner import Pipeline
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 SECRET = "s3cr3t-Passw0rd"
 
 

@@ -26,8 +26,6 @@ from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import ensure_quarantine_table
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[2]
 
 SCHEMA = "order_id STRING, amount DOUBLE"

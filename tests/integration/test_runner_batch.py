@@ -16,8 +16,6 @@ from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
 from quarantine.sinks import table_exists
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 SCHEMA = "order_id STRING, amount DOUBLE"
 
 

@@ -16,8 +16,6 @@ from quarantine.stages.decode import from_spec as decode_from_spec
 from quarantine.stages.python import PythonStage, python_stage
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 N = MetricNames
 JSON = "order_id STRING, amount DOUBLE"
 

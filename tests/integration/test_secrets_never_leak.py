@@ -36,8 +36,6 @@ from tests.canary import (
 )
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 PASSWORD = "Tru5tst0re-Pa55"
 JAAS_PW = "sasl-Pl41n-S3cret"
 JAAS = (
@@ -201,7 +199,6 @@ def _fuzz_texts(n: int, seed: int = 7) -> list[str]:
     ]
     rnd = random.Random(seed)
     return ["".join(rnd.choice(parts) for _ in range(rnd.randint(1, 16))) for _ in range(n)]
-
 
 
 def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-pytestmark = pytest.mark.integration
-
 
 def test_the_local_jvm_jit_compiles_huge_generated_methods(spark: Any) -> None:
     # Whole-stage generated code for a pipeline's stages is over HotSpot's 8000-byte

@@ -6,15 +6,12 @@ import datetime as dt
 import decimal
 from typing import Any
 
-import pytest
 from pyspark.sql import functions as F
 
 from quarantine.config import StageSpec
 from quarantine.stage import apply_stages
 from quarantine.stages.cast import from_spec
 from tests.helpers import kafka_df
-
-pytestmark = pytest.mark.integration
 
 ROW_DDL = "order_id STRING, amount STRING, quantity STRING, created_at STRING, day STRING"
 

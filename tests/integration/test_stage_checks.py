@@ -13,8 +13,6 @@ from quarantine.stage import apply_stages
 from quarantine.stages.checks import from_spec
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 ORDER_DDL = "order_id STRING, amount DOUBLE, currency STRING, quantity INT, sku STRING, email STRING"
 
 

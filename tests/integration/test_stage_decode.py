@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
@@ -13,8 +12,6 @@ from quarantine.schema import ERROR_STRUCT, result_struct
 from quarantine.stage import apply_stages
 from quarantine.stages.decode import DecodeUtf8
 from tests.helpers import kafka_df
-
-pytestmark = pytest.mark.integration
 
 
 def _run(spark: Any, values: list[bytes | None], stage: DecodeUtf8) -> list[Any]:

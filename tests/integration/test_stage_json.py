@@ -20,8 +20,6 @@ from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 SCHEMA = StructType(
     [
         StructField("order_id", StringType()),

@@ -16,8 +16,6 @@ from quarantine.stages.python import from_spec, python_stage
 from tests import fixtures_py_stage as fx
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 
 def _run(spark: Any, values: list[str | bytes | None], *stages: Stage, stacktrace: bool = False) -> list[Any]:
     raw = [v.encode() if isinstance(v, str) else v for v in values]

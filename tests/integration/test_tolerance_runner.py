@@ -21,8 +21,6 @@ from quarantine.sinks import table_exists
 from quarantine.tolerance import window_state_table
 from tests.helpers import kafka_df
 
-pytestmark = pytest.mark.integration
-
 SCHEMA = "order_id STRING, amount DOUBLE"
 GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}']
 BAD_UTF8 = b"\xff\xfe"

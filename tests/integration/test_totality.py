@@ -26,8 +26,6 @@ from quarantine.expectations.suite import parse_suite
 from quarantine.stage import Stage, apply_stages
 from quarantine.stages.checks import from_spec as checks_from_spec
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def ansi(spark: Any) -> Iterator[Any]:

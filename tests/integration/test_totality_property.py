@@ -16,7 +16,6 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
@@ -28,8 +27,6 @@ from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import parse_suite
 from quarantine.stage import Stage, apply_stages
 from quarantine.stages import build_stage
-
-pytestmark = pytest.mark.integration
 
 _UTC = dt.UTC
 # the widest DECIMAL(38,18) value Python's default decimal context (28 digits) carries intact

@@ -8,7 +8,7 @@ resolved from Maven Central.
 
 from __future__ import annotations
 
-from quarantine.testing.kafka import (
+from tests.support.kafka import (
     BrokerError,
     KafkaBroker,
     Ledger,

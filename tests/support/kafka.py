@@ -20,9 +20,9 @@ Lifecycle contract of :class:`KafkaBroker`:
 
 Command line (used by ``scripts/kafka_broker.sh``)::
 
-    python -m quarantine.testing.kafka start --dir .cache/kafka-demo --port 9092
-    python -m quarantine.testing.kafka stop --dir .cache/kafka-demo
-    python -m quarantine.testing.kafka status --dir .cache/kafka-demo
+    python -m tests.support.kafka start --dir .cache/kafka-demo --port 9092
+    python -m tests.support.kafka stop --dir .cache/kafka-demo
+    python -m tests.support.kafka status --dir .cache/kafka-demo
 """
 
 from __future__ import annotations
@@ -780,7 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Used by ``scripts/kafka_broker.sh``; ``produce`` writes :func:`order_records`
     (round-robin over the topic's partitions) to a running broker.
     """
-    ap = argparse.ArgumentParser(prog="python -m quarantine.testing.kafka")
+    ap = argparse.ArgumentParser(prog="python -m tests.support.kafka")
     ap.add_argument("action", choices=["start", "stop", "status", "produce"])
     ap.add_argument("--dir", default=".cache/kafka-demo", help="data dir (pid file, logs, config)")
     ap.add_argument("--port", type=int, default=9092, help="client port on 127.0.0.1")
