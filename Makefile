@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
-.PHONY: setup demo test lint bench kafka-demo clean
+.PHONY: setup demo test test-fast lint bench kafka-demo clean
 
 setup:
 	bash scripts/bootstrap.sh
@@ -10,6 +10,10 @@ demo: setup
 
 test: setup
 	.venv/bin/python -m pytest tests -q
+
+# The unit tier only (no JVM): seconds, for the edit-test loop.
+test-fast: setup
+	.venv/bin/python -m pytest tests -q -m unit
 
 lint: setup
 	.venv/bin/ruff check quarantine tests benchmarks

@@ -1,18 +1,50 @@
-"""Shared fixtures: one local Spark session (Delta on, UI off) for the whole run.
+"""Shared fixtures and the test tiers.
 
-Tiers: tests/unit never start Spark; tests/integration use the ``spark`` fixture;
-tests/e2e also start a real Kafka broker or a real ``mlflow server``.
+One local Spark session (Delta on, UI off) per test process.
+
+Tiers, marked here from where a test lives and what it asks for (not by hand):
+
+* ``unit`` — ``tests/unit``: no JVM. A unit test that asks for ``spark`` is an error.
+* ``spark`` — ``tests/integration``: local Spark + Delta.
+* ``kafka`` — a test that uses the real broker (the ``kafka_broker`` fixture).
+* ``e2e`` — the rest of ``tests/e2e``: real processes, a real ``mlflow server``.
+
+``make test-fast`` runs ``-m unit``; ``make test`` runs every tier.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
+
+
+TIERS = ("unit", "spark", "kafka", "e2e")
+
+
+def tier_of(path: Path, fixtures: Iterable[str]) -> str:
+    """The tier of a test at ``path`` that uses ``fixtures`` (see the module docstring)."""
+    parts = path.parts
+    if "unit" in parts:
+        return "unit"
+    if "kafka_broker" in fixtures:
+        return "kafka"
+    if "e2e" in parts:
+        return "e2e"
+    return "spark"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        tier = tier_of(Path(str(item.fspath)), fixtures)
+        if tier == "unit" and "spark" in fixtures:
+            raise pytest.UsageError(f"{item.nodeid}: a unit test may not start Spark (move it to tests/integration)")
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,28 @@
+"""Every test has exactly one tier, and the tier follows from where it lives and what it uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import TIERS, tier_of
+
+
+def test_a_test_in_tests_unit_is_unit() -> None:
+    assert tier_of(Path("tests/unit/test_x.py"), ["tmp_path"]) == "unit"
+
+
+def test_a_test_in_tests_integration_is_spark() -> None:
+    assert tier_of(Path("tests/integration/test_x.py"), ["spark", "table_dir"]) == "spark"
+
+
+def test_a_test_using_the_broker_is_kafka_wherever_it_lives() -> None:
+    assert tier_of(Path("tests/e2e/test_x.py"), ["spark", "kafka_broker"]) == "kafka"
+
+
+def test_the_rest_of_tests_e2e_is_e2e() -> None:
+    assert tier_of(Path("tests/e2e/test_mlflow.py"), ["spark", "tmp_path"]) == "e2e"
+
+
+def test_the_tiers_are_the_markers_pyproject_registers() -> None:
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert all(f'"{t}: ' in text for t in TIERS)
