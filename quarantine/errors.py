@@ -87,7 +87,14 @@ class HandlerError(QuarantineError):
 
 
 class TableWriteError(QuarantineError):
-    """Writing a Delta table (target, quarantine, metrics) failed; the batch is not committed."""
+    """Writing a Delta table (target, quarantine, metrics) failed; the batch is not committed.
+
+    ``attempts`` is how many times the write was tried (the retry policy's attempts).
+    """
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        self.attempts = attempts
+        super().__init__(message)
 
 
 class QuarantineWriteError(TableWriteError):

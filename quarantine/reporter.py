@@ -78,17 +78,15 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from quarantine.config import Tolerance
 from quarantine.errors import (
     QuarantineWriteError,
-    RetriesExhaustedError,
     SourceError,
     ToleranceExceededError,
     message_of,
 )
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
-from quarantine.redaction import redact_error, redact_text
+from quarantine.redaction import redact_text
 from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
-from quarantine.sinks.quarantine import merge_quarantine, quarantine_rows
 from quarantine.stage import error_column
 
 if TYPE_CHECKING:
@@ -198,7 +196,8 @@ class ErrantRecordReporter:
         self.stage = stage
         self.max_buffered = max_buffered
         self.clock = clock or pipeline.clock
-        self.retry = write_retry or pipeline.write_retry or RetryWithToleranceOperator.for_writes(cfg.errors)
+        self._writer = pipeline.quarantine_writer(write_retry)
+        self.retry = self._writer.retry
         self._secrets = cfg.secrets()
         self._stacktrace = cfg.errors.dlq_context_stacktrace_enable
         self._retriable = RetriableClassifier.of(cfg.errors.retry_retriable)
@@ -312,7 +311,7 @@ class ErrantRecordReporter:
         err = error_column(self.stage, ErrorKind.SINK, klass, F.col(message).cast("string"), retriable=False)
         shaped = failed.select(
             *self._source_columns(failed, {message, error_class or message}),
-            redact_error(err, self._secrets).alias(_ERR),
+            err.alias(_ERR),  # the quarantine writer masks secrets in it
         )
         # One evaluation of the user's plan: the count and the MERGEs read the checkpoint.
         # A record reported more than once is written in rounds (a MERGE source holds a key once).
@@ -418,21 +417,18 @@ class ErrantRecordReporter:
 
     def _merge(self, df: DataFrame, n: int) -> None:
         p = self.pipeline
-        rows = quarantine_rows(
-            df, pipeline=p.config.pipeline, run_id=p.run_id, batch_id=self.batch_id, now=self.clock()
-        )
-        name = f"quarantine MERGE of {n} reported record(s) into {p.quarantine_table}"
         try:
-            _, attempts = self.retry.call(
-                lambda: merge_quarantine(p.spark, p.quarantine_table, rows, pipeline=p.config.pipeline),
-                name=name,
+            attempts = self._writer.write(
+                df, run_id=p.run_id, batch_id=self.batch_id, now=self.clock(), error=_ERR,
+                action=f"quarantine MERGE of {n} reported record(s)",
             )
-        except RetriesExhaustedError as exc:
+        except QuarantineWriteError as exc:
             self._requests += n * exc.attempts
             self._failures += n * exc.attempts
             raise QuarantineWriteError(
-                f"{exc}; the reported records are not durable: fail the batch so it is replayed"
-            ) from exc
+                f"{exc}; the reported records are not durable: fail the batch so it is replayed",
+                attempts=exc.attempts,
+            ) from exc.__cause__
         self._requests += n * attempts
         self._failures += n * (attempts - 1)
 

@@ -58,12 +58,12 @@ from quarantine.expectations.stage import (
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
-from quarantine.redaction import redact_error, redact_text
+from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
-from quarantine.sinks.quarantine import close_records, merge_quarantine, quarantine_rows, settled_keys
+from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWriter, close_records, settled_keys
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, ToleranceGuard, window_state_table
@@ -354,7 +354,13 @@ class Pipeline:
         return flagged.select(*df.columns, F.col(f"_k_{SOURCE_KEY[-1]}").isNotNull().alias(_OPEN))
 
     def process_batch(
-        self, df: DataFrame, batch_id: int, *, streaming: bool = False, replaying: bool = False
+        self,
+        df: DataFrame,
+        batch_id: int,
+        *,
+        streaming: bool = False,
+        replaying: bool = False,
+        watermark: OffsetWatermark | None = None,
     ) -> BatchReport:
         """Split one batch and write both tables from one read of it.
 
@@ -365,6 +371,9 @@ class Pipeline:
                 (streaming), else with an insert-only MERGE (batch).
             replaying: the batch is a replay (:mod:`quarantine.replay`): records that
                 pass are closed as ``replayed by run …``.
+            watermark: a Kafka stream's :class:`OffsetWatermark`: once it has
+                passed, failed rows are appended to the quarantine table instead
+                of MERGEd; until then the batch advances it.
 
         Returns:
             The batch report (also sent to the listeners, also when the batch fails
@@ -385,16 +394,20 @@ class Pipeline:
         failure: BaseException | None = None
         logged = 0
         dlq_attempts = 1
+        append = watermark is not None and watermark.passed
         try:
             obs = Observation(f"quarantine_{uuid.uuid4().hex}")
             # The one pass: builds the persisted batch and counts everything on the way.
             observed = [
                 *observed_counts(chain, _ERR), *expectation_counts(chain, F.col(_ERR)),
                 F.count(F.when(F.col(_ERR).isNull() & F.col(_OPEN), 1)).alias(_CLOSING),
+                *(watermark.observed() if watermark is not None and not append else ()),
             ]
             split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
             counts: Mapping[str, Any] = obs.get
             quarantined = int(counts["records_quarantined"])
+            if watermark is not None and not append:
+                watermark.advance(counts)
 
             # GX validates the expectation stages' input on the persisted batch (not the source).
             expect = validate_expectations(split, chain, batch_id)
@@ -409,7 +422,7 @@ class Pipeline:
 
             try:
                 if quarantined:
-                    dlq_attempts = self._write_quarantine(split, run.run_id, batch_id, now)
+                    dlq_attempts = self._write_quarantine(split, run.run_id, batch_id, now, append=append)
                 logged = self._check_tolerance(counts, chain, quarantined, now, batch_id, split, replaying)
                 failing = () if replaying else expect.with_action(BreachAction.FAIL)
                 if failing:
@@ -457,21 +470,30 @@ class Pipeline:
             raise failure
         return report
 
-    def _write_quarantine(self, split: DataFrame, run_id: str, batch_id: int, now: dt.datetime) -> int:
-        """MERGE the batch's failed rows into the quarantine table; returns the attempts made."""
-        failed = split.where(F.col(_ERR).isNotNull())
-        rows = quarantine_rows(
-            # configured secrets never reach message/stacktrace/error_history
-            failed.withColumn(_ERR, redact_error(
-                F.col(_ERR), self.config.secrets(),
-                stacktrace=self.config.errors.dlq_context_stacktrace_enable,
-            )),
-            pipeline=self.config.pipeline, run_id=run_id, batch_id=batch_id, now=now,
+    def quarantine_writer(self, retry: RetryWithToleranceOperator | None = None) -> QuarantineWriter:
+        """The pipeline's quarantine writer (its batches and its errant record reporters use it).
+
+        Args:
+            retry: the write retry operator; by default :attr:`write_retry`, else
+                :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
+        """
+        cfg = self.config
+        return QuarantineWriter(
+            spark=self.spark,
+            table=self.quarantine_table,
+            pipeline=cfg.pipeline,
+            retry=retry or self.write_retry or RetryWithToleranceOperator.for_writes(cfg.errors),
+            secrets=cfg.secrets(),
+            stacktrace=cfg.errors.dlq_context_stacktrace_enable,
         )
-        return self.write(
-            "quarantine MERGE", self.quarantine_table, batch_id,
-            lambda: merge_quarantine(self.spark, self.quarantine_table, rows, pipeline=self.config.pipeline),
-            quarantine=True,
+
+    def _write_quarantine(
+        self, split: DataFrame, run_id: str, batch_id: int, now: dt.datetime, *, append: bool = False
+    ) -> int:
+        """Write the batch's failed rows to the quarantine table; returns the attempts made."""
+        failed = split.where(F.col(_ERR).isNotNull())
+        return self.quarantine_writer().write(
+            failed, run_id=run_id, batch_id=batch_id, now=now, error=_ERR, append=append
         )
 
     def _write_target(self, split: DataFrame, run_id: str, batch_id: int, streaming: bool) -> None:
@@ -526,7 +548,8 @@ class Pipeline:
         except RetriesExhaustedError as exc:
             kind = QuarantineWriteError if quarantine else TableWriteError
             raise kind(
-                describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts)
+                describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts),
+                attempts=exc.attempts,
             ) from exc.last
         return attempts
 

@@ -40,6 +40,7 @@ from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, Trigger
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, fan_out
+from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
     from quarantine.runner import Pipeline, RunSummary
@@ -157,16 +158,22 @@ class _BatchRunner:
     reports: list[BatchReport] = field(default_factory=list)
     error: BaseException | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
+    #: Kafka sources: loaded at the first batch of each query start (see OffsetWatermark).
+    _watermark: OffsetWatermark | None = None
 
     def set_run_id(self, run_id: str) -> None:
         self.pipeline.run_id = run_id
+        self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
         self._ready.set()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if not self._ready.wait(_ID_WAIT_S):
             raise SourceError("the streaming query did not report its id; refusing to write")
+        p = self.pipeline
+        if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
+            self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
         try:
-            report = self.pipeline.process_batch(df, int(batch_id), streaming=True)
+            report = p.process_batch(df, int(batch_id), streaming=True, watermark=self._watermark)
         except BaseException as exc:
             self.error = self.error or exc
             raise

@@ -14,17 +14,25 @@ The raw ``key``, ``value`` and ``headers`` are the source bytes, unchanged.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.coordinates import null_safe_key_match
+from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.redaction import redact_error
+from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import create_table, delta_table, is_path, read_table, save, table_exists
 
 __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
+    "OffsetWatermark",
+    "QuarantineWriter",
     "close_records",
     "ensure_quarantine_table",
     "merge_quarantine",
@@ -162,6 +170,174 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
         .whenNotMatchedInsertAll()
         .execute()
     )
+
+
+@dataclass(frozen=True)
+class QuarantineWriter:
+    """The one writer of failed records into the quarantine table.
+
+    The pipeline's batches and the errant record reporter both write through it,
+    so both get the same rows (:func:`quarantine_rows`), the same masking of
+    configured secrets in ``message``/``stacktrace``, the same MERGE
+    (:func:`merge_quarantine`: idempotent per ``(run_id, batch_id)``) and the same
+    retries and failure message.
+
+    Attributes:
+        spark: the session.
+        table: the quarantine table (path or catalog name).
+        pipeline: the pipeline name (the first part of the key).
+        retry: the write retry operator (:meth:`RetryWithToleranceOperator.for_writes`).
+        secrets: configured secret values, masked in the error text.
+        stacktrace: whether stack traces can be non-null (else their redaction is skipped).
+    """
+
+    spark: SparkSession
+    table: str
+    pipeline: str
+    retry: RetryWithToleranceOperator
+    secrets: tuple[str, ...] = ()
+    stacktrace: bool = False
+
+    def write(
+        self,
+        failed: DataFrame,
+        *,
+        run_id: str,
+        batch_id: int,
+        now: dt.datetime,
+        error: str = "_q_error",
+        action: str = "quarantine MERGE",
+        append: bool = False,
+    ) -> int:
+        """Write failed records; durable on return.
+
+        Args:
+            failed: rows with the Kafka source columns and the error struct ``error``;
+                each ``(topic, partition, offset)`` at most once.
+            run_id: the run writing them.
+            batch_id: the micro-batch writing them.
+            now: the write time.
+            error: the error struct column of ``failed``.
+            action: what the write is called in its failure message.
+            append: the caller knows no key of ``failed`` can be in the table yet
+                (see :class:`OffsetWatermark`): append with Delta's
+                ``txnAppId``/``txnVersion`` = ``(run_id, batch_id)`` instead of a
+                MERGE — no join against the table, and the same batch appended
+                twice is skipped.
+
+        Returns:
+            The attempts the write took.
+
+        Raises:
+            QuarantineWriteError: the write still failed after its retries; its
+                ``attempts`` says how many were made and the message names the
+                table, the batch and what to do.
+        """
+        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
+        rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
+        try:
+            if append:
+                action = action.replace("MERGE", "append")
+                _, attempts = self.retry.call(
+                    lambda: append_quarantine(self.spark, self.table, rows, pipeline=self.pipeline,
+                                              run_id=run_id, batch_id=batch_id),
+                    name=f"{action} into {self.table}",
+                )
+            else:
+                _, attempts = self.retry.call(
+                    lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline),
+                    name=f"{action} into {self.table}",
+                )
+        except RetriesExhaustedError as exc:
+            raise QuarantineWriteError(
+                describe_write_failure(
+                    exc.last, action=action, table=self.table, batch_id=batch_id, attempts=exc.attempts
+                ),
+                attempts=exc.attempts,
+            ) from exc.last
+        return attempts
+
+
+def append_quarantine(
+    spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str, run_id: str, batch_id: int
+) -> None:
+    """Append quarantine rows whose keys are new to the table, once per ``(run_id, batch_id)``.
+
+    Only for rows no key of which can be in the table (:class:`OffsetWatermark`
+    says when): the append does not look. Delta's ``txnAppId`` (pipeline, run,
+    table) and ``txnVersion`` (the batch id) make a second append of the same
+    batch a no-op, as for the target.
+    """
+    ensure_quarantine_table(spark, name)
+    writer = (
+        rows.write.format("delta").mode("append")
+        .option("txnAppId", f"quarantine:{pipeline}:{run_id}:{name}")
+        .option("txnVersion", str(batch_id))
+    )
+    save(writer, name)
+
+
+@dataclass
+class OffsetWatermark:
+    """When a Kafka stream's failed records can be appended to the quarantine table.
+
+    Kafka offsets only grow within a streaming query, so once the stream has
+    read past the highest offset the table holds for this pipeline in every
+    topic-partition, no key of a later micro-batch can be in the table, and its
+    failed rows can be appended (:func:`append_quarantine`) instead of MERGEd:
+    the MERGE's join against the whole table is the largest fixed cost of a
+    micro-batch.
+
+    Loaded once per query start (:meth:`load`): per topic-partition, the highest
+    offset of this pipeline's rows. Until the stream passes all of them
+    (:attr:`passed`), batches are MERGEd and :meth:`observed` adds, to the
+    batch's one observed pass, the highest offset it read in each
+    topic-partition still ahead; :meth:`advance` drops those it has reached.
+    A restart after a crash loads again, so a micro-batch replayed after a
+    crash, whose rows may be in the table, is always MERGEd.
+
+    Attributes:
+        ahead: ``(topic, partition) -> offset`` not reached yet.
+    """
+
+    ahead: dict[tuple[str, int], int] = field(default_factory=dict)
+    _order: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False)
+
+    @classmethod
+    def load(cls, spark: SparkSession, name: str, pipeline: str) -> OffsetWatermark:
+        """The table's highest offset per topic-partition for ``pipeline`` (one aggregate query)."""
+        if not table_exists(spark, name):
+            return cls()
+        rows = (
+            read_table(spark, name)
+            .where((F.col("pipeline") == F.lit(pipeline)) & F.col("partition").isNotNull())
+            .groupBy("topic", "partition")
+            .agg(F.max("offset").alias("offset"))
+            .collect()
+        )
+        return cls({(r["topic"], int(r["partition"])): int(r["offset"]) for r in rows if r["offset"] is not None})
+
+    @property
+    def passed(self) -> bool:
+        """Whether the stream is past every offset the table held: batches may be appended."""
+        return not self.ahead
+
+    def observed(self) -> list[Column]:
+        """Aggregates for the batch's observed pass: its highest offset per topic-partition still ahead."""
+        self._order = tuple(sorted(self.ahead))
+        return [
+            F.max(F.when((F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p)), F.col("offset")))
+            .alias(f"_q_watermark:{i}")
+            for i, (t, p) in enumerate(self._order)
+        ]
+
+    def advance(self, counts: Mapping[str, Any]) -> None:
+        """Drop the topic-partitions the batch read up to (from :meth:`observed`'s values)."""
+        for i, tp in enumerate(self._order):
+            seen = counts.get(f"_q_watermark:{i}")
+            if seen is not None and int(seen) >= self.ahead.get(tp, -1):
+                self.ahead.pop(tp, None)
+        self._order = ()
 
 
 def close_records(

@@ -107,3 +107,32 @@ def test_a_new_checkpoint_over_the_same_tables_is_a_new_run_whose_batches_are_wr
     book = ledger(spark, first + second, target=raw["target"]["table"],
                   quarantine=raw["errors"]["deadletterqueue.table.name"], pipeline=raw["pipeline"])
     assert book.exactly_once, book.describe()
+
+
+def _operations(spark: Any, table: str) -> list[str]:
+    """The table's commit operations, oldest first."""
+    hist = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").select("operation").collect()
+    return [r[0] for r in hist]
+
+
+def test_a_stream_appends_quarantine_rows_past_the_tables_offsets_and_merges_before(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    (topic,) = new_topics("append", partitions=2)
+    raw = kafka_pipeline_conf(kafka_broker.bootstrap, tmp_path, topics=[topic], max_offsets_per_trigger=300)
+    quarantine = raw["errors"]["deadletterqueue.table.name"]
+    first = produce(kafka_broker.bootstrap, order_records([topic], 2, 900, poison_rate=0.1, seed=3))
+    s1 = _pipeline(spark, raw).run()
+    ops1 = _operations(spark, quarantine)
+    # an empty table: every micro-batch's failed rows are new keys, appended without a join
+    assert len(s1.batches) >= 3 and "MERGE" not in ops1 and ops1.count("WRITE") >= 2, ops1
+
+    second = produce(kafka_broker.bootstrap, order_records([topic], 2, 900, poison_rate=0.1, seed=4))
+    s2 = _pipeline(spark, raw).run()
+    ops2 = _operations(spark, quarantine)[len(ops1):]
+    # a restarted query MERGEs until it has read past the offsets the table held (its first
+    # batch could be one replayed after a crash), then appends again
+    assert len(s2.batches) >= 3 and ops2.count("MERGE") <= 1 and "WRITE" in ops2, ops2
+    book = ledger(spark, first + second, target=raw["target"]["table"], quarantine=quarantine,
+                  pipeline=raw["pipeline"])
+    assert book.exactly_once, book.describe()
