@@ -173,9 +173,6 @@ class Pipeline:
         run_id: this run's id (streaming replaces it with the query id).
         listeners: receivers of run/batch reports.
         clock: the wall clock (injected for tests).
-        batch_hooks: extra per-batch steps run on the persisted batch before the
-            writes; each may return breaches and a replacement error column
-            (used by expectation validation). See :class:`BatchHook`.
         write_retry: the retry operator for the batch's table writes; None builds
             :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
         error_handlers: the per-kind handlers (``errors.handler.*``); None loads
@@ -189,7 +186,6 @@ class Pipeline:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     listeners: list[RunListener] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = _utcnow
-    batch_hooks: list[Any] = field(default_factory=list)
     write_retry: RetryWithToleranceOperator | None = None
     error_handlers: ErrorHandlers | None = None
     _run: RunInfo | None = field(default=None, init=False, repr=False)
