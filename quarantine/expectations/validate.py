@@ -98,13 +98,6 @@ class ValidationOutcome:
     untranslated: tuple[str, ...]
     result_json: Mapping[str, Any]
 
-    @property
-    def worst_action(self) -> BreachAction | None:
-        """The strongest action among the breaches (fail > quarantine_batch > warn), if any."""
-        order = [BreachAction.FAIL, BreachAction.QUARANTINE_BATCH, BreachAction.WARN]
-        actions = {b.action for b in self.breaches}
-        return next((a for a in order if a in actions), None)
-
 
 def breach_message(spec: ExpectationSpec, result: Mapping[str, Any], exception: str | None) -> str:
     """A sentence about a failed expectation: what was expected, what GX found."""
