@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.coordinates import null_safe_key_match
-from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.redaction import redact_error
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
@@ -37,6 +37,7 @@ __all__ = [
     "ensure_quarantine_table",
     "merge_quarantine",
     "quarantine_rows",
+    "read_quarantine",
     "settled_keys",
 ]
 
@@ -309,7 +310,7 @@ class OffsetWatermark:
         if not table_exists(spark, name):
             return cls()
         rows = (
-            read_table(spark, name)
+            read_quarantine(spark, name)
             .where((F.col("pipeline") == F.lit(pipeline)) & F.col("partition").isNotNull())
             .groupBy("topic", "partition")
             .agg(F.max("offset").alias("offset"))
@@ -377,12 +378,34 @@ def close_records(
     )
 
 
+#: The columns a table needs to be read as a quarantine table: its key and status.
+_REQUIRED = ("pipeline", *SOURCE_KEY, "status")
+
+
+def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
+    """The quarantine table, checked to be one (it has the key and ``status`` columns).
+
+    Raises:
+        ConfigError: ``errors.deadletterqueue.table.name`` names a table that is
+            not a quarantine table (before anything is written to it).
+    """
+    df = read_table(spark, name)
+    missing = [c for c in _REQUIRED if c not in df.columns]
+    if missing:
+        raise ConfigError(
+            "errors.deadletterqueue.table.name", name,
+            "a quarantine table (with the columns " + ", ".join(_REQUIRED) + ", …) or a table that does "
+            f"not exist yet; found a table without {', '.join(missing)} (its columns: {', '.join(df.columns)})",
+        )
+    return df
+
+
 def settled_keys(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
     """This pipeline's quarantined coordinates with their ``status`` (None: no table yet)."""
     if not table_exists(spark, name):
         return None
     return (
-        read_table(spark, name)
+        read_quarantine(spark, name)
         .where(F.col("pipeline") == F.lit(pipeline))
         .select(*SOURCE_KEY, "status")
     )
@@ -395,7 +418,7 @@ def _add_missing_columns(spark: SparkSession, name: str) -> None:
     """Bring a table created by an older version up to :data:`QUARANTINE_SCHEMA` (once per process)."""
     if name in _checked:
         return
-    have = set(read_table(spark, name).columns)
+    have = set(read_quarantine(spark, name).columns)
     missing = [f for f in QUARANTINE_SCHEMA.fields if f.name not in have]
     if missing:
         ident = f"delta.`{name}`" if is_path(name) else name

@@ -19,7 +19,7 @@ import pytest
 from delta.tables import DeltaTable
 
 from quarantine.config import parse_config
-from quarantine.errors import QuarantineWriteError
+from quarantine.errors import ConfigError, QuarantineWriteError
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.runner import Pipeline
 from quarantine.sinks import table_exists
@@ -163,11 +163,19 @@ def test_a_table_another_writer_created_while_this_process_watched_is_seen_and_n
     assert ensure_quarantine_table(spark, str(other)) is False
 
 
+def _unwritable_quarantine_table(spark: Any, path: Path) -> None:
+    """A Delta table with the quarantine key, whose ``value`` column a quarantine row cannot fill."""
+    spark.createDataFrame(
+        [("other", "t", 0, 0, "open", 1)],
+        "pipeline STRING, topic STRING, partition INT, offset BIGINT, status STRING, value INT",
+    ).write.format("delta").save(str(path))
+
+
 def test_a_quarantine_write_that_still_fails_after_retries_fails_the_batch(
     spark: Any, table_dir: Path
 ) -> None:
-    # the quarantine table name points at a Delta table that is not a quarantine table
-    spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
+    # the quarantine table has the key (so the batch reads it) but a `value` MERGE cannot write
+    _unwritable_quarantine_table(spark, table_dir / "quarantine")
     retry_log = RetryLog()
     pipe = _pipeline(
         spark, table_dir, "p1", retry_log,
@@ -190,10 +198,24 @@ def test_a_quarantine_write_that_still_fails_after_retries_fails_the_batch(
 
 
 def test_a_non_retriable_quarantine_failure_fails_at_once(spark: Any, table_dir: Path) -> None:
-    spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
+    _unwritable_quarantine_table(spark, table_dir / "quarantine")
     retry_log = RetryLog()
     pipe = _pipeline(spark, table_dir, "p1", retry_log, **{"retry.timeout": 5000})
     with pytest.raises(QuarantineWriteError, match=r"1 attempt\(s\)"):
         pipe.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
     assert retry_log.retries == []
     assert not table_exists(spark, str(table_dir / "p1_target"))
+
+
+def test_a_quarantine_table_name_that_is_not_a_quarantine_table_is_named_before_any_write(
+    spark: Any, table_dir: Path
+) -> None:
+    spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
+    pipe = _pipeline(spark, table_dir, "p1")
+    with pytest.raises(ConfigError) as info:
+        pipe.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
+    msg = str(info.value)
+    assert "errors.deadletterqueue.table.name" in msg and "without pipeline, topic, partition, offset, status" in msg
+    assert "(its columns: x)" in msg
+    assert not table_exists(spark, str(table_dir / "p1_target"))
+    assert spark.read.format("delta").load(str(table_dir / "quarantine")).columns == ["x"]
