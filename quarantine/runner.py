@@ -295,6 +295,19 @@ class Pipeline:
             *validation_columns(chain),  # expectation stages' input, for GX (expectations/stage.py)
         )
 
+    def stage_stream(self, stream: DataFrame) -> DataFrame | None:
+        """A Kafka stream's :meth:`split_frame`, built once for the query (None: stage per batch).
+
+        Building the staged plan takes thousands of Py4J calls (every stage's
+        expressions, every error message); on the streaming DataFrame that is
+        once per query instead of once per micro-batch. Only for Kafka sources,
+        whose micro-batches need no :meth:`prepare` (offsets are new, coordinates
+        unique); other streams are identified per batch first.
+        """
+        if self.config.source.format is not SourceFormat.KAFKA:
+            return None
+        return self.split_frame(self.prepare(stream, streaming=True))
+
     def target_rows(self, split: DataFrame) -> DataFrame:
         """Good rows in the target's shape: the final result's fields + source coordinates."""
         res_type = split.schema[_RES].dataType
@@ -357,6 +370,7 @@ class Pipeline:
         streaming: bool = False,
         replaying: bool = False,
         watermark: OffsetWatermark | None = None,
+        staged: bool = False,
     ) -> BatchReport:
         """Split one batch and write both tables from one read of it.
 
@@ -370,6 +384,10 @@ class Pipeline:
             watermark: a Kafka stream's :class:`OffsetWatermark`: once it has
                 passed, failed rows are appended to the quarantine table instead
                 of MERGEd; until then the batch advances it.
+            staged: ``df`` is already :meth:`split_frame` of a prepared batch (a
+                Kafka stream stages its streaming DataFrame once per query, see
+                :meth:`stage_stream`, instead of building the same plan for
+                every micro-batch).
 
         Returns:
             The batch report (also sent to the listeners, also when the batch fails
@@ -382,11 +400,13 @@ class Pipeline:
         """
         run = self.run_info()
         now = self.clock()
-        prepared = self.prepare(df, streaming=streaming)
+        prepared = df if staged else self.prepare(df, streaming=streaming)
         chain = self.chain(prepared)
         # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
         # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
-        split = persisted = self.split_frame(prepared).persist(StorageLevel.MEMORY_AND_DISK)
+        split = persisted = (prepared if staged else self.split_frame(prepared)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         failure: BaseException | None = None
         logged = 0
         dlq_attempts = 1

@@ -155,6 +155,8 @@ class _BatchRunner:
     """
 
     pipeline: Pipeline
+    #: whether the stream's DataFrame was staged once for the query (Pipeline.stage_stream)
+    staged: bool = False
     reports: list[BatchReport] = field(default_factory=list)
     error: BaseException | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -173,7 +175,9 @@ class _BatchRunner:
         if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
             self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
         try:
-            report = p.process_batch(df, int(batch_id), streaming=True, watermark=self._watermark)
+            report = p.process_batch(
+                df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged
+            )
         except BaseException as exc:
             self.error = self.error or exc
             raise
@@ -231,7 +235,9 @@ def run_stream(
     restarts = 0
     while True:
         df = read_stream(pipeline.spark, cfg.source)
-        query: StreamingQuery = _writer(df, runner, pipeline).start()
+        staged = pipeline.stage_stream(df)
+        runner.staged = staged is not None
+        query: StreamingQuery = _writer(df if staged is None else staged, runner, pipeline).start()
         runner.set_run_id(str(query.id))
         if run is None:
             run = pipeline.run_info()
