@@ -172,9 +172,9 @@ class _BatchRunner:
         if not self._ready.wait(_ID_WAIT_S):
             raise SourceError("the streaming query did not report its id; refusing to write")
         p = self.pipeline
-        if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
-            self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
         try:
+            if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
+                self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
             report = p.process_batch(
                 df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged
             )
