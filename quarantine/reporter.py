@@ -75,15 +75,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from quarantine.config import Tolerance
 from quarantine.errors import (
     QuarantineWriteError,
     SourceError,
     ToleranceExceededError,
     message_of,
 )
-from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
+from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
@@ -201,7 +200,7 @@ class ErrantRecordReporter:
         self._secrets = cfg.secrets()
         self._stacktrace = cfg.errors.dlq_context_stacktrace_enable
         self._retriable = RetriableClassifier.of(cfg.errors.retry_retriable)
-        self._handlers = pipeline.error_handlers or ErrorHandlers.from_config(cfg.errors, self._secrets)
+        self._policy = pipeline.policy()
         # every report of a key, in order: a record reported twice is two failures
         self._buffer: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
         self._buffered = 0
@@ -274,10 +273,11 @@ class ErrantRecordReporter:
         self._buffered += 1
         self._reported += 1
         self._last_error_at = self.clock()
-        limit = self._breached_limit(1)
-        if limit is not None:
-            self.flush()
-            self._raise(limit, 1, error)
+        try:
+            self._enforce(1, error)
+        except ToleranceExceededError:
+            self.flush()  # durable first, then the run fails
+            raise
         if self._buffered >= self.max_buffered:
             self.flush()
 
@@ -325,9 +325,7 @@ class ErrantRecordReporter:
                 self._merge(batch, n if rounds == 1 else batch.count())
             self._reported += n
             self._last_error_at = self.clock()
-            limit = self._breached_limit(n)
-            if limit is not None:
-                self._raise(limit, n, None)
+            self._enforce(n, None)
         return n
 
     def flush(self) -> int:
@@ -432,30 +430,19 @@ class ErrantRecordReporter:
         self._requests += n * attempts
         self._failures += n * (attempts - 1)
 
-    def _breached_limit(self, n: int) -> str | None:
-        """The config key that makes ``n`` sink errors fail the batch, if any."""
-        p = self.pipeline
-        decision = self._handlers.decide(
-            {ErrorKind.SINK: n},
-            pipeline=p.config.pipeline,
-            run_id=p.run_id,
-            batch_id=self.batch_id,
-            by_stage={self.stage: n},
-            stage_kinds={self.stage: ErrorKind.SINK},
-        )
-        if decision.failed_kinds:
-            return f"errors.handler.{ErrorKind.SINK.value}"
-        tolerated = decision.handled_errors >= n
-        if p.config.errors.tolerance is Tolerance.NONE and not tolerated:
-            return "errors.tolerance"
-        return None
+    def _enforce(self, n: int, cause: BaseException | None) -> None:
+        """The error policy's verdict on ``n`` reported records (:attr:`Scope.SINK <quarantine.policy.Scope>`).
 
-    def _raise(self, limit: str, n: int, cause: BaseException | None) -> None:
-        raise ToleranceExceededError(
-            f"{limit}: {n} record(s) reported by the sink (stage {self.stage!r}) in batch "
-            f"{self.batch_id}; they are in the quarantine table {self.pipeline.quarantine_table}; "
-            "fail the batch so its offsets are not committed",
-            limit=limit,
-            count=n,
-            window=f"batch {self.batch_id}",
-        ) from cause
+        Raises:
+            ToleranceExceededError: ``errors.handler.sink`` said fail, or
+                ``errors.tolerance=none`` and no explicit handler continued them.
+        """
+        p = self.pipeline
+        decision = self._policy.decide(
+            {ErrorKind.SINK: n}, run_id=p.run_id, batch_id=self.batch_id,
+            by_stage={self.stage: n}, stage_kinds={self.stage: ErrorKind.SINK},
+        )
+        self._policy.enforce(
+            decision, scope=Scope.SINK, errors=n, now=self.clock(), run_id=p.run_id, batch_id=self.batch_id,
+            what=f"reported by the sink (stage {self.stage!r})", cause=cause,
+        )

@@ -58,6 +58,7 @@ from quarantine.expectations.stage import (
 )
 from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
+from quarantine.policy import ErrorPolicy, Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
@@ -66,7 +67,7 @@ from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWriter, close_records, settled_keys
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage, apply_stages, final_error, final_result
-from quarantine.tolerance import DeltaWindowStore, ToleranceGuard, window_state_table
+from quarantine.tolerance import DeltaWindowStore, window_state_table
 
 __all__ = ["Pipeline", "RunSummary", "check_kafka_shaped"]
 
@@ -175,9 +176,9 @@ class Pipeline:
         clock: the wall clock (injected for tests).
         write_retry: the retry operator for the batch's table writes; None builds
             :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
-        error_handlers: the per-kind handlers (``errors.handler.*``); None loads
-            them from the config on first use (:meth:`from_config` loads them
-            up front, so a bad handler path fails before any data is read).
+        error_policy: handlers and tolerance (:mod:`quarantine.policy`); None builds
+            it from the config on first use (:meth:`from_config` builds it up
+            front, so a bad handler path fails before any data is read).
     """
 
     config: PipelineConfig
@@ -187,10 +188,9 @@ class Pipeline:
     listeners: list[RunListener] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = _utcnow
     write_retry: RetryWithToleranceOperator | None = None
-    error_handlers: ErrorHandlers | None = None
+    error_policy: ErrorPolicy | None = None
     _run: RunInfo | None = field(default=None, init=False, repr=False)
     _run_metrics: RunMetrics | None = field(default=None, init=False, repr=False)
-    _guard: ToleranceGuard | None = field(default=None, init=False, repr=False)
     _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ building
@@ -221,8 +221,8 @@ class Pipeline:
             stages=built,
             run_id=run_id or uuid.uuid4().hex,
             listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
-            error_handlers=ErrorHandlers.from_config(config.errors, config.secrets()),
         )
+        pipe.error_policy = pipe.policy()
         return pipe
 
     def with_stages(self, stages: Sequence[Stage]) -> Pipeline:
@@ -590,11 +590,10 @@ class Pipeline:
         if not errors:
             return 0
         cfg = self.config.errors
+        policy = self.policy()
         by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
-        handlers = self.error_handlers or ErrorHandlers.from_config(cfg, self.config.secrets())
-        decision = handlers.decide(
-            counts_by_kind(chain, by_stage), pipeline=self.config.pipeline,
-            run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
+        decision = policy.decide(
+            counts_by_kind(chain, by_stage), run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
             stage_kinds={s.name: s.kind for s in chain},
         )
         # a failing kind is always logged: the run stops, and the log says which records and why
@@ -614,24 +613,24 @@ class Pipeline:
                 [r.asDict() for r in sample], pipeline=self.config.pipeline, run_id=self.run_id,
                 batch_id=batch_id, total=sum(decision.counts[k] for k in kinds),
             )
-        if replaying:
-            return logged
-        decision.raise_for_failure()
-        self._tolerance().check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
+        policy.enforce(
+            decision, scope=Scope.REPLAY if replaying else Scope.RUN, errors=errors, now=now,
+            run_id=self.run_id, batch_id=batch_id,
+        )
         return logged
 
-    def _tolerance(self) -> ToleranceGuard:
-        """This run's tolerance guard (rate-limit windows in ``<quarantine>_tolerance``)."""
-        if self._guard is None or self._guard.run_id != self.run_id:
+    def policy(self) -> ErrorPolicy:
+        """The pipeline's :class:`~quarantine.policy.ErrorPolicy` (built on first use)."""
+        if self.error_policy is None:
             cfg = self.config.errors
-            store = (
-                DeltaWindowStore(self.spark, window_state_table(cfg.dlq_table_name))
-                if cfg.tolerance_rate_limit >= 0 else None
+            self.error_policy = ErrorPolicy(
+                cfg, self.config.pipeline, ErrorHandlers.from_config(cfg, self.config.secrets()),
+                window_store=(
+                    DeltaWindowStore(self.spark, window_state_table(cfg.dlq_table_name))
+                    if cfg.tolerance_rate_limit >= 0 else None
+                ),
             )
-            self._guard = ToleranceGuard(
-                cfg, pipeline=self.config.pipeline, run_id=self.run_id, store=store
-            )
-        return self._guard
+        return self.error_policy
 
     # ------------------------------------------------------------------ runs
 

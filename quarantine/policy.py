@@ -1,0 +1,147 @@
+"""The one place that decides whether a batch's errors stop the run.
+
+After Kafka Connect's ``RetryWithToleranceOperator``: retries have already run
+(inside the stages, :mod:`quarantine.retry`) and the batch's failed records are
+durable in the quarantine table; what is left is the verdict. A batch has two
+outcomes:
+
+* **go on** — every error kind was continued and the tolerance holds; the
+  target write follows;
+* **fail the run** — :class:`~quarantine.errors.ToleranceExceededError`, naming
+  the config key that decided it, before the target write, so the batch's good
+  rows and offsets are not committed and nothing is lost.
+
+In this order:
+
+1. each error kind's handler (``errors.handler.<kind>``, :mod:`quarantine.handlers`)
+   answers ``continue``, ``log_and_continue`` or ``fail``; a ``fail`` stops the run;
+2. ``errors.tolerance=none`` stops it for errors no explicit handler continued;
+3. ``errors.tolerance.limit`` and ``errors.tolerance.rate.limit`` count every error
+   of the run and of the window (:class:`~quarantine.tolerance.ToleranceGuard`).
+
+Where the errors come from decides how much of that applies (:class:`Scope`):
+a pipeline's batches get all of it; records reported by a custom sink through
+the errant record reporter get steps 1 and 2 (the run's limits count what the
+pipeline read, not what a sink rejected); a replay gets none — a record that
+still fails is its expected outcome and stays open with its new error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from quarantine.config import ErrorsConfig, Tolerance
+from quarantine.errors import ToleranceExceededError
+from quarantine.handlers import BatchDecision, ErrorHandlers
+from quarantine.schema import ErrorKind
+from quarantine.tolerance import ToleranceGuard, WindowStore
+
+__all__ = ["ErrorPolicy", "Scope"]
+
+
+class Scope(StrEnum):
+    """Whose errors a verdict is about (see the module doc)."""
+
+    #: A pipeline's batch (batch run or micro-batch): handlers, tolerance, limits.
+    RUN = "run"
+    #: Records a custom sink reported (KIP-610): handlers and ``errors.tolerance``.
+    SINK = "sink"
+    #: A replay: nothing stops it.
+    REPLAY = "replay"
+
+
+@dataclass
+class ErrorPolicy:
+    """Handlers and tolerance of one pipeline, for every batch of its runs.
+
+    Holds the run's :class:`~quarantine.tolerance.ToleranceGuard` (its error
+    count); a new run id starts a new count. Not thread safe: one batch at a time.
+
+    Attributes:
+        errors: the ``errors.*`` config.
+        pipeline: the pipeline's name (for messages and the rate-limit windows).
+        handlers: the per-kind handlers, loaded and validated.
+        window_store: where rate-limit windows are kept (None without a rate limit).
+    """
+
+    errors: ErrorsConfig
+    pipeline: str
+    handlers: ErrorHandlers
+    window_store: WindowStore | None = None
+    _guard: ToleranceGuard | None = field(default=None, init=False, repr=False)
+
+    def decide(
+        self,
+        counts: Mapping[ErrorKind, int],
+        *,
+        run_id: str,
+        batch_id: int,
+        by_stage: Mapping[str, int] | None = None,
+        stage_kinds: Mapping[str, ErrorKind] | None = None,
+    ) -> BatchDecision:
+        """The handlers' answers for a batch's errors (step 1; nothing is raised yet).
+
+        Raises:
+            HandlerError: a custom handler raised or returned no ``HandlerResponse``.
+        """
+        return self.handlers.decide(
+            counts, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id,
+            by_stage=by_stage, stage_kinds=stage_kinds,
+        )
+
+    def enforce(
+        self,
+        decision: BatchDecision,
+        *,
+        scope: Scope,
+        errors: int,
+        now: dt.datetime,
+        run_id: str,
+        batch_id: int,
+        what: str = "failed",
+        cause: BaseException | None = None,
+    ) -> None:
+        """Fail the run if the batch's errors break the policy for ``scope``; else return.
+
+        Args:
+            decision: :meth:`decide`'s answers for the same errors.
+            scope: whose errors they are.
+            errors: how many records failed.
+            now: the batch's time (its rate-limit window).
+            run_id: the run (its error count).
+            batch_id: the micro-batch.
+            what: how the records failed, for the message of a ``SINK`` breach.
+            cause: the exception a ``SINK`` breach is chained from.
+
+        Raises:
+            ToleranceExceededError: naming the key that decided (``errors.handler.<kind>``,
+                ``errors.tolerance``, ``errors.tolerance.limit``, ``errors.tolerance.rate.limit``).
+        """
+        if scope is Scope.REPLAY or errors <= 0:
+            return
+        if scope is Scope.SINK:
+            limit = self._sink_breach(decision, errors)
+            if limit is not None:
+                raise ToleranceExceededError(
+                    f"{limit}: {errors} record(s) {what} in batch {batch_id}; they are in the quarantine "
+                    f"table {self.errors.dlq_table_name}; fail the batch so its offsets are not committed",
+                    limit=limit, count=errors, window=f"batch {batch_id}",
+                ) from cause
+            return
+        decision.raise_for_failure()
+        self._tolerance(run_id).check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
+
+    def _sink_breach(self, decision: BatchDecision, errors: int) -> str | None:
+        if decision.failed_kinds:
+            return f"errors.handler.{decision.failed_kinds[0].value}"
+        if self.errors.tolerance is Tolerance.NONE and decision.handled_errors < errors:
+            return "errors.tolerance"
+        return None
+
+    def _tolerance(self, run_id: str) -> ToleranceGuard:
+        if self._guard is None or self._guard.run_id != run_id:
+            self._guard = ToleranceGuard(self.errors, pipeline=self.pipeline, run_id=run_id, store=self.window_store)
+        return self._guard

@@ -1,0 +1,68 @@
+"""The error policy: one verdict for a batch's errors, by scope (run, sink, replay)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from quarantine.config import ErrorsConfig
+from quarantine.errors import ToleranceExceededError
+from quarantine.handlers import ErrorHandlers
+from quarantine.policy import ErrorPolicy, Scope
+from quarantine.schema import ErrorKind
+from quarantine.tolerance import MemoryWindowStore
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+def _policy(**kw: Any) -> ErrorPolicy:
+    cfg = ErrorsConfig.from_mapping({"deadletterqueue.table.name": "/tmp/q", **kw})
+    store = MemoryWindowStore() if cfg.tolerance_rate_limit >= 0 else None
+    return ErrorPolicy(cfg, "orders", ErrorHandlers.from_config(cfg), window_store=store)
+
+
+def _verdict(policy: ErrorPolicy, scope: Scope, n: int, kind: ErrorKind = ErrorKind.TRANSFORM,
+             batch_id: int = 0) -> None:
+    decision = policy.decide({kind: n}, run_id="r1", batch_id=batch_id)
+    policy.enforce(decision, scope=scope, errors=n, now=T0, run_id="r1", batch_id=batch_id)
+
+
+def test_tolerance_none_fails_a_run_and_a_sink_on_the_first_error() -> None:
+    for scope in (Scope.RUN, Scope.SINK):
+        with pytest.raises(ToleranceExceededError) as info:
+            _verdict(_policy(tolerance="none"), scope, 1)
+        assert info.value.limit == "errors.tolerance" and info.value.count == 1
+
+
+def test_a_replay_is_never_failed_by_handlers_tolerance_or_limits() -> None:
+    policy = _policy(tolerance="none", **{"handler.transform": "fail", "tolerance.limit": 0})
+    _verdict(policy, Scope.REPLAY, 5)
+
+
+def test_a_fail_handler_fails_the_run_and_names_its_key() -> None:
+    with pytest.raises(ToleranceExceededError) as info:
+        _verdict(_policy(tolerance="all", **{"handler.sink": "fail"}), Scope.SINK, 2, ErrorKind.SINK)
+    assert info.value.limit == "errors.handler.sink" and info.value.count == 2
+
+
+def test_an_explicit_continue_handler_exempts_its_errors_from_tolerance_none() -> None:
+    _verdict(_policy(tolerance="none", **{"handler.sink": "continue"}), Scope.SINK, 3, ErrorKind.SINK)
+
+
+def test_the_runs_count_limit_applies_to_a_run_not_to_reported_sink_records() -> None:
+    policy = _policy(tolerance="all", **{"tolerance.limit": 2})
+    _verdict(policy, Scope.SINK, 5, ErrorKind.SINK)  # a sink's rejects are not the run's count
+    _verdict(policy, Scope.RUN, 2, batch_id=1)
+    with pytest.raises(ToleranceExceededError) as info:
+        _verdict(policy, Scope.RUN, 1, batch_id=2)
+    assert info.value.limit == "errors.tolerance.limit" and info.value.count == 3
+
+
+def test_a_new_run_id_starts_a_new_count() -> None:
+    policy = _policy(tolerance="all", **{"tolerance.limit": 2})
+    policy.enforce(policy.decide({ErrorKind.TRANSFORM: 2}, run_id="a", batch_id=0),
+                   scope=Scope.RUN, errors=2, now=T0, run_id="a", batch_id=0)
+    policy.enforce(policy.decide({ErrorKind.TRANSFORM: 2}, run_id="b", batch_id=0),
+                   scope=Scope.RUN, errors=2, now=T0, run_id="b", batch_id=0)
