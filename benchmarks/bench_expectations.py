@@ -1,7 +1,7 @@
 """Cost of the expectation stage: row-level routing, and GX's batch validation.
 
 Three arms over the same Kafka-shaped Delta source (the demo generator), each
-running :meth:`quarantine.runner.Pipeline.process_batch` (the one data pass,
+running :meth:`quarantine.pipeline.Pipeline.process_batch` (the one data pass,
 quarantine MERGE, target append) on one batch:
 
 * **baseline** — the demo config's stages (decode, parse, convert, checks);
@@ -30,7 +30,8 @@ from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, mar
 from benchmarks.bench_pipeline import available_stages, demo_config
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import Suite, load_suite
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
+from quarantine.runners import read_source
 
 __all__ = ["GOAL", "main", "run"]
 
@@ -62,7 +63,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
                 every = 1 if name == "routing+gx" else 1_000_000
                 stages = [*stages, ExpectationStage(name="expect", suite=suite, validate_every=every)]
             pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=stages)
-            df = pipe.read_source()
+            df = read_source(pipe.spark, pipe.config.source)
             # batch 1: validate_every=1 validates it, 1_000_000 skips it
             return timed(lambda: pipe.process_batch(df, 1, streaming=True))
         finally:

@@ -115,7 +115,7 @@ def _child(kind: str, records: int) -> None:
     """In the subprocess: write the source, or run the pipeline over it."""
     from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir
     from benchmarks.bench_pipeline import demo_config
-    from quarantine.runner import Pipeline
+    from quarantine.pipeline import Pipeline
 
     spark = bench_spark("bench-memory", {"spark.driver.memory": DRIVER_MEMORY})
     source = ensure_source(spark, records, POISON)

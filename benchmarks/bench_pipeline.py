@@ -6,7 +6,7 @@ order schema with required fields, the timestamp cast, the range/in-set checks:
 
 * **plain** — the same expressions with no error capture: each step drops its
   bad rows with a filter and only the target Delta table is written;
-* **quarantine** — :class:`quarantine.runner.Pipeline` with the demo config's
+* **quarantine** — :class:`quarantine.pipeline.Pipeline` with the demo config's
   stages (``errors.tolerance: all``): result-or-error columns, the quarantine
   MERGE, observed counts, the target write. Measured with ``listeners=[]`` (the
   fair comparison) and with the config's default listeners.
@@ -43,8 +43,8 @@ from benchmarks import (
 )
 from quarantine.config import PipelineConfig, StageSpec, load_config
 from quarantine.metrics import observed_counts
+from quarantine.pipeline import Pipeline, default_listeners
 from quarantine.report import RunListener
-from quarantine.runner import Pipeline, default_listeners
 from quarantine.stage import Stage
 
 __all__ = ["DEMO_CONF", "PlainStep", "available_stages", "demo_config", "main", "plain_target", "profile", "run"]

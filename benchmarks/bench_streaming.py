@@ -10,7 +10,7 @@ trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
 * **plain** — ``from_json`` of the value cast to string, no error capture; rows
   missing a required field are dropped; one Delta append per micro-batch
   (``writeStream.format("delta")``) of only the target;
-* **quarantine** — :func:`quarantine.streaming.run_stream` with the
+* **quarantine** — :func:`quarantine.runners.streaming.run_stream` with the
   ``decode_utf8`` + ``json`` stages: result-or-error columns, one persisted
   read, the quarantine MERGE, the txn target append, observed counts.
 
@@ -36,8 +36,8 @@ from pyspark.sql.types import StructType
 
 from benchmarks import Row
 from quarantine.config import parse_config
-from quarantine.runner import Pipeline
-from quarantine.streaming import run_stream
+from quarantine.pipeline import Pipeline
+from quarantine.runners.streaming import run_stream
 from tests.support import (
     KafkaBroker,
     create_topics,

@@ -4,7 +4,7 @@
 # MAGIC
 # MAGIC Runs one pipeline from its YAML config: every record either lands in the target table or,
 # MAGIC with its raw bytes and the reason, in the quarantine table. A thin wrapper over
-# MAGIC `quarantine.runner.Pipeline` — the same code the `quarantine run` command and the
+# MAGIC `quarantine.pipeline.Pipeline` — the same code the `quarantine run` command and the
 # MAGIC `quarantine_orders` job run.
 # MAGIC
 # MAGIC Widgets: `conf` (the YAML config), `overrides` (`key=value` per line, like `--set`).
@@ -54,7 +54,7 @@ print(f"pipeline {config.pipeline}: {config.source.location} -> {config.target.t
 
 # COMMAND ----------
 
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 
 pipeline = Pipeline.from_config(config, spark)
 summary = pipeline.run()

@@ -46,7 +46,7 @@ apply = widget("apply", "false", "apply (true writes)").strip().lower() == "true
 # COMMAND ----------
 
 from quarantine.config import load_config
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from quarantine.session import get_spark
 
 overrides = {}

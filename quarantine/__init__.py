@@ -23,10 +23,10 @@ from quarantine.errors import (
     ToleranceExceededError,
 )
 from quarantine.metrics import MetricNames
+from quarantine.pipeline import Pipeline
 from quarantine.replay import ReplayResult, discard, replay
-from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
+from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus, RunSummary
 from quarantine.reporter import ErrantRecordReporter
-from quarantine.runner import Pipeline, RunSummary
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
 from quarantine.session import get_spark
 from quarantine.stage import Stage, StageContext, apply_stages, final_error, final_result

@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from quarantine.config import load_config
 
         config = load_config(args.conf, _overrides(args.set))
-        from quarantine.runner import Pipeline
+        from quarantine.pipeline import Pipeline
 
         if args.command == "validate":
             pipe = Pipeline.from_config(config, listeners=[])

@@ -23,8 +23,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.errors import QuarantineError
+from quarantine.pipeline import Pipeline
 from quarantine.report import BatchReport
-from quarantine.runner import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QuarantineStatus
 from quarantine.sinks import delta_table, is_path, table_exists
 from quarantine.sinks.quarantine import close_records

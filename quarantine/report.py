@@ -27,6 +27,7 @@ __all__ = [
     "RunInfo",
     "RunListener",
     "RunStatus",
+    "RunSummary",
     "fan_out",
 ]
 
@@ -134,3 +135,55 @@ def fan_out(listeners: list[RunListener], method: str, *args: Any) -> list[BaseE
         except Exception as exc:  # a listener must never fail the data path
             problems.append(exc)
     return problems
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run did, for the CLI and notebooks.
+
+    Attributes:
+        run: the run.
+        batches: the batch reports, in order.
+        status: how the run ended.
+    """
+
+    run: RunInfo
+    batches: tuple[BatchReport, ...]
+    status: RunStatus
+
+    @property
+    def records_in(self) -> int:
+        return sum(b.records_in for b in self.batches)
+
+    @property
+    def records_ok(self) -> int:
+        return sum(b.records_ok for b in self.batches)
+
+    @property
+    def records_quarantined(self) -> int:
+        return sum(b.records_quarantined for b in self.batches)
+
+    def quarantined_by_stage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in self.batches:
+            for k, v in b.quarantined_by_stage.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def render(self) -> str:
+        """A short human summary: records in, ok, quarantined by stage."""
+        lines = [
+            f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
+            f"  records in           {self.records_in:>12,}",
+            f"  ok -> target         {self.records_ok:>12,}",
+            f"  quarantined          {self.records_quarantined:>12,}",
+        ]
+        for stage, n in self.quarantined_by_stage().items():
+            lines.append(f"    at {stage:<17} {n:>12,}")
+        untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
+        if untranslated:
+            lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))
+        for b in self.batches:
+            for br in b.breaches:
+                lines.append(f"  breach [{br.action.value}] {br.name}: {br.message}")
+        return "\n".join(lines)

@@ -57,7 +57,7 @@ Contract:
   records: :meth:`ErrantRecordReporter.metrics` gives ``total-record-errors``,
   ``records-quarantined`` (per the reporter's stage),
   ``deadletterqueue-produce-requests`` / ``-failures``; they are added to the
-  pipeline's :attr:`~quarantine.runner.Pipeline.run_metrics` on close.
+  pipeline's :attr:`~quarantine.pipeline.Pipeline.run_metrics` on close.
 
 Not thread safe: use one reporter per batch, from the driver.
 """
@@ -89,7 +89,7 @@ from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 from quarantine.stage import error_column
 
 if TYPE_CHECKING:
-    from quarantine.runner import Pipeline
+    from quarantine.pipeline import Pipeline
 
 __all__ = ["DEFAULT_STAGE", "ErrantRecordReporter", "Record"]
 

@@ -9,6 +9,7 @@ migration.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
     ArrayType,
@@ -25,6 +26,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 __all__ = [
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
@@ -36,6 +40,7 @@ __all__ = [
     "SOURCE_KEY",
     "ErrorKind",
     "QuarantineStatus",
+    "check_kafka_shaped",
     "result_struct",
 ]
 
@@ -155,3 +160,22 @@ METRICS_SCHEMA = StructType(
         StructField("value", DoubleType()),
     ]
 )
+
+
+def check_kafka_shaped(df: DataFrame, where: str) -> None:
+    """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
+    from quarantine.errors import SourceError
+
+    have = {f.name: f.dataType for f in df.schema.fields}
+    problems = []
+    for f in KAFKA_SOURCE_SCHEMA.fields:
+        if f.name not in have:
+            problems.append(f"missing column {f.name} {f.dataType.simpleString()}")
+        elif have[f.name] != f.dataType:
+            problems.append(
+                f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
+            )
+    if problems:
+        raise SourceError(
+            f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
+        )

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
+from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
-from quarantine.runner import Pipeline
 from tests.integration.test_concurrent_writers import CHILD_SPARK, assert_replay_resolved_correctly
 from tests.support import KafkaBroker, ProducedRecord, kafka_pipeline_conf, order_records, produce
 from tests.support.crash import batch_files, run_to_completion, write_conf

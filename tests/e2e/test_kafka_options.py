@@ -9,7 +9,7 @@ import pytest
 
 from quarantine.config import SourceConfig, TriggerConfig, parse_config
 from quarantine.errors import SourceError
-from quarantine.streaming import is_kafka_metrics_npe, kafka_options, trigger_options
+from quarantine.runners.streaming import is_kafka_metrics_npe, kafka_options, trigger_options
 from tests.support import kafka_pipeline_conf
 
 

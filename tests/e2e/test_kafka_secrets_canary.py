@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from tests.canary import (
     CANARY_HEADERS,
     CANARY_KEYS,

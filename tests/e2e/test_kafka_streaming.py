@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from quarantine.config import parse_config
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from tests.support import (
     KafkaBroker,
     Record,

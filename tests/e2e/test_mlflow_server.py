@@ -173,7 +173,7 @@ def test_pipeline_run_with_mlflow_down_writes_its_data(
     mlflow_server: MlflowServer, spark: Any, tmp_path: Path
 ) -> None:
     from quarantine.config import parse_config
-    from quarantine.runner import Pipeline
+    from quarantine.pipeline import Pipeline
     from tests.helpers import kafka_df
 
     d = tmp_path / "tables"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
+from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
-from quarantine.runner import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.support.crash import write_conf
 from tests.support.kafka import (
@@ -52,7 +52,7 @@ import json, sys, time, traceback
 from pathlib import Path
 from quarantine.config import load_config
 from quarantine.errors import QuarantineError
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 
 conf, barrier, n, action = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 pipe = Pipeline.from_config(load_config(str(conf)))

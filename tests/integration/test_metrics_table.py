@@ -9,8 +9,8 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
+from quarantine.pipeline import Pipeline, default_listeners
 from quarantine.report import RunStatus
-from quarantine.runner import Pipeline, default_listeners
 from quarantine.schema import METRICS_SCHEMA
 from quarantine.sinks.metrics import MetricsTableListener, NoMetricsTable
 from tests.helpers import kafka_df

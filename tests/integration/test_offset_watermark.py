@@ -31,7 +31,7 @@ def test_the_watermark_is_the_highest_offset_per_topic_partition_of_this_pipelin
     spark: Any, table_dir: Path
 ) -> None:
     from quarantine.config import parse_config
-    from quarantine.runner import Pipeline
+    from quarantine.pipeline import Pipeline
 
     q = str(table_dir / "quarantine")
     for name, start, n in (("mine", 3, 5), ("other", 99, 1)):

@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.errors import QuarantineError
+from quarantine.pipeline import Pipeline
 from quarantine.replay import discard, replay
-from quarantine.runner import Pipeline
 from tests.helpers import kafka_df
 
 

@@ -12,9 +12,9 @@ from pyspark.sql import functions as F
 from quarantine.config import parse_config
 from quarantine.errors import SourceError, ToleranceExceededError
 from quarantine.metrics import MetricNames
+from quarantine.pipeline import Pipeline
 from quarantine.redaction import REDACTED
 from quarantine.reporter import ErrantRecordReporter
-from quarantine.runner import Pipeline
 from tests.helpers import kafka_df
 
 SECRET = "s3cr3t-Passw0rd"

@@ -20,8 +20,8 @@ from delta.tables import DeltaTable
 
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, QuarantineWriteError
+from quarantine.pipeline import Pipeline
 from quarantine.retry import RetryWithToleranceOperator
-from quarantine.runner import Pipeline
 from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import ensure_quarantine_table
 from tests.helpers import kafka_df

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, SourceError
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
 from quarantine.sinks import table_exists
 from tests.helpers import kafka_df

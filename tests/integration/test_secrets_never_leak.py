@@ -17,7 +17,7 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from tests.canary import (
     C_JAAS,
     C_KAFKA,

@@ -16,7 +16,7 @@ import pytest
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.handlers import HandlerContext, HandlerResponse
-from quarantine.runner import Pipeline
+from quarantine.pipeline import Pipeline
 from quarantine.sinks import table_exists
 from quarantine.tolerance import window_state_table
 from tests.helpers import kafka_df

@@ -2,7 +2,7 @@
 
 :meth:`Pipeline.process_batch` is the one place where a batch is split and
 written. It is used as-is by the batch runner (the whole input is batch 0) and
-by the streaming runner (:mod:`quarantine.streaming`, inside ``foreachBatch``).
+by the streaming runner (:mod:`quarantine.runners.streaming`, inside ``foreachBatch``).
 
 Order of a batch, and why:
 
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -44,10 +43,8 @@ from quarantine.errors import (
     HandlerError,
     QuarantineWriteError,
     RetriesExhaustedError,
-    SourceError,
     TableWriteError,
     ToleranceExceededError,
-    describe_failure,
     describe_write_failure,
 )
 from quarantine.expectations.stage import (
@@ -60,16 +57,16 @@ from quarantine.handlers import ErrorHandlers, counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, retry_column_names
 from quarantine.policy import ErrorPolicy, Scope
 from quarantine.redaction import redact_text
-from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, fan_out
+from quarantine.report import BatchReport, RunInfo, RunListener, RunSummary, fan_out
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
-from quarantine.schema import KAFKA_SOURCE_SCHEMA, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWriter, close_records, settled_keys
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 
-__all__ = ["Pipeline", "RunSummary", "check_kafka_shaped"]
+__all__ = ["Pipeline", "default_listeners"]
 
 log = logging.getLogger("quarantine")
 
@@ -79,75 +76,6 @@ _RES = "_q_result"
 _OPEN = "_q_open"
 #: Observed: records open in quarantine that passed in this batch (their rows get closed).
 _CLOSING = "records_closing"
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What a run did, for the CLI and notebooks.
-
-    Attributes:
-        run: the run.
-        batches: the batch reports, in order.
-        status: how the run ended.
-    """
-
-    run: RunInfo
-    batches: tuple[BatchReport, ...]
-    status: RunStatus
-
-    @property
-    def records_in(self) -> int:
-        return sum(b.records_in for b in self.batches)
-
-    @property
-    def records_ok(self) -> int:
-        return sum(b.records_ok for b in self.batches)
-
-    @property
-    def records_quarantined(self) -> int:
-        return sum(b.records_quarantined for b in self.batches)
-
-    def quarantined_by_stage(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for b in self.batches:
-            for k, v in b.quarantined_by_stage.items():
-                out[k] = out.get(k, 0) + v
-        return out
-
-    def render(self) -> str:
-        """A short human summary: records in, ok, quarantined by stage."""
-        lines = [
-            f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
-            f"  records in           {self.records_in:>12,}",
-            f"  ok -> target         {self.records_ok:>12,}",
-            f"  quarantined          {self.records_quarantined:>12,}",
-        ]
-        for stage, n in self.quarantined_by_stage().items():
-            lines.append(f"    at {stage:<17} {n:>12,}")
-        untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
-        if untranslated:
-            lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))
-        for b in self.batches:
-            for br in b.breaches:
-                lines.append(f"  breach [{br.action.value}] {br.name}: {br.message}")
-        return "\n".join(lines)
-
-
-def check_kafka_shaped(df: DataFrame, where: str) -> None:
-    """Raise :class:`SourceError` unless ``df`` has the Kafka source's columns and types."""
-    have = {f.name: f.dataType for f in df.schema.fields}
-    problems = []
-    for f in KAFKA_SOURCE_SCHEMA.fields:
-        if f.name not in have:
-            problems.append(f"missing column {f.name} {f.dataType.simpleString()}")
-        elif have[f.name] != f.dataType:
-            problems.append(
-                f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
-            )
-    if problems:
-        raise SourceError(
-            f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
-        )
 
 
 def _without(df: DataFrame, keys: DataFrame) -> DataFrame:
@@ -634,42 +562,12 @@ class Pipeline:
 
     # ------------------------------------------------------------------ runs
 
-    def read_source(self) -> DataFrame:
-        """Read a Kafka-shaped Delta/Parquet source as one batch, checking its shape."""
-        src = self.config.source
-        if src.format is SourceFormat.KAFKA:
-            raise SourceError("a kafka source is read by the streaming runner (quarantine.streaming)")
-        try:
-            if src.format is SourceFormat.PARQUET:
-                assert src.path is not None
-                df = self.spark.read.parquet(src.path)
-            else:
-                df = read_table(self.spark, src.path or src.table or "")
-        except AnalysisException as exc:
-            key = "source.path" if src.path else "source.table"
-            raise SourceError(
-                f"source {src.location} could not be read: {describe_failure(exc)} — check {key} "
-                "(an existing Delta table or Parquet directory the job may read)"
-            ) from exc
-        check_kafka_shaped(df, src.location)
-        return df
-
     def run(self) -> RunSummary:
-        """Run the pipeline once: a batch run, or a streaming run for streaming sources."""
-        if self.config.source.streaming:
-            from quarantine import streaming
+        """Run the pipeline once: :func:`~quarantine.runners.batch.run_batch`, or
+        :func:`~quarantine.runners.streaming.run_stream` for streaming sources."""
+        from quarantine.runners import run_batch, run_stream
 
-            result: RunSummary = streaming.run_stream(self)
-            return result
-        run = self.run_info()
-        fan_out(self.listeners, "on_run_start", run)
-        try:
-            report = self.process_batch(self.read_source(), 0)
-        except BaseException as exc:
-            fan_out(self.listeners, "on_run_end", run, RunStatus.FAILED, exc)
-            raise
-        fan_out(self.listeners, "on_run_end", run, RunStatus.SUCCEEDED, None)
-        return RunSummary(run=run, batches=(report,), status=RunStatus.SUCCEEDED)
+        return run_stream(self) if self.config.source.streaming else run_batch(self)
 
 
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:

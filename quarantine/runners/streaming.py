@@ -2,7 +2,7 @@
 
 ``run_stream(pipeline)`` reads the source with ``readStream``, and for every
 micro-batch calls :meth:`Pipeline.process_batch(df, batch_id, streaming=True)
-<quarantine.runner.Pipeline.process_batch>`, which splits the batch once and
+<quarantine.pipeline.Pipeline.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
 
 Exactly-once contract, and what it rests on:
@@ -39,11 +39,12 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
-from quarantine.report import BatchReport, RunStatus, fan_out
+from quarantine.report import BatchReport, RunStatus, RunSummary, fan_out
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
-    from quarantine.runner import Pipeline, RunSummary
+    from quarantine.pipeline import Pipeline
 
 __all__ = [
     "StreamFailedError",
@@ -56,7 +57,7 @@ __all__ = [
     "trigger_options",
 ]
 
-log = logging.getLogger("quarantine.streaming")
+log = logging.getLogger("quarantine.runners.streaming")
 
 #: How long a micro-batch waits for the query id before giving up (start() returns in ms).
 _ID_WAIT_S = 60.0
@@ -129,9 +130,6 @@ def read_stream(spark: SparkSession, source: SourceConfig) -> DataFrame:
     Raises:
         SourceError: a Delta/Parquet source does not have the Kafka columns.
     """
-    from quarantine.runner import check_kafka_shaped
-    from quarantine.schema import KAFKA_SOURCE_SCHEMA
-
     with unlogged_jvm_calls():  # the options hold credentials (JAAS, SSL keys)
         if source.format is SourceFormat.KAFKA:
             return spark.readStream.format("kafka").options(**kafka_options(source)).load()
@@ -225,8 +223,6 @@ def run_stream(
         StreamFailedError: the query failed outside the pipeline (e.g. the broker
             is unreachable); restart from the same checkpoint to resume.
     """
-    from quarantine.runner import RunSummary
-
     cfg = pipeline.config
     secrets = cfg.secrets()
     runner = _BatchRunner(pipeline)

@@ -1,0 +1,63 @@
+"""The batch runner: a Kafka-shaped Delta table or Parquet directory, read once, as batch 0."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame
+
+from quarantine.config import SourceConfig, SourceFormat
+from quarantine.errors import SourceError, describe_failure
+from quarantine.report import RunStatus, RunSummary, fan_out
+from quarantine.schema import check_kafka_shaped
+from quarantine.sinks import read_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from quarantine.pipeline import Pipeline
+
+__all__ = ["read_source", "run_batch"]
+
+
+def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
+    """Read a Kafka-shaped Delta/Parquet source as one batch, checking its shape.
+
+    Raises:
+        SourceError: the source is a Kafka topic (read by the streaming runner),
+            cannot be read (naming the key to check), or is not Kafka-shaped.
+    """
+    if source.format is SourceFormat.KAFKA:
+        raise SourceError("a kafka source is read by the streaming runner (quarantine.runners.streaming)")
+    try:
+        if source.format is SourceFormat.PARQUET:
+            assert source.path is not None
+            df = spark.read.parquet(source.path)
+        else:
+            df = read_table(spark, source.path or source.table or "")
+    except AnalysisException as exc:
+        key = "source.path" if source.path else "source.table"
+        raise SourceError(
+            f"source {source.location} could not be read: {describe_failure(exc)} — check {key} "
+            "(an existing Delta table or Parquet directory the job may read)"
+        ) from exc
+    check_kafka_shaped(df, source.location)
+    return df
+
+
+def run_batch(pipeline: Pipeline) -> RunSummary:
+    """Run ``pipeline`` once over its whole source, as batch 0.
+
+    The listeners hear the run start and end (``failed`` with the exception, which
+    is then re-raised).
+    """
+    run = pipeline.run_info()
+    fan_out(pipeline.listeners, "on_run_start", run)
+    try:
+        report = pipeline.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
+    except BaseException as exc:
+        fan_out(pipeline.listeners, "on_run_end", run, RunStatus.FAILED, exc)
+        raise
+    fan_out(pipeline.listeners, "on_run_end", run, RunStatus.SUCCEEDED, None)
+    return RunSummary(run=run, batches=(report,), status=RunStatus.SUCCEEDED)
