@@ -174,3 +174,16 @@ def test_the_quarantine_table_cannot_be_the_source(table_dir: Path) -> None:
     cfg["errors"]["deadletterqueue.table.name"] = cfg["source"]["path"]
     with pytest.raises(ConfigError, match="must never be the source"):
         parse_config(cfg)
+
+
+def test_the_quickstart_inspects_the_staged_source_without_writing(spark: Any, table_dir: Path) -> None:
+    """README quickstart: `pipe.transform(read_source(pipe.spark, pipe.config.source))`."""
+    from quarantine.runners import read_source
+
+    _write_source(spark, table_dir, [GOOD[0], POISON[1]])
+    pipe = _pipeline(spark, table_dir)
+    staged = pipe.transform(read_source(pipe.spark, pipe.config.source))
+    bad = staged.select("offset", "parse.error.message").where("parse.error IS NOT NULL").collect()
+    assert [r["offset"] for r in bad] == [1] and bad[0]["message"]
+    assert not table_exists(spark, str(table_dir / "target"))
+    assert not table_exists(spark, str(table_dir / "quarantine"))

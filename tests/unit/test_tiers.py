@@ -26,3 +26,19 @@ def test_the_rest_of_tests_e2e_is_e2e() -> None:
 def test_the_tiers_are_the_markers_pyproject_registers() -> None:
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert all(f'"{t}: ' in text for t in TIERS)
+
+
+def test_make_test_fast_runs_exactly_the_unit_tier() -> None:
+    """The README's `make test-fast`: its pytest selects unit tests only, and all of them."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    recipe = subprocess.run(["make", "-n", "test-fast"], cwd=repo, capture_output=True, text=True, check=True)
+    assert "-m pytest tests -q -m unit" in recipe.stdout
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "unit", "--collect-only", "-p", "no:cacheprovider"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    ids = [ln for ln in collected if "::" in ln]
+    assert len(ids) > 300 and all(ln.startswith("tests/unit/") for ln in ids)
