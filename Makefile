@@ -8,8 +8,10 @@ demo: setup
 	.venv/bin/quarantine init-demo --out data/demo
 	.venv/bin/quarantine run --conf conf/orders_demo.yml
 
+# Two workers (one per core), each with its own Spark session and broker; tests that
+# start Spark or broker processes of their own share one worker (tests/conftest.py).
 test: setup
-	.venv/bin/python -m pytest tests -q
+	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup
 
 # The unit tier only (no JVM): seconds, for the edit-test loop.
 test-fast: setup

@@ -9,7 +9,11 @@ Tiers, marked here from where a test lives and what it asks for (not by hand):
 * ``kafka`` — a test that uses the real broker (the ``kafka_broker`` fixture).
 * ``e2e`` — the rest of ``tests/e2e``: real processes, a real ``mlflow server``.
 
-``make test-fast`` runs ``-m unit``; ``make test`` runs every tier.
+``make test-fast`` runs ``-m unit``; ``make test`` runs every tier on two pytest-xdist
+workers (``--dist loadgroup``). Each worker has its own Spark session and, when a test
+asks, its own broker. Modules in :data:`PROCESS_MODULES` start Spark or broker
+processes of their own (crashes, concurrent writers): they share one worker group, so
+two of them never compete for the two cores at once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
 
 
 TIERS = ("unit", "spark", "kafka", "e2e")
+
+# Test modules whose tests start processes of their own (see the module docstring).
+PROCESS_MODULES = frozenset({
+    "tests/e2e/test_concurrent_writers.py",
+    "tests/e2e/test_kafka_crash.py",
+    "tests/integration/test_concurrent_writers.py",
+    "tests/integration/test_retry_writes.py",
+})
 
 
 def tier_of(path: Path, fixtures: Iterable[str]) -> str:
@@ -45,6 +57,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if tier == "unit" and "spark" in fixtures:
             raise pytest.UsageError(f"{item.nodeid}: a unit test may not start Spark (move it to tests/integration)")
         item.add_marker(getattr(pytest.mark, tier))
+        if _relative(Path(str(item.fspath))) in PROCESS_MODULES:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
+def _relative(path: Path) -> str:
+    parts = path.parts
+    return "/".join(parts[parts.index("tests"):]) if "tests" in parts else str(path)
 
 
 @pytest.fixture(scope="session")

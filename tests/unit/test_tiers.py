@@ -42,3 +42,19 @@ def test_make_test_fast_runs_exactly_the_unit_tier() -> None:
     ).stdout.splitlines()
     ids = [ln for ln in collected if "::" in ln]
     assert len(ids) > 300 and all(ln.startswith("tests/unit/") for ln in ids)
+
+
+def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -> None:
+    """`make test` (CI's command) runs all tiers on two xdist workers; the modules that
+    start their own Spark/broker processes exist and share one xdist group."""
+    import subprocess
+
+    from tests.conftest import PROCESS_MODULES
+
+    repo = Path(__file__).resolve().parents[2]
+    recipe = subprocess.run(["make", "-n", "test"], cwd=repo, capture_output=True, text=True, check=True)
+    line = next(ln for ln in recipe.stdout.splitlines() if "-m pytest" in ln)
+    assert line.split("-m pytest", 1)[1].split() == ["tests", "-q", "-n", "2", "--dist", "loadgroup"]
+    assert all((repo / m).is_file() for m in PROCESS_MODULES)
+    ci = (repo / ".ci" / "run").read_text()
+    assert "make test\n" in ci
