@@ -63,7 +63,7 @@ from quarantine.schema import SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWriter, close_records, settled_keys
 from quarantine.sinks.target import append_batch, merge_new_rows
-from quarantine.stage import Stage, apply_stages, final_error, final_result
+from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 
 __all__ = ["Pipeline", "default_listeners"]
@@ -230,11 +230,15 @@ class Pipeline:
         expressions, every error message); on the streaming DataFrame that is
         once per query instead of once per micro-batch. Only for Kafka sources,
         whose micro-batches need no :meth:`prepare` (offsets are new, coordinates
-        unique); other streams are identified per batch first.
+        unique); other streams are identified per batch first, and so is a stream with
+        a stage that counts over the batch (``unique``: :class:`BatchWideStageError`).
         """
         if self.config.source.format is not SourceFormat.KAFKA:
             return None
-        return self.split_frame(self.prepare(stream, streaming=True))
+        try:
+            return self.split_frame(self.prepare(stream, streaming=True))
+        except BatchWideStageError:  # a stage counts over the batch (unique): per micro-batch
+            return None
 
     def target_rows(self, split: DataFrame) -> DataFrame:
         """Good rows in the target's shape: the final result's fields + source coordinates."""

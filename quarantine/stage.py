@@ -28,12 +28,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.errors import StageDefinitionError
+from quarantine.errors import QuarantineError, StageDefinitionError
 from quarantine.metrics import ReportsRetries, retry_columns
 from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 
 __all__ = [
     "HIDDEN_PREFIX",
+    "BatchWideStageError",
     "Stage",
     "StageContext",
     "apply_stages",
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 _SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
+
+
+class BatchWideStageError(QuarantineError):
+    """A stage asked for a batch-wide count (:meth:`StageContext.batch_count`) on a
+    streaming DataFrame, where none can be taken: stage each micro-batch instead."""
 
 
 #: Prefix of the hidden columns that hold values a stage asked to compute once per row.
@@ -65,6 +71,7 @@ class StageContext:
             reference to ``expr`` computed once per row (see :meth:`once`).
         resolve_type: set by :func:`apply_stages`; the Spark type of a column of
             the frame the stage is applied to (see :meth:`type_of`).
+        counter: set by :func:`apply_stages`; implements :meth:`batch_count`.
     """
 
     skip: Column
@@ -72,6 +79,28 @@ class StageContext:
     retry: object | None = None
     hoist: Callable[[str, Column], Column] | None = None
     resolve_type: Callable[[Column], DataType] | None = None
+    counter: Callable[[Column], Column] | None = None
+
+    def batch_count(self, key: Column) -> Column:
+        """How many rows of the batch that reach this stage hold ``key``: 1 when no other
+        row does, and for a NULL ``key`` (never NULL itself).
+
+        Why: a within-batch check (``expect_column_values_to_be_unique``) needs a count
+        over the batch, and a window partitioned by the key shuffles and sorts every
+        column of the batch, raw bytes included. Under :func:`apply_stages` only the key
+        is aggregated, the keys held more than once are broadcast and joined back, so the
+        batch itself is never shuffled (the source is read a second time for the
+        aggregate). The repeated keys are held in memory on every executor: a column
+        where most values repeat costs memory in proportion. Elsewhere a window count.
+
+        Raises:
+            BatchWideStageError: under :func:`apply_stages` on a streaming DataFrame.
+        """
+        if self.counter is not None:
+            return self.counter(key)
+        from pyspark.sql import Window
+
+        return F.when(key.isNotNull(), F.count(F.lit(1)).over(Window.partitionBy(key))).otherwise(F.lit(1))
 
     def type_of(self, column: Column) -> DataType | None:
         """The Spark type of ``column`` (the input or a field of it), or None if unknown.
@@ -241,8 +270,20 @@ def apply_stages(
         def resolve_type(c: Column, *, _df: DataFrame = df) -> DataType:
             return _df.select(c).schema[0].dataType
 
+        counted: list[tuple[str, str, Column]] = []
+
+        def counter(key: Column, *, _stage: str = stage.name, _counted: list[tuple[str, str, Column]] = counted,
+                    _skip: Column = skip, _streaming: bool = df.isStreaming) -> Column:
+            if _streaming:
+                raise BatchWideStageError(f"stage '{_stage}' counts over the batch; a stream is staged per micro-batch")
+            n = len(_counted)
+            key_col, count_col = f"{HIDDEN_PREFIX}{_stage}_key{n}", f"{HIDDEN_PREFIX}{_stage}_count{n}"
+            _counted.append((key_col, count_col, F.when(~_skip, key)))
+            return F.coalesce(F.col(count_col), F.lit(1))
+
         ctx = StageContext(
-            skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist, resolve_type=resolve_type
+            skip=skip, stacktrace=stacktrace, retry=retry, hoist=hoist, resolve_type=resolve_type,
+            counter=counter,
         )
         own = stage.evaluate(value, ctx)
         for col, expr in once.items():
@@ -250,6 +291,9 @@ def apply_stages(
             # earlier one), below the stage's: referenced many times, computed once
             df = df.withColumn(col, expr)
             hidden.append(col)
+        for key_col, count_col, key in counted:
+            df = _join_repeated_keys(df.withColumn(key_col, key), key_col, count_col)
+            hidden.extend([key_col, count_col])
         if upstream_error is not None:
             rtype: DataType = df.select(own.getField("result")).schema[0].dataType
             carried = F.struct(
@@ -272,6 +316,17 @@ def apply_stages(
     if hidden:
         df = df.drop(*hidden)
     return _filter_barrier(df, [s.name for s in stages])
+
+
+def _join_repeated_keys(df: DataFrame, key_col: str, count_col: str) -> DataFrame:
+    """``df`` with ``count_col``: how many rows hold ``key_col``'s value, where more than one
+    does (NULL elsewhere). Only the key is aggregated; the repeated keys are broadcast."""
+    repeated = (
+        df.select(key_col).where(F.col(key_col).isNotNull())
+        .groupBy(key_col).agg(F.count(F.lit(1)).alias(count_col))
+        .where(F.col(count_col) > 1)
+    )
+    return df.join(F.broadcast(repeated), on=key_col, how="left")
 
 
 def _filter_barrier(df: DataFrame, stage_columns: Sequence[str]) -> DataFrame:

@@ -44,6 +44,7 @@ from quarantine.config import BreachAction, StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
 from quarantine.expectations.translate import (
+    BatchCount,
     RowCheck,
     check_regexes,
     combine,
@@ -110,13 +111,16 @@ class ExpectationStage(Stage):
         """``name (reason)`` for each untranslated expectation, for reports and logs."""
         return tuple(f"{e.name} ({untranslated_reason(e)})" for e in self.untranslated)
 
-    def checks(self, record: Column, record_type: DataType | None = None) -> list[RowCheck]:
-        """The translated row checks over ``record`` (of ``record_type``), in suite order."""
-        out = [translate(e, record, record_type) for e in self.translated]
+    def checks(
+        self, record: Column, record_type: DataType | None = None, *, count: BatchCount | None = None
+    ) -> list[RowCheck]:
+        """The translated row checks over ``record`` (of ``record_type``), in suite order;
+        ``count`` counts a value over the batch (``StageContext.batch_count``)."""
+        out = [translate(e, record, record_type, count=count) for e in self.translated]
         return [c for c in out if c is not None]
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        verdict = combine(self.checks(value, ctx.type_of(value)))
+        verdict = combine(self.checks(value, ctx.type_of(value), count=ctx.batch_count))
         return outcome(value, verdict.failed, self.error(verdict.error_class, verdict.message))
 
     def should_validate(self, batch_id: int) -> bool:

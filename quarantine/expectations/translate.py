@@ -37,10 +37,11 @@ GX's ``unexpected_count``):
   the same in every row, so it fails all rows or none (``typeof`` of the
   column against the Spark type class named by ``type_``; abstract classes such
   as ``NumericType`` match their subclasses, as GX's ``isinstance`` does).
-* ``expect_column_values_to_be_unique`` is within the batch: a window count
-  partitioned by the value. That is a shuffle of the batch by that column
-  (one exchange + sort per unique expectation), the one translated check that
-  is not a per-row expression.
+* ``expect_column_values_to_be_unique`` is within the batch: how many rows hold
+  the value comes from the ``count`` given to :func:`translate`
+  (:meth:`quarantine.stage.StageContext.batch_count`: the value alone is
+  aggregated and the repeated values joined back), the one translated check
+  that is not a per-row expression.
 
 Expectations this module does not translate (other types, ``row_condition``,
 ``$PARAMETER`` arguments, unknown ``type_``) get :func:`untranslated_reason`;
@@ -280,11 +281,19 @@ def _of_type(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowChe
     return RowCheck(spec, ~_type_matches(v, type_name), F.concat(F.lit("type "), F.typeof(v)))
 
 
-def _unique(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
-    # Within the batch: the window is the one shuffle of the translated checks. Spark
-    # cannot partition by a MAP, so a value holding one is compared by its JSON text.
+#: How many rows of the batch hold a value (1 for NULL): ``StageContext.batch_count``.
+BatchCount = Callable[[Column], Column]
+
+
+def _window_count(key: Column) -> Column:
+    return F.when(key.isNotNull(), F.count(F.lit(1)).over(Window.partitionBy(key))).otherwise(F.lit(1))
+
+
+def _unique(spec: ExpectationSpec, v: Column, dtype: DataType | None, count: BatchCount = _window_count) -> RowCheck:
+    # Within the batch. Spark cannot group or join by a MAP, so a value holding one is
+    # compared by its JSON text.
     key = F.to_json(v) if contains_map(dtype) else v
-    n = F.count(F.lit(1)).over(Window.partitionBy(key))
+    n = count(key)
     found = F.concat(_shown(v), F.lit(" ("), n.cast("string"), F.lit(" times in the batch)"))
     return RowCheck(spec, v.isNotNull() & (n > 1), found)
 
@@ -377,7 +386,9 @@ def _gt(a: Any, b: Any) -> bool:
         return False
 
 
-def translate(spec: ExpectationSpec, record: Column, record_type: DataType | None = None) -> RowCheck | None:
+def translate(
+    spec: ExpectationSpec, record: Column, record_type: DataType | None = None, *, count: BatchCount | None = None
+) -> RowCheck | None:
     """The row predicate of ``spec`` over the struct ``record``, or None if untranslated.
 
     Args:
@@ -388,6 +399,8 @@ def translate(spec: ExpectationSpec, record: Column, record_type: DataType | Non
             predicate is total: a value that cannot be compared with the
             expectation's arguments fails its row instead of the job. Without it
             Spark's implicit coercion decides, which is not total.
+        count: how many rows of the batch hold a value (``StageContext.batch_count``),
+            for ``unique``; default a window count partitioned by the value.
 
     Returns:
         A :class:`RowCheck`, or None when :func:`untranslated_reason` gives a reason.
@@ -398,7 +411,10 @@ def translate(spec: ExpectationSpec, record: Column, record_type: DataType | Non
     dtype: DataType | None = None
     if isinstance(record_type, StructType) and spec.column in record_type.fieldNames():
         dtype = record_type[spec.column].dataType
-    return _TRANSLATORS[spec.type](spec, record.getField(spec.column), dtype)
+    value = record.getField(spec.column)
+    if spec.type == "expect_column_values_to_be_unique":
+        return _unique(spec, value, dtype, count or _window_count)
+    return _TRANSLATORS[spec.type](spec, value, dtype)
 
 
 def check_regexes(suite: Suite) -> None:

@@ -172,3 +172,34 @@ def test_unknown_expectation_type_fails_at_build_time(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"name": "bad", "expectations": [{"type": "expect_the_moon", "kwargs": {}}]}))
     with pytest.raises(ConfigError, match="expect_the_moon"):
         from_spec(StageSpec(name="e", type="expectation", input=None, options={"suite": str(bad)}, index=0))
+
+
+def test_unique_counts_the_value_alone_and_never_shuffles_the_raw_bytes(spark: Any, table_dir: Path) -> None:
+    """``unique`` aggregates the checked value alone and joins the repeated ones back
+    (broadcast): no shuffle of the batch with its raw key/value/headers, no window."""
+    pipe = _pipe(spark, table_dir)
+    staged = pipe.transform(kafka_df(spark, VALUES))
+    plan = staged._jdf.queryExecution().executedPlan().toString()
+    assert "Window" not in plan
+    assert "BroadcastHashJoin" in plan
+    shuffles = [ln for ln in plan.splitlines() if "Exchange hashpartitioning" in ln]
+    assert shuffles and all("value" not in ln.split("hashpartitioning", 1)[1] for ln in shuffles), shuffles
+    err = {r["offset"]: r["expect"]["error"] for r in staged.select("offset", "expect").collect()}
+    assert {o for o, e in err.items() if e is not None and e["error_class"].endswith("unique")} == {5, 6}
+    assert "(2 times in the batch)" in err[5]["message"]
+
+
+def test_a_kafka_stream_with_unique_is_staged_per_micro_batch(spark: Any, table_dir: Path) -> None:
+    """A batch-wide count cannot be taken over a streaming DataFrame: a Kafka stream
+    whose suite has ``unique`` is staged per micro-batch instead of once per query."""
+    cfg = _config(table_dir)
+    cfg["source"] = {"format": "kafka", "bootstrap.servers": "localhost:1", "topics": ["t"], "streaming": True}
+    cfg["target"]["checkpoint"] = str(table_dir / "checkpoint")
+    pipe = Pipeline.from_config(parse_config(cfg), spark, listeners=[])
+    kafka_df(spark, VALUES).write.format("delta").save(str(table_dir / "src"))
+    stream = spark.readStream.format("delta").load(str(table_dir / "src"))
+    assert pipe.stage_stream(stream) is None
+    cfg["stages"] = cfg["stages"][:2]
+    plain = Pipeline.from_config(parse_config(cfg), spark, listeners=[])
+    staged = plain.stage_stream(stream)
+    assert staged is not None and staged.isStreaming
