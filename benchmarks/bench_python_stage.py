@@ -42,6 +42,9 @@ class Case:
     column: Callable[[Any], Any]  # input Column -> output Column
 
 
+#: issue 11: the vectorized stage at 1% poison at most this many times its clean time
+VECTORIZED_POISON_GOAL = 2.0
+
 def _cases() -> list[Case]:
     from pyspark.sql import functions as F
 
@@ -145,7 +148,8 @@ def rows_of(results: list[dict[str, Any]], rows: int, poison: float) -> list[Row
             plain["seconds"], vec["seconds"], overhead, "<= 1.25x", overhead <= 1.25,
             samples={"pandas_udf": plain["samples"], "stage": vec["samples"]}),
         Row("python_stage", f"{rows:,} rows, vectorized stage: {poison:.0%} poison / clean (bisection cost)",
-            vec["seconds"], vec_poison["seconds"], vec_poison["seconds"] / vec["seconds"], "reported", True,
+            vec["seconds"], vec_poison["seconds"], vec_poison["seconds"] / vec["seconds"],
+            f"<= {VECTORIZED_POISON_GOAL:.0f}x", vec_poison["seconds"] / vec["seconds"] <= VECTORIZED_POISON_GOAL,
             samples={"clean": vec["samples"], "poisoned": vec_poison["samples"]}),
     ]
 

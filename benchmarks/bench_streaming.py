@@ -51,6 +51,8 @@ __all__ = ["main", "run_plain", "run_quarantine"]
 
 TOPICS = ("bench-orders", "bench-payments")
 GOAL = 1.2
+#: issue 11: p50 micro-batch latency at most the plain query's plus this
+P50_SLACK_MS = 500.0
 
 
 def _batch_ms(progress: Sequence[Any]) -> list[float]:
@@ -172,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         Row("streaming", case + ": wall time", plain, quar, ratio, f"<= {GOAL}x", ratio <= GOAL,
             samples={k: list(v) for k, v in secs.items()}),
         Row("streaming", case + ": micro-batch latency p50", p50["plain"], p50["quarantine"],
-            p50["quarantine"] / p50["plain"], "reported", True, unit="ms",
+            p50["quarantine"] / p50["plain"], f"<= plain + {P50_SLACK_MS:.0f} ms",
+            p50["quarantine"] <= p50["plain"] + P50_SLACK_MS, unit="ms",
             samples={k: list(v) for k, v in batch_ms.items()}),
     ]
 
