@@ -65,7 +65,8 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
             pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=stages)
             df = read_source(pipe.spark, pipe.config.source)
             # batch 1: validate_every=1 validates it, 1_000_000 skips it
-            return timed(lambda: pipe.process_batch(df, 1, streaming=True))
+            run = pipe.start_run()
+            return timed(lambda: run.process_batch(df, 1, streaming=True))
         finally:
             drop_dir(out)
 

@@ -36,13 +36,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import ErrorKind
+from quarantine.schema import VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
 __all__ = ["SOURCE_STAGE", "VARIANTS", "SourceCheck", "identify", "null_safe_key_match", "synthetic_offset"]
 
 #: The hidden column holding how many different records share a row's coordinates.
-VARIANTS = "_q_variants"
 #: The name (and error ``stage``) of the check that fails conflicting duplicates.
 SOURCE_STAGE = "source"
 

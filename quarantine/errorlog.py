@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import ErrorsConfig
 from quarantine.redaction import redact_text
+from quarantine.schema import ERROR
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
@@ -60,7 +61,7 @@ LOGGER_NAME = "quarantine.errors"
 def sample_errors(
     failed: DataFrame,
     *,
-    error: str = "_q_error",
+    error: str = ERROR,
     kinds: Collection[str] | None = None,
     include_messages: bool = False,
     limit: int = SAMPLE_PER_BATCH,

@@ -82,7 +82,7 @@ from typing import Any, Protocol, runtime_checkable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from quarantine.schema import ErrorKind
+from quarantine.schema import RETRIES_PREFIX, ErrorKind
 
 __all__ = [
     "MAX_TOPICS",
@@ -282,7 +282,7 @@ def _stage_key(prefix: str, stage: str) -> str:
 
 
 def _retries_col(stage: str) -> str:
-    return f"_q_retries_{stage}"
+    return f"{RETRIES_PREFIX}{stage}"
 
 
 def retry_columns(stages: Sequence[Any]) -> list[Column]:

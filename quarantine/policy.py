@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from quarantine.config import ErrorsConfig, Tolerance
@@ -57,8 +57,9 @@ class Scope(StrEnum):
 class ErrorPolicy:
     """Handlers and tolerance of one pipeline, for every batch of its runs.
 
-    Holds the run's :class:`~quarantine.tolerance.ToleranceGuard` (its error
-    count); a new run id starts a new count. Not thread safe: one batch at a time.
+    Holds no run state: a run's error count is the
+    :class:`~quarantine.tolerance.ToleranceGuard` it gets from :meth:`tolerance`
+    and keeps (:class:`quarantine.run.Run`), and hands back to :meth:`enforce`.
 
     Attributes:
         errors: the ``errors.*`` config.
@@ -71,7 +72,10 @@ class ErrorPolicy:
     pipeline: str
     handlers: ErrorHandlers
     window_store: WindowStore | None = None
-    _guard: ToleranceGuard | None = field(default=None, init=False, repr=False)
+
+    def tolerance(self, run_id: str) -> ToleranceGuard:
+        """A new run's error count and rate-limit window (``errors.tolerance.*``)."""
+        return ToleranceGuard(self.errors, pipeline=self.pipeline, run_id=run_id, store=self.window_store)
 
     def decide(
         self,
@@ -99,8 +103,8 @@ class ErrorPolicy:
         scope: Scope,
         errors: int,
         now: dt.datetime,
-        run_id: str,
         batch_id: int,
+        tolerance: ToleranceGuard | None = None,
         what: str = "failed",
         cause: BaseException | None = None,
     ) -> None:
@@ -111,14 +115,15 @@ class ErrorPolicy:
             scope: whose errors they are.
             errors: how many records failed.
             now: the batch's time (its rate-limit window).
-            run_id: the run (its error count).
             batch_id: the micro-batch.
+            tolerance: the run's guard (:meth:`tolerance`); required for ``RUN``.
             what: how the records failed, for the message of a ``SINK`` breach.
             cause: the exception a ``SINK`` breach is chained from.
 
         Raises:
             ToleranceExceededError: naming the key that decided (``errors.handler.<kind>``,
                 ``errors.tolerance``, ``errors.tolerance.limit``, ``errors.tolerance.rate.limit``).
+            ValueError: ``RUN`` scope without ``tolerance``.
         """
         if scope is Scope.REPLAY or errors <= 0:
             return
@@ -131,8 +136,10 @@ class ErrorPolicy:
                     limit=limit, count=errors, window=f"batch {batch_id}",
                 ) from cause
             return
+        if tolerance is None:
+            raise ValueError("a run's batch needs the run's tolerance guard (ErrorPolicy.tolerance)")
         decision.raise_for_failure()
-        self._tolerance(run_id).check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
+        tolerance.check(errors, now, batch_id=batch_id, handled_errors=decision.handled_errors)
 
     def _sink_breach(self, decision: BatchDecision, errors: int) -> str | None:
         if decision.failed_kinds:
@@ -140,8 +147,3 @@ class ErrorPolicy:
         if self.errors.tolerance is Tolerance.NONE and decision.handled_errors < errors:
             return "errors.tolerance"
         return None
-
-    def _tolerance(self, run_id: str) -> ToleranceGuard:
-        if self._guard is None or self._guard.run_id != run_id:
-            self._guard = ToleranceGuard(self.errors, pipeline=self.pipeline, run_id=run_id, store=self.window_store)
-        return self._guard

@@ -103,7 +103,7 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
         pipe = replace(pipe, clock=lambda: now)
     selected = open_records(pipe, where, version=_version(pipe))
     source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
-    report = pipe.process_batch(source, 0, replaying=True)
+    report = pipe.start_run().process_batch(source, 0, replaying=True)
     return ReplayResult(
         selected=report.records_in,
         replayed=report.records_ok,

@@ -7,7 +7,7 @@ whose ``report(record, error)`` sends the record to the dead letter queue; this
 is the same for Spark::
 
     def write_batch(df, batch_id):
-        with ErrantRecordReporter(pipeline, batch_id) as report:
+        with ErrantRecordReporter(run, batch_id) as report:
             for row in df.toLocalIterator():
                 try:
                     send(row)
@@ -19,7 +19,7 @@ is the same for Spark::
 and, for sinks that work on a whole DataFrame (``mapInPandas`` calling an API,
 a JDBC write that returns the rejected rows)::
 
-    with ErrantRecordReporter(pipeline, batch_id) as report:
+    with ErrantRecordReporter(run, batch_id) as report:
         report.report_failed(rejected)          # a column ``error_message``
 
 Contract:
@@ -57,7 +57,7 @@ Contract:
   records: :meth:`ErrantRecordReporter.metrics` gives ``total-record-errors``,
   ``records-quarantined`` (per the reporter's stage),
   ``deadletterqueue-produce-requests`` / ``-failures``; they are added to the
-  pipeline's :attr:`~quarantine.pipeline.Pipeline.run_metrics` on close.
+  run's :attr:`~quarantine.run.Run.metrics` on close.
 
 Not thread safe: use one reporter per batch, from the driver.
 """
@@ -85,11 +85,11 @@ from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
-from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
+from quarantine.schema import ERROR, ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 from quarantine.stage import error_column
 
 if TYPE_CHECKING:
-    from quarantine.pipeline import Pipeline
+    from quarantine.run import Run
 
 __all__ = ["DEFAULT_STAGE", "ErrantRecordReporter", "Record"]
 
@@ -99,7 +99,7 @@ DEFAULT_STAGE = "sink"
 #: What :meth:`ErrantRecordReporter.report` accepts: a Spark ``Row`` or a mapping.
 Record = Any
 
-_ERR = "_q_error"
+_ERR = ERROR
 _KAFKA = ("topic", "partition", "offset")
 _TARGET = ("_source_topic", "_source_partition", "_source_offset")
 _ROW_SCHEMA = StructType([*KAFKA_SOURCE_SCHEMA.fields, StructField(_ERR, ERROR_STRUCT)])
@@ -164,12 +164,13 @@ class ErrantRecordReporter:
 
     Use as a context manager (see the module doc for the full contract)::
 
-        with ErrantRecordReporter(pipeline, batch_id) as report:
+        with ErrantRecordReporter(run, batch_id) as report:
             ...
             report(row, exc)
 
     Args:
-        pipeline: the pipeline (config, session, run id, quarantine table).
+        run: the run the records belong to (``pipeline.start_run()``; its pipeline
+            gives the config, session and quarantine table).
         batch_id: the micro-batch being written (the ``foreachBatch`` batch id).
         stage: the ``stage`` written for reported records.
         max_buffered: records buffered before an automatic flush.
@@ -179,7 +180,7 @@ class ErrantRecordReporter:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        run: Run,
         batch_id: int,
         *,
         stage: str = DEFAULT_STAGE,
@@ -189,7 +190,9 @@ class ErrantRecordReporter:
     ) -> None:
         if max_buffered < 1:
             raise ValueError(f"max_buffered: expected ≥ 1, found {max_buffered}")
+        pipeline = run.pipeline
         cfg = pipeline.config
+        self.run = run
         self.pipeline = pipeline
         self.batch_id = batch_id
         self.stage = stage
@@ -229,7 +232,7 @@ class ErrantRecordReporter:
             return
         self.flush()
         self._closed = True
-        self.pipeline.run_metrics.add(self.metrics())
+        self.run.metrics.add(self.metrics())
 
     # ------------------------------------------------------------------ reporting
 
@@ -414,10 +417,9 @@ class ErrantRecordReporter:
         )
 
     def _merge(self, df: DataFrame, n: int) -> None:
-        p = self.pipeline
         try:
             attempts = self._writer.write(
-                df, run_id=p.run_id, batch_id=self.batch_id, now=self.clock(), error=_ERR,
+                df, run_id=self.run.run_id, batch_id=self.batch_id, now=self.clock(), error=_ERR,
                 action=f"quarantine MERGE of {n} reported record(s)",
             )
         except QuarantineWriteError as exc:
@@ -437,12 +439,11 @@ class ErrantRecordReporter:
             ToleranceExceededError: ``errors.handler.sink`` said fail, or
                 ``errors.tolerance=none`` and no explicit handler continued them.
         """
-        p = self.pipeline
         decision = self._policy.decide(
-            {ErrorKind.SINK: n}, run_id=p.run_id, batch_id=self.batch_id,
+            {ErrorKind.SINK: n}, run_id=self.run.run_id, batch_id=self.batch_id,
             by_stage={self.stage: n}, stage_kinds={self.stage: ErrorKind.SINK},
         )
         self._policy.enforce(
-            decision, scope=Scope.SINK, errors=n, now=self.clock(), run_id=p.run_id, batch_id=self.batch_id,
+            decision, scope=Scope.SINK, errors=n, now=self.clock(), batch_id=self.batch_id,
             what=f"reported by the sink (stage {self.stage!r})", cause=cause,
         )

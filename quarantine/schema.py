@@ -30,19 +30,51 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "CLOSING",
+    "ERROR",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
+    "GX_INPUT_PREFIX",
     "HEADERS_TYPE",
+    "HIDDEN_PREFIX",
     "KAFKA_SOURCE_SCHEMA",
     "METRICS_SCHEMA",
+    "OPEN",
     "QUARANTINE_KEY",
     "QUARANTINE_SCHEMA",
+    "RESULT",
+    "RETRIES_PREFIX",
     "SOURCE_KEY",
+    "VARIANTS",
+    "WATERMARK_PREFIX",
     "ErrorKind",
     "QuarantineStatus",
     "check_kafka_shaped",
     "result_struct",
 ]
+
+
+# ----------------------------------------------------------------- internal column names
+# The columns a batch carries between the stages and the writes, spelled once here.
+
+#: The chain's final result (the batch's projection for the two writes).
+RESULT = "_q_result"
+#: The chain's final error: NULL for a good row.
+ERROR = "_q_error"
+#: True where the record is open in quarantine from an earlier run (batch runs and replay).
+OPEN = "_q_open"
+#: Observed count: records open in quarantine that passed in this batch (their rows get closed).
+CLOSING = "records_closing"
+#: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
+VARIANTS = "_q_variants"
+#: Prefix of an expectation stage's input column, for GX's batch validation.
+GX_INPUT_PREFIX = "_q_gx_"
+#: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).
+HIDDEN_PREFIX = "__q_"
+#: Prefix of a stage's per-row retry count column.
+RETRIES_PREFIX = "_q_retries_"
+#: Prefix of the observed per-partition offset maxima of a Kafka stream's watermark.
+WATERMARK_PREFIX = "_q_watermark:"
 
 
 class ErrorKind(StrEnum):

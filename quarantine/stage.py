@@ -30,7 +30,7 @@ from pyspark.sql.types import DataType
 
 from quarantine.errors import QuarantineError, StageDefinitionError
 from quarantine.metrics import ReportsRetries, retry_columns
-from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
+from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, ErrorKind
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -52,8 +52,6 @@ class BatchWideStageError(QuarantineError):
     streaming DataFrame, where none can be taken: stage each micro-batch instead."""
 
 
-#: Prefix of the hidden columns that hold values a stage asked to compute once per row.
-HIDDEN_PREFIX = "__q_"
 
 
 @dataclass(frozen=True)
@@ -291,6 +289,10 @@ def apply_stages(
             # earlier one), below the stage's: referenced many times, computed once
             df = df.withColumn(col, expr)
             hidden.append(col)
+        if counted:
+            # the aggregate filters and groups by the key, and the join infers a filter on it:
+            # behind the barrier neither is pushed down into (and inlines) the earlier stages
+            df = _filter_barrier(df, [s.name for s in stages if s.name in names])
         for key_col, count_col, key in counted:
             df = _join_repeated_keys(df.withColumn(key_col, key), key_col, count_col)
             hidden.extend([key_col, count_col])

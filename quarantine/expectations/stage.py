@@ -53,7 +53,7 @@ from quarantine.expectations.translate import (
 )
 from quarantine.expectations.validate import BreachPolicy, GxValidator, ValidationOutcome, validate_batch
 from quarantine.report import Breach
-from quarantine.schema import ErrorKind
+from quarantine.schema import GX_INPUT_PREFIX, ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 
 __all__ = [
@@ -219,8 +219,6 @@ def validation_frame(df: DataFrame, record: Column, reached: Column) -> DataFram
 # these functions add what GX needs to it and validate every expectation stage
 # on it, so GX reads the cached batch and never the source again.
 
-#: Prefix of the persisted batch's column holding an expectation stage's input.
-GX_INPUT_PREFIX = "_q_gx_"
 
 
 def expectation_stages(stages: Sequence[Stage]) -> list[ExpectationStage]:

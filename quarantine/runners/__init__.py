@@ -4,7 +4,7 @@
   once, as batch 0.
 * :func:`run_stream` (:mod:`quarantine.runners.streaming`) — a Kafka topic or a
   Kafka-shaped Delta table read with Structured Streaming, one
-  :meth:`~quarantine.pipeline.Pipeline.process_batch` per micro-batch.
+  :meth:`~quarantine.run.Run.process_batch` per micro-batch.
 
 A runner owns its run (start and end events to the listeners, the streaming
 query and its id); the pipeline below it processes one batch at a time and

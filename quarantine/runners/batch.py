@@ -52,12 +52,12 @@ def run_batch(pipeline: Pipeline) -> RunSummary:
     The listeners hear the run start and end (``failed`` with the exception, which
     is then re-raised).
     """
-    run = pipeline.run_info()
-    fan_out(pipeline.listeners, "on_run_start", run)
+    run = pipeline.start_run()
+    fan_out(pipeline.listeners, "on_run_start", run.info)
     try:
-        report = pipeline.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
+        report = run.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
     except BaseException as exc:
-        fan_out(pipeline.listeners, "on_run_end", run, RunStatus.FAILED, exc)
+        fan_out(pipeline.listeners, "on_run_end", run.info, RunStatus.FAILED, exc)
         raise
-    fan_out(pipeline.listeners, "on_run_end", run, RunStatus.SUCCEEDED, None)
-    return RunSummary(run=run, batches=(report,), status=RunStatus.SUCCEEDED)
+    fan_out(pipeline.listeners, "on_run_end", run.info, RunStatus.SUCCEEDED, None)
+    return RunSummary(run=run.info, batches=(report,), status=RunStatus.SUCCEEDED)

@@ -1,8 +1,8 @@
 """The streaming runner: Kafka (or a Kafka-shaped Delta table) → one ``foreachBatch``.
 
 ``run_stream(pipeline)`` reads the source with ``readStream``, and for every
-micro-batch calls :meth:`Pipeline.process_batch(df, batch_id, streaming=True)
-<quarantine.pipeline.Pipeline.process_batch>`, which splits the batch once and
+micro-batch calls :meth:`Run.process_batch(df, batch_id, streaming=True)
+<quarantine.run.Run.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
 
 Exactly-once contract, and what it rests on:
@@ -45,6 +45,7 @@ from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
     from quarantine.pipeline import Pipeline
+    from quarantine.run import Run
 
 __all__ = [
     "StreamFailedError",
@@ -148,11 +149,13 @@ def read_stream(spark: SparkSession, source: SourceConfig) -> DataFrame:
 class _BatchRunner:
     """The ``foreachBatch`` function: waits for the query id, then runs the batch.
 
-    Keeps the reports, and the first pipeline exception so that ``run_stream``
-    re-raises it as itself rather than as Spark's wrapper.
+    Keeps the run (one per query id: a restart from the same checkpoint goes on
+    with the same run), the reports, and the first pipeline exception so that
+    ``run_stream`` re-raises it as itself rather than as Spark's wrapper.
     """
 
     pipeline: Pipeline
+    run: Run | None = None
     #: whether the stream's DataFrame was staged once for the query (Pipeline.stage_stream)
     staged: bool = False
     reports: list[BatchReport] = field(default_factory=list)
@@ -161,19 +164,24 @@ class _BatchRunner:
     #: Kafka sources: loaded at the first batch of each query start (see OffsetWatermark).
     _watermark: OffsetWatermark | None = None
 
-    def set_run_id(self, run_id: str) -> None:
-        self.pipeline.run_id = run_id
+    def start(self, query_id: str) -> Run:
+        """The query (re)started with ``query_id``: its run (the same one after a restart)."""
+        if self.run is None or self.run.run_id != query_id:
+            self.run = self.pipeline.start_run(query_id)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
         self._ready.set()
+        return self.run
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if not self._ready.wait(_ID_WAIT_S):
             raise SourceError("the streaming query did not report its id; refusing to write")
         p = self.pipeline
+        run = self.run
+        assert run is not None  # set with the query id, before _ready
         try:
             if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
                 self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
-            report = p.process_batch(
+            report = run.process_batch(
                 df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged
             )
         except BaseException as exc:
@@ -206,8 +214,8 @@ def run_stream(
     """Run the pipeline as a streaming query until it ends.
 
     Args:
-        pipeline: the configured pipeline; its ``run_id`` is replaced with the
-            query id (stable across restarts from the same checkpoint).
+        pipeline: the configured pipeline; the run's id is the query id (stable
+            across restarts from the same checkpoint).
         max_duration_s: for a ``processing_time`` trigger, stop the query cleanly
             after this long (None: run until the process is stopped). An
             ``available_now`` query stops by itself once drained.
@@ -234,9 +242,9 @@ def run_stream(
         staged = pipeline.stage_stream(df)
         runner.staged = staged is not None
         query: StreamingQuery = _writer(df if staged is None else staged, runner, pipeline).start()
-        runner.set_run_id(str(query.id))
+        started = runner.start(str(query.id))
         if run is None:
-            run = pipeline.run_info()
+            run = started.info
             fan_out(pipeline.listeners, "on_run_start", run)
         opts = kafka_options(cfg.source) if cfg.source.format is SourceFormat.KAFKA else cfg.source.options
         log.info(

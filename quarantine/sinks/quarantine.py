@@ -25,7 +25,7 @@ from quarantine.coordinates import null_safe_key_match
 from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.redaction import redact_error
 from quarantine.retry import RetryWithToleranceOperator
-from quarantine.schema import QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import ERROR, QUARANTINE_SCHEMA, SOURCE_KEY, WATERMARK_PREFIX, QuarantineStatus
 from quarantine.sinks import create_table, delta_table, is_path, read_table, save, table_exists
 
 __all__ = [
@@ -73,7 +73,7 @@ def quarantine_rows(
     run_id: str,
     batch_id: int,
     now: dt.datetime,
-    error: Column | str = "_q_error",
+    error: Column | str = ERROR,
 ) -> DataFrame:
     """Shape failed records into quarantine-table rows (pure; no I/O).
 
@@ -206,7 +206,7 @@ class QuarantineWriter:
         run_id: str,
         batch_id: int,
         now: dt.datetime,
-        error: str = "_q_error",
+        error: str = ERROR,
         action: str = "quarantine MERGE",
         append: bool = False,
     ) -> int:
@@ -320,14 +320,14 @@ class OffsetWatermark:
         self._order = tuple(sorted(self.ahead))
         return [
             F.max(F.when((F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p)), F.col("offset")))
-            .alias(f"_q_watermark:{i}")
+            .alias(f"{WATERMARK_PREFIX}{i}")
             for i, (t, p) in enumerate(self._order)
         ]
 
     def advance(self, counts: Mapping[str, Any]) -> None:
         """Drop the topic-partitions the batch read up to (from :meth:`observed`'s values)."""
         for i, tp in enumerate(self._order):
-            seen = counts.get(f"_q_watermark:{i}")
+            seen = counts.get(f"{WATERMARK_PREFIX}{i}")
             if seen is not None and int(seen) >= self.ahead.get(tp, -1):
                 self.ahead.pop(tp, None)
         self._order = ()

@@ -191,3 +191,20 @@ def test_a_filter_on_the_last_stages_error_plans_without_inlining_the_chain(spar
     assert "offset" in "\n".join(lines[generate:]).split("Filter", 1)[-1]  # the source filter goes below
     assert len(text) < 100_000, len(text)
     assert sorted(r["offset"] for r in failed.select("offset").collect()) == [0, 1]
+
+
+def test_a_unique_expectation_after_the_demo_stages_plans_without_inlining_the_chain(spark: Any) -> None:
+    """``unique``'s aggregate filters on the checked value and its join infers another
+    filter: both would be pushed down through every earlier stage (planning the demo
+    pipeline over 1M rows ran out of a 2 GiB driver); the barrier keeps them above."""
+    from quarantine.config import load_config
+
+    repo = Path(__file__).resolve().parents[2]
+    config = load_config(repo / "conf" / "orders_demo.yml")
+    stages = build_stages(config.stages)
+    assert type(stages[-1]).__name__ == "ExpectationStage"
+    staged = apply_stages(kafka_df(spark, [b'{"order_id": "A1", "amount": 1, "currency": "EUR"}'] * 2), stages)
+    failed = staged.where(final_error(stages).isNotNull())
+    text = failed._jdf.queryExecution().optimizedPlan().toString()
+    assert len(text) < 200_000, len(text)
+    assert [r["offset"] for r in failed.select("offset").orderBy("offset").collect()] == [0, 1]

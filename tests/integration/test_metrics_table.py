@@ -53,7 +53,7 @@ def test_a_run_writes_its_batch_metrics_and_sql_sums_give_the_totals(spark: Any,
     table = spark.read.format("delta").load(str(metrics))
     assert [(f.name, f.dataType) for f in table.schema.fields] == [(f.name, f.dataType) for f in METRICS_SCHEMA.fields]
     assert {(r["pipeline"], r["run_id"], r["batch_id"]) for r in table.collect()} == {
-        ("metrics_table_test", pipe.run_id, 0)
+        ("metrics_table_test", summary.run.run_id, 0)
     }
     totals = _sql_totals(spark, metrics)
     report = summary.batches[0]
@@ -75,15 +75,16 @@ def test_a_run_writes_its_batch_metrics_and_sql_sums_give_the_totals(spark: Any,
 def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_dir: Path) -> None:
     cfg = parse_config(_config(table_dir))
     (listener,) = [x for x in default_listeners(cfg, spark) if isinstance(x, MetricsTableListener)]
-    pipe = Pipeline.from_config(cfg, spark, run_id="run-1", listeners=[listener])
+    pipe = Pipeline.from_config(cfg, spark, listeners=[listener])
+    run = pipe.start_run("run-1")
     metrics = str(table_dir / "metrics")
 
-    first = pipe.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0, streaming=True)
+    first = run.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0, streaming=True)
     n0 = spark.read.format("delta").load(metrics).count()
     listener.on_batch(first)  # a replayed micro-batch reports again: nothing is added
     assert spark.read.format("delta").load(metrics).count() == n0
 
-    pipe.process_batch(kafka_df(spark, [GOOD, GOOD, b"{"], start_offset=10), 1, streaming=True)
+    run.process_batch(kafka_df(spark, [GOOD, GOOD, b"{"], start_offset=10), 1, streaming=True)
     assert _sql_totals(spark, table_dir / "metrics")["records-in"] == 5
     per_batch = spark.sql(
         f"SELECT batch_id, sum(value) AS v FROM delta.`{metrics}` WHERE metric = 'records-in' GROUP BY batch_id"
@@ -91,15 +92,16 @@ def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_d
     assert {r["batch_id"]: r["v"] for r in per_batch} == {0: 2, 1: 3}
 
     # a new run (a fresh checkpoint: batch ids restart at 0) is written, not deduplicated away
-    other = Pipeline.from_config(cfg, spark, run_id="run-2", listeners=[listener])
-    other.process_batch(kafka_df(spark, [GOOD], start_offset=20), 0, streaming=True)
+    other = Pipeline.from_config(cfg, spark, listeners=[listener])
+    other_run = other.start_run("run-2")
+    other_run.process_batch(kafka_df(spark, [GOOD], start_offset=20), 0, streaming=True)
     by_run = _sql_totals(spark, table_dir / "metrics", "WHERE run_id = 'run-2'")
     assert by_run["records-in"] == 1
 
     # a run that ended on a tolerance breach gets one tolerance-breaches row (its batch sent no report)
     breach = ToleranceExceededError("errors.tolerance.limit: 6 > 5", limit="errors.tolerance.limit", count=6)
     for _ in range(2):
-        listener.on_run_end(other.run_info(), RunStatus.FAILED, breach)
+        listener.on_run_end(other_run.info, RunStatus.FAILED, breach)
     rows = spark.sql(
         f"SELECT batch_id, value FROM delta.`{metrics}` WHERE run_id = 'run-2' AND metric = 'tolerance-breaches'"
     ).collect()
@@ -112,6 +114,7 @@ def test_without_a_metrics_table_the_listener_does_nothing(spark: Any, table_dir
     assert sum(isinstance(x, NoMetricsTable) for x in listeners) == 1
     assert not any(isinstance(x, MetricsTableListener) for x in listeners)
     pipe = Pipeline.from_config(cfg, spark)
-    report = pipe.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0)
+    run = pipe.start_run()
+    report = run.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0)
     assert report.records_quarantined == 1
     assert not (table_dir / "metrics").exists()

@@ -43,5 +43,5 @@ def test_the_watermark_is_the_highest_offset_per_topic_partition_of_this_pipelin
             "stages": [{"name": "decode", "type": "decode_utf8"}],
         }
         df = kafka_df(spark, [b"\xff"] * n, topic="t", partition=1, start_offset=start)  # bad UTF-8
-        Pipeline.from_config(parse_config(cfg), spark, listeners=[]).process_batch(df, 0)
+        Pipeline.from_config(parse_config(cfg), spark, listeners=[]).start_run().process_batch(df, 0)
     assert OffsetWatermark.load(spark, q, "mine").ahead == {("t", 1): 7}

@@ -15,6 +15,7 @@ from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.redaction import REDACTED
 from quarantine.reporter import ErrantRecordReporter
+from quarantine.run import Run
 from tests.helpers import kafka_df
 
 SECRET = "s3cr3t-Passw0rd"
@@ -24,7 +25,8 @@ class SinkDownError(ConnectionError):
     """What a JDBC driver or an HTTP client might raise."""
 
 
-def _pipeline(spark: Any, d: Path, tolerance: str = "all", **errors: Any) -> Pipeline:
+def _run(spark: Any, d: Path, tolerance: str = "all", **errors: Any) -> Run:
+    """A run (id ``run-1``) of a one-stage pipeline whose sink reports errant records."""
     raw = {
         "pipeline": "reporter_test",
         "source": {"format": "delta", "path": str(d / "source"), "options": {"password": SECRET}},
@@ -32,7 +34,7 @@ def _pipeline(spark: Any, d: Path, tolerance: str = "all", **errors: Any) -> Pip
         "errors": {"tolerance": tolerance, "deadletterqueue.table.name": str(d / "quarantine"), **errors},
         "stages": [{"name": "decode", "type": "decode_utf8"}],
     }
-    return Pipeline.from_config(parse_config(raw), spark, run_id="run-1", listeners=[])
+    return Pipeline.from_config(parse_config(raw), spark, listeners=[]).start_run("run-1")
 
 
 def _send(row: Any) -> None:
@@ -46,13 +48,13 @@ def _quarantine(spark: Any, d: Path) -> Any:
 
 
 def test_reported_records_are_durable_before_the_streaming_batch_completes(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir)
+    run = _run(spark, table_dir)
     values = [b"ok-0", b"bad-1", b"ok-2", b"bad-3"]
     kafka_df(spark, values).write.format("delta").save(str(table_dir / "source"))
     seen_before_commit: list[int] = []
 
     def write_batch(df: Any, batch_id: int) -> None:
-        with ErrantRecordReporter(pipe, batch_id) as report:
+        with ErrantRecordReporter(run, batch_id) as report:
             for row in df.collect():
                 try:
                     _send(row)
@@ -79,13 +81,13 @@ def test_reported_records_are_durable_before_the_streaming_batch_completes(spark
     assert r["value"] == b"bad-1" and r["key"] == b"k1"  # the raw bytes, as read
     assert (r["run_id"], r["batch_id"], r["status"]) == ("run-1", 0, "open")
     assert SECRET not in r["message"] and REDACTED in r["message"]
-    assert pipe.run_metrics.value(MetricNames.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 2
+    assert run.metrics.value(MetricNames.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 2
 
 
 def test_a_crash_after_reporting_still_leaves_the_reported_records_durable(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir)
+    run = _run(spark, table_dir)
     rows = kafka_df(spark, [b"bad-0", b"ok-1"]).collect()
-    with pytest.raises(RuntimeError, match="connection pool closed"), ErrantRecordReporter(pipe, 7) as report:
+    with pytest.raises(RuntimeError, match="connection pool closed"), ErrantRecordReporter(run, 7) as report:
         report(rows[0], SinkDownError("rejected"))
         raise RuntimeError("connection pool closed")
     q = _quarantine(spark, table_dir).collect()
@@ -93,11 +95,11 @@ def test_a_crash_after_reporting_still_leaves_the_reported_records_durable(spark
 
 
 def test_with_tolerance_none_report_raises_after_the_record_is_quarantined(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir, tolerance="none")
+    run = _run(spark, table_dir, tolerance="none")
     rows = kafka_df(spark, [b"ok-0", b"bad-1", b"bad-2"]).collect()
     sent: list[int] = []
 
-    with pytest.raises(ToleranceExceededError) as info, ErrantRecordReporter(pipe, 3) as report:
+    with pytest.raises(ToleranceExceededError) as info, ErrantRecordReporter(run, 3) as report:
         for row in rows:
             try:
                 _send(row)
@@ -115,9 +117,9 @@ def test_with_tolerance_none_report_raises_after_the_record_is_quarantined(spark
 def test_an_explicit_continue_handler_for_sink_errors_tolerates_them_under_tolerance_none(
     spark: Any, table_dir: Path
 ) -> None:
-    pipe = _pipeline(spark, table_dir, tolerance="none", **{"handler.sink": "continue"})
+    run = _run(spark, table_dir, tolerance="none", **{"handler.sink": "continue"})
     rows = kafka_df(spark, [b"bad-0", b"bad-1"]).collect()
-    with ErrantRecordReporter(pipe, 0, stage="jdbc") as report:
+    with ErrantRecordReporter(run, 0, stage="jdbc") as report:
         for row in rows:
             report(row, SinkDownError("duplicate key"))
     assert report.reported == 2
@@ -125,7 +127,7 @@ def test_an_explicit_continue_handler_for_sink_errors_tolerates_them_under_toler
 
 
 def test_report_failed_quarantines_a_vectorised_sinks_rejects_from_target_rows(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir)
+    run = _run(spark, table_dir)
     rejected = spark.createDataFrame(
         [
             ("a", 1.5, "orders", 0, 10, "ORA-00001: unique constraint violated"),
@@ -135,10 +137,10 @@ def test_report_failed_quarantines_a_vectorised_sinks_rejects_from_target_rows(s
         "_source_offset BIGINT, error_message STRING",
     ).withColumn("_source_timestamp", F.current_timestamp())
 
-    with ErrantRecordReporter(pipe, 5, stage="jdbc") as report:
+    with ErrantRecordReporter(run, 5, stage="jdbc") as report:
         assert report.report_failed(rejected) == 2
         assert report.pending == 0  # durable on return
-    with ErrantRecordReporter(pipe, 5, stage="jdbc") as again:  # the batch replayed after a crash
+    with ErrantRecordReporter(run, 5, stage="jdbc") as again:  # the batch replayed after a crash
         again.report_failed(rejected)
 
     rows = {r["offset"]: r for r in _quarantine(spark, table_dir).collect()}
@@ -148,16 +150,16 @@ def test_report_failed_quarantines_a_vectorised_sinks_rejects_from_target_rows(s
     assert SECRET not in rows[11]["message"] and REDACTED in rows[11]["message"]
     assert all(len(r["error_history"]) == 1 for r in rows.values())  # the replay changed nothing
 
-    with pytest.raises(SourceError, match="_source_offset"), ErrantRecordReporter(pipe, 6) as bad:
+    with pytest.raises(SourceError, match="_source_offset"), ErrantRecordReporter(run, 6) as bad:
         bad.report({"order_id": "c"}, SinkDownError("x"))
 
 
 def test_a_record_reported_twice_keeps_both_failures_and_counts_as_kafka_connect_does(
     spark: Any, table_dir: Path
 ) -> None:
-    pipe = _pipeline(spark, table_dir)
+    run = _run(spark, table_dir)
     row = kafka_df(spark, [b"bad-1"]).first()
-    with ErrantRecordReporter(pipe, batch_id=0) as report:
+    with ErrantRecordReporter(run, batch_id=0) as report:
         report(row, SinkDownError("first try: timeout"))
         report(row, SinkDownError("second try: refused"), attempts=2)
         metrics = report.metrics()
@@ -170,20 +172,20 @@ def test_a_record_reported_twice_keeps_both_failures_and_counts_as_kafka_connect
 
 
 def test_a_dataframe_reporting_one_record_twice_keeps_both_failures(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir)
+    run = _run(spark, table_dir)
     rejected = kafka_df(spark, [b"bad-1"]).unionByName(kafka_df(spark, [b"bad-1"])).withColumn(
         "error_message", F.when(F.monotonically_increasing_id() >= 0, F.lit("rejected")),
     )
     rejected = rejected.withColumn("error_message", F.concat(F.lit("rejected "), F.rand(seed=1).cast("string")))
-    with ErrantRecordReporter(pipe, batch_id=0) as report:
+    with ErrantRecordReporter(run, batch_id=0) as report:
         assert report.report_failed(rejected) == 2
     (q,) = _quarantine(spark, table_dir).collect()
     assert q["error_count"] == 2 and len(q["error_history"]) == 2
 
 
 def test_an_exception_without_a_message_is_reported_as_no_message_not_none(spark: Any, table_dir: Path) -> None:
-    pipe = _pipeline(spark, table_dir)
-    with ErrantRecordReporter(pipe, batch_id=0) as report:
+    run = _run(spark, table_dir)
+    with ErrantRecordReporter(run, batch_id=0) as report:
         report(kafka_df(spark, [b"bad"]).first(), SinkDownError(None))
     (q,) = _quarantine(spark, table_dir).collect()
     assert q["message"] == "SinkDownError raised with no message"

@@ -81,13 +81,14 @@ d, name, other, batches = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.a
 spark = get_spark(name, {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"})
 retry_log = RetryLog()
 pipe = _pipeline(spark, d, name, retry_log)
+run = pipe.start_run()
 frames = [kafka_df(spark, [BAD, GOOD, BAD, BAD, GOOD], start_offset=100 * b) for b in range(batches)]
 (d / f"{name}.ready").touch()
 deadline = time.monotonic() + 600
 while not (d / f"{other}.ready").exists() and time.monotonic() < deadline:
     time.sleep(0.05)
 for b, df in enumerate(frames):
-    pipe.process_batch(df, b)
+    run.process_batch(df, b)
 print("RESULT " + json.dumps([text[:300] for _, _, text in retry_log.retries]))
 """
 
@@ -186,8 +187,9 @@ def test_a_quarantine_write_that_still_fails_after_retries_fails_the_batch(
             "retry.retriable.exceptions": ["AnalysisException", "Py4JJavaError"],
         },
     )
+    run = pipe.start_run()
     with pytest.raises(QuarantineWriteError) as info:
-        pipe.process_batch(kafka_df(spark, [GOOD, BAD, GOOD]), 0)
+        run.process_batch(kafka_df(spark, [GOOD, BAD, GOOD]), 0)
     msg = str(info.value)
     # names the write, the table and the batch; the advice follows Delta's reason (a schema here)
     assert f"quarantine MERGE into {table_dir / 'quarantine'} failed in batch 0" in msg and "ALTER TABLE" in msg
@@ -202,8 +204,9 @@ def test_a_non_retriable_quarantine_failure_fails_at_once(spark: Any, table_dir:
     _unwritable_quarantine_table(spark, table_dir / "quarantine")
     retry_log = RetryLog()
     pipe = _pipeline(spark, table_dir, "p1", retry_log, **{"retry.timeout": 5000})
+    run = pipe.start_run()
     with pytest.raises(QuarantineWriteError, match="cannot cast") as info:
-        pipe.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
+        run.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
     assert info.value.attempts == 1 and retry_log.retries == []
     assert not table_exists(spark, str(table_dir / "p1_target"))
 
@@ -213,8 +216,9 @@ def test_a_quarantine_table_name_that_is_not_a_quarantine_table_is_named_before_
 ) -> None:
     spark.createDataFrame([(1,)], "x INT").write.format("delta").save(str(table_dir / "quarantine"))
     pipe = _pipeline(spark, table_dir, "p1")
+    run = pipe.start_run()
     with pytest.raises(ConfigError) as info:
-        pipe.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
+        run.process_batch(kafka_df(spark, [GOOD, BAD]), 0)
     msg = str(info.value)
     assert "errors.deadletterqueue.table.name" in msg and "without pipeline, topic, partition, offset, status" in msg
     assert "(its columns: x)" in msg

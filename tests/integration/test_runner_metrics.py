@@ -77,8 +77,9 @@ def test_metric_counts_match_the_records_three_failures_one_retried_success_two_
     assert isinstance(stage, ReportsRetries)
     decode = decode_from_spec(cfg.stages[0])
     pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[decode, stage])
+    run = pipe.start_run()
 
-    report = pipe.process_batch(kafka_df(spark, [b"ok1", b"flaky", b"bad1", b"ok2", b"bad2"]), 0)
+    report = run.process_batch(kafka_df(spark, [b"ok1", b"flaky", b"bad1", b"ok2", b"bad2"]), 0)
 
     m = report.metrics
     assert (report.records_in, report.records_ok, report.records_quarantined) == (5, 3, 2)
@@ -102,7 +103,7 @@ def test_per_stage_and_per_topic_counts_with_two_topics(spark: Any, table_dir: P
     orders = [b'{"order_id":"a","amount":1}', b"\xff", b'{"amount":2}', b'{"order_id":"b","amount":3}', b"{"]
     refunds = [b'{"order_id":"r","amount":-1}', b"\xfe", b'{"order_id":"s","amount":"x"}']
     df = kafka_df(spark, orders, topic="orders").unionByName(kafka_df(spark, refunds, topic="refunds"))
-    report = _pipeline(spark, table_dir).process_batch(df, 0)
+    report = _pipeline(spark, table_dir).start_run().process_batch(df, 0)
 
     m = report.metrics
     assert report.quarantined_by_topic == {"orders": 3, "refunds": 2}
@@ -124,7 +125,7 @@ def test_per_stage_and_per_topic_counts_with_two_topics(spark: Any, table_dir: P
 
 def test_last_error_timestamp_is_the_latest_source_timestamp_of_a_failed_record(spark: Any, table_dir: Path) -> None:
     df = kafka_df(spark, [b"\xff", b'{"order_id":"a","amount":1}', b"{", b'{"order_id":"b","amount":2}'])
-    report = _pipeline(spark, table_dir).process_batch(df, 0)
+    report = _pipeline(spark, table_dir).start_run().process_batch(df, 0)
 
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))
     expected = q.select(F.max(F.unix_millis("timestamp"))).first()[0]  # type: ignore[index]
@@ -135,23 +136,25 @@ def test_last_error_timestamp_is_the_latest_source_timestamp_of_a_failed_record(
 
 def test_run_metrics_add_up_the_batches_of_a_run(spark: Any, table_dir: Path) -> None:
     pipe = _pipeline(spark, table_dir)
-    pipe.process_batch(kafka_df(spark, [b"\xff", b'{"order_id":"a","amount":1}'], topic="orders"), 0)
-    pipe.process_batch(kafka_df(spark, [b"{", b"{", b'{"order_id":"b"}'], topic="refunds", start_offset=10), 1)
+    run = pipe.start_run()
+    run.process_batch(kafka_df(spark, [b"\xff", b'{"order_id":"a","amount":1}'], topic="orders"), 0)
+    run.process_batch(kafka_df(spark, [b"{", b"{", b'{"order_id":"b"}'], topic="refunds", start_offset=10), 1)
 
-    run = pipe.run_metrics
-    assert run.run_id == pipe.run_id and run.batches == 2
-    assert run.value(N.RECORDS_IN) == 5
-    assert run.value(N.RECORDS_QUARANTINED) == 3
-    assert run.value(N.RECORDS_QUARANTINED, stage="parse") == 2
-    assert run.value(N.RECORDS_IN, topic="refunds") == 3
-    assert run.value(N.RECORDS_OK) == 2
-    # a new run id starts from zero
-    pipe.run_id = "another-run"
-    assert pipe.run_metrics.batches == 0
+    totals = run.metrics
+    assert totals.run_id == run.run_id and totals.batches == 2
+    assert totals.value(N.RECORDS_IN) == 5
+    assert totals.value(N.RECORDS_QUARANTINED) == 3
+    assert totals.value(N.RECORDS_QUARANTINED, stage="parse") == 2
+    assert totals.value(N.RECORDS_IN, topic="refunds") == 3
+    assert totals.value(N.RECORDS_OK) == 2
+    # a new run of the same pipeline starts from zero; the first run's totals stay its own
+    again = pipe.start_run()
+    assert again.run_id != run.run_id and again.metrics.batches == 0 and run.metrics.batches == 2
 
 
 def test_a_clean_batch_reports_zero_errors_for_every_metric(spark: Any, table_dir: Path) -> None:
-    report = _pipeline(spark, table_dir).process_batch(kafka_df(spark, [b'{"order_id":"a","amount":1}']), 0)
+    run = _pipeline(spark, table_dir).start_run()
+    report = run.process_batch(kafka_df(spark, [b'{"order_id":"a","amount":1}']), 0)
     for metric in MetricNames:
         assert metric.value in report.metrics
     assert report.metrics[N.RECORDS_OK] == 1
@@ -172,8 +175,9 @@ def test_successful_retries_of_a_python_stage_count_in_total_retries(
     flaky = python_stage("call", fx.FailFirstCalls(2), "STRING", input="decode", mode=mode,
                          retriable=(fx.TransientError,))
     pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[decode, flaky])
+    run = pipe.start_run()
     # one record: the function object (and its count of calls to fail) is per task
-    report = pipe.process_batch(kafka_df(spark, [b"a"]), 0)
+    report = run.process_batch(kafka_df(spark, [b"a"]), 0)
     assert (report.records_ok, report.records_quarantined) == (1, 0)
     assert report.metrics[N.TOTAL_RETRIES] == 2
     assert report.metrics[N.TOTAL_RECORD_FAILURES] == 2  # each failed attempt is a failure

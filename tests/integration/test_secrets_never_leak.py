@@ -125,7 +125,7 @@ def test_no_secret_in_logs_quarantine_rows_or_run_params(
         _assert_clean(json.dumps([e.asDict() for e in r["error_history"]], default=str), "history")
 
     # run params (what MLflow logs as params): the redacted config
-    params = json.dumps(pipe.run_info().config, default=str)
+    params = json.dumps(pipe.start_run().info.config, default=str)
     assert "kafka.sasl.jaas.config" in params and "[redacted]" in params
     _assert_clean(params, "run params")
 

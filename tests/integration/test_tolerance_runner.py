@@ -69,9 +69,10 @@ def test_none_fails_on_the_first_error_after_the_record_is_quarantined(
     spark: Any, table_dir: Path
 ) -> None:
     pipe = _pipeline(spark, table_dir)  # errors.tolerance defaults to none
+    run = pipe.start_run()
     batch = kafka_df(spark, [GOOD[0], BAD_JSON, GOOD[1]])
     with pytest.raises(ToleranceExceededError) as info:
-        pipe.process_batch(batch, 0)
+        run.process_batch(batch, 0)
     assert info.value.limit == "errors.tolerance" and info.value.count == 1
     assert _offsets(spark, table_dir / "quarantine") == {1}
     assert not table_exists(spark, str(table_dir / "target"))  # good rows not committed
@@ -79,7 +80,8 @@ def test_none_fails_on_the_first_error_after_the_record_is_quarantined(
 
 def test_all_skips_and_counts(spark: Any, table_dir: Path) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all")
-    report = pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8, BAD_JSON, GOOD[1]]), 0)
+    run = pipe.start_run()
+    report = run.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8, BAD_JSON, GOOD[1]]), 0)
     assert (report.records_in, report.records_ok, report.records_quarantined) == (4, 2, 2)
     assert report.metrics["total-records-skipped"] == 2
     assert _offsets(spark, table_dir / "quarantine") == {1, 2}
@@ -90,10 +92,11 @@ def test_run_limit_trips_exactly_at_n_plus_one_and_the_breaching_batch_is_not_co
     spark: Any, table_dir: Path
 ) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"tolerance.limit": 2})
+    run = pipe.start_run()
     for b in range(2):
-        pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_JSON], start_offset=10 * b), b)
+        run.process_batch(kafka_df(spark, [GOOD[0], BAD_JSON], start_offset=10 * b), b)
     with pytest.raises(ToleranceExceededError) as info:
-        pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_JSON], start_offset=20), 2)
+        run.process_batch(kafka_df(spark, [GOOD[0], BAD_JSON], start_offset=20), 2)
     assert (info.value.limit, info.value.count) == ("errors.tolerance.limit", 3)
     assert _offsets(spark, table_dir / "quarantine") == {1, 11, 21}
     assert _offsets(spark, table_dir / "target", "_source_offset") == {0, 10}
@@ -102,32 +105,36 @@ def test_run_limit_trips_exactly_at_n_plus_one_and_the_breaching_batch_is_not_co
 def test_rate_window_survives_a_restart_and_rolls(spark: Any, table_dir: Path) -> None:
     kw = {"tolerance": "all", "tolerance.rate.limit": 3, "tolerance.rate.duration": "hour"}
     first = _pipeline(spark, table_dir, **kw)
-    first.process_batch(kafka_df(spark, [BAD_JSON, BAD_UTF8]), 0)
+    first_run = first.start_run()
+    first_run.process_batch(kafka_df(spark, [BAD_JSON, BAD_UTF8]), 0)
     state = window_state_table(str(table_dir / "quarantine"))
     assert table_exists(spark, state)
 
     restarted = _pipeline(spark, table_dir, **kw)  # a new run: a fresh run count, same window
-    assert restarted.run_id != first.run_id
+    restarted_run = restarted.start_run()
+    assert restarted_run.run_id != first_run.run_id
     restarted.clock = lambda: T0 + dt.timedelta(minutes=59)
     with pytest.raises(ToleranceExceededError) as info:
-        restarted.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0], BAD_JSON], start_offset=100), 0)
+        restarted_run.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0], BAD_JSON], start_offset=100), 0)
     assert info.value.limit == "errors.tolerance.rate.limit" and info.value.count == 4
     assert "hour [2026-01-01T12:00:00Z, 2026-01-01T13:00:00Z)" in str(info.value)
     assert _offsets(spark, table_dir / "quarantine") == {0, 1, 100, 102}
 
     later = _pipeline(spark, table_dir, **kw)
+    later_run = later.start_run()
     later.clock = lambda: T0 + dt.timedelta(hours=1)
-    later.process_batch(kafka_df(spark, [BAD_JSON, BAD_JSON, GOOD[0]], start_offset=200), 0)
+    later_run.process_batch(kafka_df(spark, [BAD_JSON, BAD_JSON, GOOD[0]], start_offset=200), 0)
     assert 202 in _offsets(spark, table_dir / "target", "_source_offset")
 
 
 def test_handler_fail_for_a_kind_fails_after_quarantine(spark: Any, table_dir: Path) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"handler.deserialize": "fail"})
+    run = pipe.start_run()
     # a transform/validate-free batch with only json errors passes: kind 'deserialize'
     # belongs to decode_utf8 and json alike, so check the kinds the stages report
     kinds = {s.name: s.kind.value for s in pipe.stages}
     with pytest.raises(ToleranceExceededError) as info:
-        pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
+        run.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
     assert info.value.limit == f"errors.handler.{kinds['decode']}"
     assert _offsets(spark, table_dir / "quarantine") == {1}
     assert not table_exists(spark, str(table_dir / "target"))
@@ -137,8 +144,9 @@ def test_a_fail_handler_logs_why_even_with_error_logging_off(
     spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"handler.deserialize": "fail", "log.enable": False})
+    run = pipe.start_run()
     with caplog.at_level(logging.WARNING, logger="quarantine.errors"), pytest.raises(ToleranceExceededError):
-        pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
+        run.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
     lines = [r.getMessage() for r in caplog.records if r.name == "quarantine.errors"]
     assert any("offset=1" in ln and "stage=decode" in ln for ln in lines), lines
 
@@ -149,16 +157,18 @@ def test_explicit_continue_handler_tolerates_its_kind_under_tolerance_none(
     probe = _pipeline(spark, table_dir)
     kind = {s.name: s.kind.value for s in probe.stages}["decode"]
     pipe = _pipeline(spark, table_dir, **{f"handler.{kind}": "continue"})
-    report = pipe.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
+    run = pipe.start_run()
+    report = run.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
     assert report.records_quarantined == 1 and report.records_ok == 1
 
 
 def test_custom_handler_decides_from_the_batch_count(spark: Any, table_dir: Path) -> None:
     kind = {s.name: s.kind.value for s in _pipeline(spark, table_dir).stages}["parse"]
     pipe = _pipeline(spark, table_dir, tolerance="all", **{f"handler.{kind}": f"{HERE}.FailOnTwo"})
-    pipe.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0]]), 0)
+    run = pipe.start_run()
+    run.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0]]), 0)
     with pytest.raises(ToleranceExceededError, match=f"errors.handler.{kind}"):
-        pipe.process_batch(kafka_df(spark, [BAD_JSON, BAD_JSON], start_offset=10), 1)
+        run.process_batch(kafka_df(spark, [BAD_JSON, BAD_JSON], start_offset=10), 1)
     assert _offsets(spark, table_dir / "quarantine") == {0, 10, 11}
 
 
@@ -169,8 +179,9 @@ def test_handler_returning_nothing_is_fatal_and_records_are_still_quarantined(
     pipe = _pipeline(
         spark, table_dir, tolerance="all", **{f"handler.{kind}": f"{HERE}.ReturnsNothing"}
     )
+    run = pipe.start_run()
     with pytest.raises(HandlerError, match="returned None"):
-        pipe.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0]]), 0)
+        run.process_batch(kafka_df(spark, [BAD_JSON, GOOD[0]]), 0)
     assert _offsets(spark, table_dir / "quarantine") == {0}
     assert not table_exists(spark, str(table_dir / "target"))
 
@@ -185,9 +196,10 @@ def test_log_enable_logs_a_bounded_sample_with_context_and_no_payload(
     spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"log.enable": True})
+    run = pipe.start_run()
     values = [BAD_JSON] * 25 + [GOOD[0]]
     with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
-        report = pipe.process_batch(kafka_df(spark, values, topic="orders-eu", partition=3), 0)
+        report = run.process_batch(kafka_df(spark, values, topic="orders-eu", partition=3), 0)
     lines = [r.getMessage() for r in caplog.records if r.name == "quarantine.errors"]
     record_lines = [ln for ln in lines if "stage=" in ln]
     assert len(record_lines) == 20

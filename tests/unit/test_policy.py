@@ -12,7 +12,7 @@ from quarantine.errors import ToleranceExceededError
 from quarantine.handlers import ErrorHandlers
 from quarantine.policy import ErrorPolicy, Scope
 from quarantine.schema import ErrorKind
-from quarantine.tolerance import MemoryWindowStore
+from quarantine.tolerance import MemoryWindowStore, ToleranceGuard
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -23,10 +23,14 @@ def _policy(**kw: Any) -> ErrorPolicy:
     return ErrorPolicy(cfg, "orders", ErrorHandlers.from_config(cfg), window_store=store)
 
 
+_GUARDS: dict[int, ToleranceGuard] = {}
+
+
 def _verdict(policy: ErrorPolicy, scope: Scope, n: int, kind: ErrorKind = ErrorKind.TRANSFORM,
              batch_id: int = 0) -> None:
     decision = policy.decide({kind: n}, run_id="r1", batch_id=batch_id)
-    policy.enforce(decision, scope=scope, errors=n, now=T0, run_id="r1", batch_id=batch_id)
+    guard = _GUARDS.setdefault(id(policy), policy.tolerance("r1"))  # one run per policy
+    policy.enforce(decision, scope=scope, errors=n, now=T0, batch_id=batch_id, tolerance=guard)
 
 
 def test_tolerance_none_fails_a_run_and_a_sink_on_the_first_error() -> None:
@@ -60,9 +64,21 @@ def test_the_runs_count_limit_applies_to_a_run_not_to_reported_sink_records() ->
     assert info.value.limit == "errors.tolerance.limit" and info.value.count == 3
 
 
-def test_a_new_run_id_starts_a_new_count() -> None:
+def test_a_new_run_starts_a_new_count() -> None:
+    """The policy holds no run state: each run's guard counts that run's errors only."""
     policy = _policy(tolerance="all", **{"tolerance.limit": 2})
+    a, b = policy.tolerance("a"), policy.tolerance("b")
     policy.enforce(policy.decide({ErrorKind.TRANSFORM: 2}, run_id="a", batch_id=0),
-                   scope=Scope.RUN, errors=2, now=T0, run_id="a", batch_id=0)
+                   scope=Scope.RUN, errors=2, now=T0, batch_id=0, tolerance=a)
     policy.enforce(policy.decide({ErrorKind.TRANSFORM: 2}, run_id="b", batch_id=0),
-                   scope=Scope.RUN, errors=2, now=T0, run_id="b", batch_id=0)
+                   scope=Scope.RUN, errors=2, now=T0, batch_id=0, tolerance=b)
+    with pytest.raises(ToleranceExceededError):
+        policy.enforce(policy.decide({ErrorKind.TRANSFORM: 1}, run_id="a", batch_id=1),
+                       scope=Scope.RUN, errors=1, now=T0, batch_id=1, tolerance=a)
+
+
+def test_a_runs_batch_without_its_guard_is_a_programming_error() -> None:
+    policy = _policy(tolerance="all")
+    with pytest.raises(ValueError, match="tolerance guard"):
+        policy.enforce(policy.decide({ErrorKind.TRANSFORM: 1}, run_id="a", batch_id=0),
+                       scope=Scope.RUN, errors=1, now=T0, batch_id=0)

@@ -1,0 +1,311 @@
+"""One run of a pipeline: its id, its counts, and the batches it processes.
+
+A :class:`~quarantine.pipeline.Pipeline` is configuration and pure DataFrame
+functions; everything that belongs to one run lives here: the run's id and
+:class:`~quarantine.report.RunInfo`, its metric totals, its tolerance count
+(:class:`~quarantine.tolerance.ToleranceGuard`) and its error-context log. A
+runner starts a run (:meth:`Pipeline.start_run`) and hands it each batch; the
+streaming runner starts one per query id (stable across restarts from the same
+checkpoint), so nothing changes the pipeline under a running query.
+
+Order of a batch (:meth:`Run.process_batch`), and why:
+
+1. Stages run and the batch is projected to what the two writes need (raw
+   bytes kept only for failed rows), then persisted; one noop pass builds the
+   cache and observes every count (records in, failed per stage…) — the only
+   pass over the source data.
+2. Failed rows are written to the quarantine table first
+   (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a tolerance
+   breach can fail the run *after* the failed records are durable.
+3. The error policy decides (:mod:`quarantine.policy`); a breach raises before
+   the target write, so the batch's good rows and its offsets are not committed.
+4. Good rows are written to the target exactly once (txn append in streaming,
+   insert-only MERGE in batch), then records open in quarantine that passed are
+   closed.
+5. Listeners (metrics table, MLflow, logs) get the batch report.
+
+A crash anywhere in 1-5 leaves the offsets uncommitted; the replayed batch
+rewrites nothing twice (see :mod:`quarantine.sinks`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from quarantine.config import BreachAction
+from quarantine.errorlog import ErrorContextLogger, sample_errors
+from quarantine.errors import ExpectationBreachError, HandlerError, ToleranceExceededError
+from quarantine.expectations.stage import expectation_counts, validate_expectations
+from quarantine.handlers import counts_by_kind
+from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
+from quarantine.policy import Scope
+from quarantine.redaction import redact_text
+from quarantine.report import BatchReport, RunInfo, fan_out
+from quarantine.schema import CLOSING, ERROR, OPEN, SOURCE_KEY, QuarantineStatus
+from quarantine.sinks.quarantine import OffsetWatermark, close_records
+from quarantine.sinks.target import append_batch, merge_new_rows
+from quarantine.stage import Stage
+from quarantine.tolerance import ToleranceGuard
+
+if TYPE_CHECKING:
+    from quarantine.pipeline import Pipeline
+
+__all__ = ["Run"]
+
+log = logging.getLogger("quarantine")
+
+
+@dataclass
+class Run:
+    """One run of a pipeline (a batch run, one streaming query, a replay).
+
+    Build with :meth:`Pipeline.start_run <quarantine.pipeline.Pipeline.start_run>`.
+    Not thread safe: one batch at a time.
+
+    Attributes:
+        pipeline: the pipeline (configuration and pure functions; no run state).
+        info: the run's id, pipeline, source, redacted config and start time.
+        metrics: the run's metric totals so far (errant record reporters add theirs).
+        tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
+    """
+
+    pipeline: Pipeline
+    info: RunInfo
+    metrics: RunMetrics
+    tolerance: ToleranceGuard
+    _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (a streaming query's id: stable across restarts)."""
+        return self.info.run_id
+
+    def process_batch(
+        self,
+        df: DataFrame,
+        batch_id: int,
+        *,
+        streaming: bool = False,
+        replaying: bool = False,
+        watermark: OffsetWatermark | None = None,
+        staged: bool = False,
+    ) -> BatchReport:
+        """Split one batch and write both tables from one read of it.
+
+        Args:
+            df: the batch, Kafka-shaped.
+            batch_id: the micro-batch id (0 for a batch run).
+            streaming: write the target with ``txnAppId``/``txnVersion`` = batch id
+                (streaming), else with an insert-only MERGE (batch).
+            replaying: the batch is a replay (:mod:`quarantine.replay`): records that
+                pass are closed as ``replayed by run …``.
+            watermark: a Kafka stream's :class:`OffsetWatermark`: once it has
+                passed, failed rows are appended to the quarantine table instead
+                of MERGEd; until then the batch advances it.
+            staged: ``df`` is already :meth:`Pipeline.split_frame` of a prepared batch (a
+                Kafka stream stages its streaming DataFrame once per query, see
+                :meth:`Pipeline.stage_stream`, instead of building the same plan for
+                every micro-batch).
+
+        Returns:
+            The batch report (also sent to the listeners, also when the batch fails
+            on tolerance: its metrics are published first, then it raises).
+
+        Raises:
+            ToleranceExceededError: after the quarantine write, before the target write.
+            TableWriteError: a write failed after its retries (``QuarantineWriteError``
+                for the quarantine table); nothing after it was written.
+        """
+        run = self.info
+        now = self.pipeline.clock()
+        prepared = df if staged else self.pipeline.prepare(df, streaming=streaming)
+        chain = self.pipeline.chain(prepared)
+        # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
+        # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
+        split = persisted = (prepared if staged else self.pipeline.split_frame(prepared)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        failure: BaseException | None = None
+        logged = 0
+        dlq_attempts = 1
+        append = watermark is not None and watermark.passed
+        try:
+            obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+            # The one pass: builds the persisted batch and counts everything on the way.
+            observed = [
+                *observed_counts(chain, ERROR), *expectation_counts(chain, F.col(ERROR)),
+                F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
+                *(watermark.observed() if watermark is not None and not append else ()),
+            ]
+            split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
+            counts: Mapping[str, Any] = obs.get
+            quarantined = int(counts["records_quarantined"])
+            if watermark is not None and not append:
+                watermark.advance(counts)
+
+            # GX validates the expectation stages' input on the persisted batch (not the source).
+            expect = validate_expectations(split, chain, batch_id)
+            whole_batch_error = expect.batch_error(chain)
+            if whole_batch_error is not None:
+                # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
+                split = split.withColumn(ERROR, F.coalesce(F.col(ERROR), whole_batch_error))
+                obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+                split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
+                counts = obs.get
+                quarantined = int(counts["records_quarantined"])
+
+            try:
+                if quarantined:
+                    dlq_attempts = self._write_quarantine(split, run.run_id, batch_id, now, append=append)
+                logged = self._check_tolerance(counts, chain, quarantined, now, batch_id, split, replaying)
+                failing = () if replaying else expect.with_action(BreachAction.FAIL)
+                if failing:
+                    raise ExpectationBreachError(
+                        "expectation breach (on_breach=fail): " + "; ".join(b.message for b in failing)
+                        + f"; failed records are in {self.pipeline.quarantine_table}; the target was not written",
+                        breaches=failing, count=len(failing),
+                    )
+                self._write_target(split, run.run_id, batch_id, streaming)
+                if int(counts[CLOSING]):
+                    self._close_passed(split, replaying, now)
+            except (ToleranceExceededError, HandlerError) as exc:
+                failure = exc  # published with the batch's metrics below, then raised
+        finally:
+            persisted.unpersist()
+
+        # a tolerance/handler breach is one more breach than the expectation breaches GX found
+        broke = failure is not None and not isinstance(failure, ExpectationBreachError)
+        metrics = batch_metrics(
+            counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
+            breaches=len(expect.breaches) + int(broke),
+        )
+        self.metrics.add(metrics)
+        records_in = int(counts["records_in"])
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
+        report = BatchReport(
+            run=run,
+            batch_id=batch_id,
+            records_in=records_in,
+            records_ok=records_in - quarantined,
+            records_quarantined=quarantined,
+            quarantined_by_stage={k: v for k, v in by_stage.items() if v},
+            quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
+            quarantined_by_expectation={
+                k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("expectation:") and int(v)
+            },
+            metrics=metrics.as_report(),
+            breaches=expect.breaches,
+            untranslated_expectations=expect.untranslated,
+            finished_at=self.pipeline.clock(),
+        )
+        for problem in fan_out(self.pipeline.listeners, "on_batch", report):
+            log.warning(
+                "listener failed on batch %s: %s", batch_id, redact_text(str(problem), self.pipeline.config.secrets())
+            )
+        if failure is not None:
+            raise failure
+        return report
+
+    def _write_quarantine(
+        self, split: DataFrame, run_id: str, batch_id: int, now: dt.datetime, *, append: bool = False
+    ) -> int:
+        """Write the batch's failed rows to the quarantine table; returns the attempts made."""
+        failed = split.where(F.col(ERROR).isNotNull())
+        return self.pipeline.quarantine_writer().write(
+            failed, run_id=run_id, batch_id=batch_id, now=now, error=ERROR, append=append
+        )
+
+    def _write_target(self, split: DataFrame, run_id: str, batch_id: int, streaming: bool) -> None:
+        """Write the batch's good rows to the target exactly once."""
+        good = self.pipeline.target_rows(split)
+        if streaming:
+            self.pipeline.write(
+                "target append", self.pipeline.target_table, batch_id,
+                # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
+                # batch ids at 0, and Delta would silently skip those appends otherwise.
+                lambda: append_batch(
+                    good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
+                    batch_id=batch_id,
+                ),
+            )
+        else:
+            self.pipeline.write(
+                "target MERGE", self.pipeline.target_table, batch_id,
+                lambda: merge_new_rows(self.pipeline.spark, good, self.pipeline.target_table),
+            )
+
+    def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
+        """Close the open quarantine rows of the batch's records that passed.
+
+        Each record's outcome is its own result in this batch, never who wrote its
+        quarantine row last. Runs after the target write: a crash in between leaves
+        the row open, and the next run or replay runs the record again and closes it.
+        """
+        passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY)
+        how = "replayed by run" if replaying else "passed on re-run, run"
+        self.pipeline.write(
+            "quarantine close", self.pipeline.quarantine_table, 0,
+            lambda: close_records(
+                self.pipeline.spark, self.pipeline.quarantine_table, passed, pipeline=self.pipeline.config.pipeline,
+                status=QuarantineStatus.REPLAYED, resolution=f"{how} {self.run_id}", now=now,
+            ),
+        )
+
+    def _check_tolerance(
+        self, counts: Mapping[str, Any], chain: Sequence[Stage], errors: int, now: dt.datetime, batch_id: int,
+        split: DataFrame, replaying: bool = False,
+    ) -> int:
+        """Handlers, error-context log, then the tolerance guard; returns lines logged.
+
+        Runs after the batch's quarantine rows are durable and before the target
+        write (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
+        :mod:`quarantine.tolerance`).
+
+        A replay has its own policy: a record that fails again is its expected
+        outcome, so no handler, limit or tolerance fails it (it stays open with
+        the new error); the error-context log still runs.
+
+        Raises:
+            HandlerError: a custom handler raised or returned no HandlerResponse.
+            ToleranceExceededError: a handler said fail, or a tolerance limit broke.
+        """
+        if not errors:
+            return 0
+        cfg = self.pipeline.config.errors
+        policy = self.pipeline.policy()
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
+        decision = policy.decide(
+            counts_by_kind(chain, by_stage), run_id=self.run_id, batch_id=batch_id, by_stage=by_stage,
+            stage_kinds={s.name: s.kind for s in chain},
+        )
+        # a failing kind is always logged: the run stops, and the log says which records and why
+        kinds = set(decision.logged_kinds) | set(decision.failed_kinds)
+        logged = 0
+        if kinds:
+            if self._error_log is None:
+                self._error_log = ErrorContextLogger.from_config(
+                    cfg, config=self.pipeline.config.redacted(), secrets=self.pipeline.config.secrets()
+                )
+            # a bounded sample (limit + collect) of the persisted batch, never a count
+            sample = sample_errors(
+                split, error=ERROR, kinds={k.value for k in kinds},
+                include_messages=cfg.log_include_messages,
+            ).collect()
+            logged = self._error_log.log_batch(
+                [r.asDict() for r in sample], pipeline=self.pipeline.config.pipeline, run_id=self.run_id,
+                batch_id=batch_id, total=sum(decision.counts[k] for k in kinds),
+            )
+        policy.enforce(
+            decision, scope=Scope.REPLAY if replaying else Scope.RUN, errors=errors, now=now,
+            batch_id=batch_id, tolerance=self.tolerance,
+        )
+        return logged

@@ -1,0 +1,53 @@
+"""A Pipeline holds no run state: runs own their id, counts and tolerance (no JVM needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.errors import ToleranceExceededError
+from quarantine.pipeline import Pipeline
+from quarantine.runners.streaming import _BatchRunner
+
+
+def _pipeline(**errors: Any) -> Pipeline:
+    raw = {
+        "pipeline": "runs",
+        "source": {"format": "delta", "path": "/tmp/runs-src", "streaming": True},
+        "target": {"table": "/tmp/runs-target", "checkpoint": "/tmp/runs-ckpt"},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": "/tmp/runs-q", **errors},
+        "stages": [{"name": "decode", "type": "decode_utf8"}],
+    }
+    return Pipeline.from_config(parse_config(raw), cast(Any, None), listeners=[])
+
+
+def test_the_pipeline_has_no_run_fields() -> None:
+    names = {f.name for f in dataclasses.fields(Pipeline)}
+    assert not names & {"run_id", "_run", "_run_metrics", "_error_log"}
+
+
+def test_each_run_has_its_own_id_counts_and_tolerance() -> None:
+    pipe = _pipeline(**{"tolerance.limit": 1})
+    a, b = pipe.start_run(), pipe.start_run("given-id")
+    assert a.run_id != b.run_id and b.run_id == "given-id" == b.info.run_id == b.metrics.run_id
+    assert a.tolerance is not b.tolerance and a.metrics is not b.metrics
+    now = pipe.clock()
+    a.tolerance.check(1, now, batch_id=0)
+    with pytest.raises(ToleranceExceededError):
+        a.tolerance.check(1, now, batch_id=1)
+    b.tolerance.check(1, now, batch_id=0)  # another run's count is its own
+
+
+def test_the_stream_runner_keeps_one_run_per_query_id_and_never_touches_the_pipeline() -> None:
+    pipe = _pipeline()
+    before = dict(vars(pipe))
+    runner = _BatchRunner(pipe)
+    first = runner.start("query-1")
+    assert runner.start("query-1") is first  # restarted from the same checkpoint: the same run
+    second = runner.start("query-2")  # a new checkpoint: a new query id, a new run
+    assert second is not first and second.run_id == "query-2"
+    after = dict(vars(pipe))
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
