@@ -41,7 +41,7 @@ from quarantine.expectations.stage import (
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import RunMetrics, retry_column_names
 from quarantine.policy import ErrorPolicy
-from quarantine.report import RunInfo, RunListener, RunSummary
+from quarantine.report import Listeners, RunInfo, RunListener, RunSummary
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR, OPEN, RESULT, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
@@ -138,12 +138,17 @@ class Pipeline:
     def target_table(self) -> str:
         return self.config.target.table
 
-    def start_run(self, run_id: str | None = None) -> Run:
+    def start_run(self, run_id: str | None = None, *, listeners: Listeners | None = None) -> Run:
         """A new run of this pipeline: its id (a new one by default), counts and tolerance.
 
         The batch runner starts one per run, the streaming runner one per query id
         (stable across restarts), a replay one per replay; an
         :class:`~quarantine.reporter.ErrantRecordReporter` reports into one.
+
+        Args:
+            run_id: the run's id (a new one by default).
+            listeners: the listeners' dispatch to go on with (a restarted query's run);
+                by default a new one over :attr:`listeners`.
         """
         from quarantine.run import Run
 
@@ -152,7 +157,10 @@ class Pipeline:
             pipeline=self.config.pipeline, run_id=rid, source=self.config.source.location,
             config=self.config.redacted(), started_at=self.clock(),
         )
-        return Run(pipeline=self, info=info, metrics=RunMetrics(run_id=rid), tolerance=self.policy().tolerance(rid))
+        return Run(
+            pipeline=self, info=info, metrics=RunMetrics(run_id=rid), tolerance=self.policy().tolerance(rid),
+            listeners=listeners or Listeners(self.listeners),
+        )
 
     # ------------------------------------------------------------------ pure parts
 

@@ -1,15 +1,16 @@
 """The one place that decides whether a batch's errors stop the run.
 
 After Kafka Connect's ``RetryWithToleranceOperator``: retries have already run
-(inside the stages, :mod:`quarantine.retry`) and the batch's failed records are
-durable in the quarantine table; what is left is the verdict. A batch has two
-outcomes:
+(inside the stages, :mod:`quarantine.retry`) and the batch's records are
+counted; what is left is the verdict, given before anything is written
+(:mod:`quarantine.run`). A batch has two outcomes:
 
 * **go on** — every error kind was continued and the tolerance holds; the
-  target write follows;
+  failed rows go to quarantine and the good rows to the target;
 * **fail the run** — :class:`~quarantine.errors.ToleranceExceededError`, naming
-  the config key that decided it, before the target write, so the batch's good
-  rows and offsets are not committed and nothing is lost.
+  the config key that decided it: the failed rows are written to quarantine,
+  then the run fails without writing the target, so the batch's good rows and
+  offsets are not committed and nothing is lost.
 
 In this order:
 

@@ -14,7 +14,8 @@ exception that does escape is logged by the runner and never fails the data.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from quarantine.config import BreachAction
 __all__ = [
     "BatchReport",
     "Breach",
+    "Listeners",
     "RunInfo",
     "RunListener",
     "RunStatus",
@@ -135,6 +137,55 @@ def fan_out(listeners: list[RunListener], method: str, *args: Any) -> list[BaseE
         except Exception as exc:  # a listener must never fail the data path
             problems.append(exc)
     return problems
+
+
+class Listeners:
+    """A run's listeners, each on a thread of its own, each seeing its events in order.
+
+    Contract: every listener gets the run's events (run start, each batch, run end)
+    in the order they happened, from one thread of its own; different listeners
+    handle an event at the same time, so a batch waits for the slowest listener,
+    not for their sum. :meth:`start` does not wait: a run's start (an MLflow run
+    created, a metrics table checked) overlaps the first batch's Spark work.
+    :meth:`call` waits until every listener has handled every event so far, so a
+    batch's report is delivered before the batch returns (before a stream commits
+    its offsets), and a run's end before the run returns. Exceptions are
+    collected, never raised (:func:`fan_out`). Not thread safe: one caller.
+    """
+
+    def __init__(self, listeners: Sequence[RunListener]) -> None:
+        self._listeners = tuple(listeners)
+        self._pools: tuple[ThreadPoolExecutor, ...] = ()
+        self._pending: list[Future[list[BaseException]]] = []
+
+    def start(self, method: str, *args: Any) -> None:
+        """Send ``method(*args)`` to every listener; do not wait."""
+        if not self._pools:
+            self._pools = tuple(
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="quarantine-listener")
+                for _ in self._listeners
+            )
+        self._pending += [
+            pool.submit(fan_out, [listener], method, *args)
+            for pool, listener in zip(self._pools, self._listeners, strict=True)
+        ]
+
+    def call(self, method: str, *args: Any) -> list[BaseException]:
+        """Send ``method(*args)`` to every listener and wait for every event sent so far.
+
+        Returns:
+            The exceptions listeners raised since the last :meth:`call`.
+        """
+        self.start(method, *args)
+        pending, self._pending = self._pending, []
+        wait(pending)
+        return [problem for f in pending for problem in f.result()]
+
+    def close(self) -> None:
+        """Wait for what was sent, then end the listeners' threads."""
+        for pool in self._pools:
+            pool.shutdown(wait=True)
+        self._pools = ()
 
 
 @dataclass(frozen=True)

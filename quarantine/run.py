@@ -14,14 +14,21 @@ Order of a batch (:meth:`Run.process_batch`), and why:
    bytes kept only for failed rows), then persisted; one noop pass builds the
    cache and observes every count (records in, failed per stage…) — the only
    pass over the source data.
-2. Failed rows are written to the quarantine table first
-   (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a tolerance
-   breach can fail the run *after* the failed records are durable.
-3. The error policy decides (:mod:`quarantine.policy`); a breach raises before
-   the target write, so the batch's good rows and its offsets are not committed.
-4. Good rows are written to the target exactly once (txn append in streaming,
-   insert-only MERGE in batch), then records open in quarantine that passed are
-   closed.
+2. The error policy decides from those counts (:mod:`quarantine.policy`):
+   handlers, the error-context log, ``errors.tolerance`` and its limits, and
+   expectations with ``on_breach: fail``.
+3. The writes. Failed rows always go to the quarantine table
+   (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a breach fails
+   the run *after* the failed records are durable; good rows go to the target
+   exactly once (txn append in streaming, insert-only MERGE in batch) only when
+   the policy let the batch go on. The two writes are made at once (two Delta
+   commits to two tables, independent of each other): a batch pays one commit's
+   latency, not two. Both are durable before :meth:`Run.process_batch` returns,
+   i.e. before a stream commits the batch's offsets; if either fails, the batch
+   fails, and its re-run or restart completes the other without writing
+   anything twice.
+4. Records open in quarantine that passed are closed (after the target write:
+   a crash in between leaves them open, and the next run closes them).
 5. Listeners (metrics table, MLflow, logs) get the batch report.
 
 A crash anywhere in 1-5 leaves the offsets uncommitted; the replayed batch
@@ -33,9 +40,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
@@ -49,7 +57,7 @@ from quarantine.handlers import counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
-from quarantine.report import BatchReport, RunInfo, fan_out
+from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
 from quarantine.schema import CLOSING, ERROR, OPEN, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks.quarantine import OffsetWatermark, close_records
 from quarantine.sinks.target import append_batch, merge_new_rows
@@ -62,6 +70,22 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 log = logging.getLogger("quarantine")
+
+T = TypeVar("T")
+
+
+def _all_of(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Run ``calls`` at once, one thread each; their results in order.
+
+    Every call runs to its end (none is abandoned half-way); then the first
+    failure in the order of ``calls`` is raised.
+    """
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="quarantine-write") as pool:
+        futures = [pool.submit(call) for call in calls]
+        wait(futures)
+    return [f.result() for f in futures]
 
 
 @dataclass
@@ -76,18 +100,33 @@ class Run:
         info: the run's id, pipeline, source, redacted config and start time.
         metrics: the run's metric totals so far (errant record reporters add theirs).
         tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
+        listeners: the pipeline's listeners, as this run calls them (:class:`Listeners`).
     """
 
     pipeline: Pipeline
     info: RunInfo
     metrics: RunMetrics
     tolerance: ToleranceGuard
+    listeners: Listeners
     _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
         """The run's id (a streaming query's id: stable across restarts)."""
         return self.info.run_id
+
+    def begin(self) -> None:
+        """Tell the listeners the run started; they handle it while the first batch runs."""
+        self.listeners.start("on_run_start", self.info)
+
+    def end(self, status: RunStatus, error: BaseException | None = None) -> None:
+        """Tell the listeners the run ended; returns once they all have handled it."""
+        self._warn(self.listeners.call("on_run_end", self.info, status, error), "at the run's end")
+        self.listeners.close()
+
+    def _warn(self, problems: Sequence[BaseException], when: str) -> None:
+        for problem in problems:
+            log.warning("listener failed %s: %s", when, redact_text(str(problem), self.pipeline.config.secrets()))
 
     def process_batch(
         self,
@@ -121,9 +160,11 @@ class Run:
             on tolerance: its metrics are published first, then it raises).
 
         Raises:
-            ToleranceExceededError: after the quarantine write, before the target write.
+            ToleranceExceededError: after the quarantine write; the target is not written.
             TableWriteError: a write failed after its retries (``QuarantineWriteError``
-                for the quarantine table); nothing after it was written.
+                for the quarantine table, raised first when both failed); the other
+                write, made at the same time, may have committed; records open in
+                quarantine are not closed.
         """
         run = self.info
         now = self.pipeline.clock()
@@ -163,9 +204,9 @@ class Run:
                 counts = obs.get
                 quarantined = int(counts["records_quarantined"])
 
+            # The policy decides from the counts, before anything is written: failed rows
+            # go to quarantine either way; good rows only when the batch goes on.
             try:
-                if quarantined:
-                    dlq_attempts = self._write_quarantine(split, run.run_id, batch_id, now, append=append)
                 logged = self._check_tolerance(counts, chain, quarantined, now, batch_id, split, replaying)
                 failing = () if replaying else expect.with_action(BreachAction.FAIL)
                 if failing:
@@ -174,11 +215,21 @@ class Run:
                         + f"; failed records are in {self.pipeline.quarantine_table}; the target was not written",
                         breaches=failing, count=len(failing),
                     )
-                self._write_target(split, run.run_id, batch_id, streaming)
-                if int(counts[CLOSING]):
-                    self._close_passed(split, replaying, now)
             except (ToleranceExceededError, HandlerError) as exc:
                 failure = exc  # published with the batch's metrics below, then raised
+            writes: list[Callable[[], int | None]] = []
+            if quarantined:
+                writes.append(lambda: self._write_quarantine(split, run.run_id, batch_id, now, append=append))
+            if failure is None:
+                writes.append(lambda: self._write_target(split, run.run_id, batch_id, streaming))
+            # The two tables' commits are independent: made at once, a batch pays one commit's
+            # latency. Both are durable before this returns (before a stream commits its offsets);
+            # if either fails the batch fails, and its re-run writes neither twice.
+            done = _all_of(writes)
+            if quarantined:
+                dlq_attempts = int(done[0] or 1)
+            if failure is None and int(counts[CLOSING]):
+                self._close_passed(split, replaying, now)
         finally:
             persisted.unpersist()
 
@@ -207,10 +258,7 @@ class Run:
             untranslated_expectations=expect.untranslated,
             finished_at=self.pipeline.clock(),
         )
-        for problem in fan_out(self.pipeline.listeners, "on_batch", report):
-            log.warning(
-                "listener failed on batch %s: %s", batch_id, redact_text(str(problem), self.pipeline.config.secrets())
-            )
+        self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
         if failure is not None:
             raise failure
         return report
@@ -266,8 +314,8 @@ class Run:
     ) -> int:
         """Handlers, error-context log, then the tolerance guard; returns lines logged.
 
-        Runs after the batch's quarantine rows are durable and before the target
-        write (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
+        Runs before the batch's writes: a breach still writes the quarantine rows,
+        then fails the run without writing the target (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
         :mod:`quarantine.tolerance`).
 
         A replay has its own policy: a record that fails again is its expected

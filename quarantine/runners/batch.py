@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
-from quarantine.report import RunStatus, RunSummary, fan_out
+from quarantine.report import RunStatus, RunSummary
 from quarantine.schema import check_kafka_shaped
 from quarantine.sinks import read_table
 
@@ -53,11 +53,11 @@ def run_batch(pipeline: Pipeline) -> RunSummary:
     is then re-raised).
     """
     run = pipeline.start_run()
-    fan_out(pipeline.listeners, "on_run_start", run.info)
+    run.begin()
     try:
         report = run.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
     except BaseException as exc:
-        fan_out(pipeline.listeners, "on_run_end", run.info, RunStatus.FAILED, exc)
+        run.end(RunStatus.FAILED, exc)
         raise
-    fan_out(pipeline.listeners, "on_run_end", run.info, RunStatus.SUCCEEDED, None)
+    run.end(RunStatus.SUCCEEDED)
     return RunSummary(run=run.info, batches=(report,), status=RunStatus.SUCCEEDED)

@@ -39,7 +39,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
-from quarantine.report import BatchReport, RunStatus, RunSummary, fan_out
+from quarantine.report import BatchReport, RunStatus, RunSummary
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks.quarantine import OffsetWatermark
 
@@ -167,7 +167,7 @@ class _BatchRunner:
     def start(self, query_id: str) -> Run:
         """The query (re)started with ``query_id``: its run (the same one after a restart)."""
         if self.run is None or self.run.run_id != query_id:
-            self.run = self.pipeline.start_run(query_id)
+            self.run = self.pipeline.start_run(query_id, listeners=self.run.listeners if self.run else None)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
         self._ready.set()
         return self.run
@@ -245,7 +245,7 @@ def run_stream(
         started = runner.start(str(query.id))
         if run is None:
             run = started.info
-            fan_out(pipeline.listeners, "on_run_start", run)
+            started.begin()
         opts = kafka_options(cfg.source) if cfg.source.format is SourceFormat.KAFKA else cfg.source.options
         log.info(
             "%s",
@@ -271,7 +271,8 @@ def run_stream(
             continue
         break
     status = RunStatus.FAILED if failure else RunStatus.SUCCEEDED
-    fan_out(pipeline.listeners, "on_run_end", run, status, failure)
+    assert runner.run is not None
+    runner.run.end(status, failure)
     if failure is not None:
         raise failure
     return RunSummary(run=run, batches=tuple(runner.reports), status=status)
