@@ -48,7 +48,9 @@ class MlflowServer:
             "--default-artifact-root", str(self.root / "art"),
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
         ]
-        env = {**os.environ, "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+        # MLflow 3 starts a job runner and a dozen huey worker processes by default (for
+        # GenAI jobs): tracking needs none of them, and on 2 cores they slow every test.
+        env = {**os.environ, "MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
