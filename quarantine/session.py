@@ -31,6 +31,11 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.shuffle.partitions": "4",
+    # A shuffle of a large batch (coordinates made unique for a Delta/Parquet source)
+    # starts at 64 partitions and adaptive execution merges them to ~64 MB each: 4 fixed
+    # partitions put 1.25M rows of a 5M-record batch, raw bytes included, in one cached
+    # block (OutOfMemoryError in a 2 GiB driver). Small batches still end in a few.
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "64",
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
