@@ -110,15 +110,19 @@ def is_table_creation_race(exc: BaseException) -> bool:
     """Whether ``exc`` is a writer losing the race to create a Delta table.
 
     Two writers creating one table at once: the loser finds a ``_delta_log``
-    without a first commit yet (``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``).
-    A retry finds the table created. (A location that really holds non-Delta
-    files fails the same way, and fails for good when the budget runs out.)
+    without a first commit yet (``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``),
+    or its create sees the winner's table while its own cached snapshot did not
+    (``TABLE_OR_VIEW_ALREADY_EXISTS``, seen with two drivers creating one
+    quarantine table). A retry finds the table created. (A location that really
+    holds non-Delta files fails the same way, and fails for good when the budget
+    runs out.)
     """
     cur: BaseException | None = exc
     seen: set[int] = set()
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        if "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" in str(cur):
+        text = str(cur)
+        if "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" in text or "TABLE_OR_VIEW_ALREADY_EXISTS" in text:
             return True
         cur = cur.__cause__
     return False

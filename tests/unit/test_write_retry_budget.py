@@ -110,3 +110,23 @@ def test_a_write_that_lost_to_a_schema_or_table_change_is_not_retried(operation:
     assert not op.policy.retriable(_metadata_conflict(operation))
     # a bare metadata conflict (no conflicting commit named) stays not retriable
     assert not op.policy.retriable(Py4JJavaError(": io.delta.exceptions.MetadataChangedException: changed"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the loser found a _delta_log without a first commit yet
+        "[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ('`delta`.`/t/q`'). "
+        "The associated location ('/t/q') is not empty and also not a Delta table.",
+        # the loser's create saw the winner's table, while its own cached snapshot still did not
+        "[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view `delta`.`/t/q` because it already exists.",
+    ],
+)
+def test_losing_the_race_to_create_a_table_is_retried_however_delta_says_it(text: str) -> None:
+    from quarantine.retry import is_table_creation_race
+
+    cause = RuntimeError(text)
+    wrapped = RuntimeError("quarantine MERGE into /t/q failed")
+    wrapped.__cause__ = cause
+    assert is_table_creation_race(cause) and is_table_creation_race(wrapped)
+    assert not is_table_creation_race(RuntimeError("[DELTA_TABLE_NOT_FOUND] /t/q"))
