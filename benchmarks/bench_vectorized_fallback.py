@@ -10,7 +10,9 @@ function was called.
 Strategies (all keep the stage's contract: a bad row's error is that of its
 own one-row call, good rows keep their results):
 
-* ``library`` — whatever :class:`quarantine.stages.python._BatchRunner` does now;
+* ``library`` — whatever :class:`quarantine.stages.python._BatchRunner` does now
+  (galloping group calls, and the rows repeating a bad row's value set aside);
+* ``library, groups only`` — the same without setting repeated values aside;
 * ``bisect (before)`` — the search the stage shipped first: halve a failing call,
   recursively, down to one-row calls (kept here verbatim, to compare against);
 * ``per-row fallback`` — a failing batch is called again row by row;
@@ -51,6 +53,7 @@ from quarantine.stages.python import (
     _BatchRunner,
     _ResultError,
     _rows,
+    _Search,
     _to_pandas,
 )
 
@@ -197,9 +200,21 @@ class Chunks(Alternative):
                     call(i, i + 1)
 
 
+class GroupsOnly(_BatchRunner):
+    """The library's search without setting aside the rows that repeat a bad row's value."""
+
+    def _run_vectorized(
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+    ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
+        search = _Search(self, _rows(values, todo), todo, retried, same_values=False)
+        search.run()
+        return search.results(), search.errors
+
+
 #: strategy name -> runner class
 STRATEGIES: dict[str, type[_BatchRunner]] = {
     "library": _BatchRunner,
+    "library, groups only": GroupsOnly,
     "bisect (before)": Bisect,
     "per-row fallback": PerRow,
     "chunks of 64": Chunks,
@@ -265,7 +280,7 @@ def run(
         for kind in kinds:
             for rate in rates:
                 # one-row calls cost ~0.1 ms each: fewer repeats for the strategies that make thousands
-                k = repeats if s in ("library", "bisect (before)") or rate < 0.01 else max(1, repeats // 3)
+                k = repeats if s.startswith(("library", "bisect")) or rate < 0.01 else max(1, repeats // 3)
                 out.append(measure(s, poisoned_strings(rows, rate, kind), k, rate, kind))
     return out
 
