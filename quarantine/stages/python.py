@@ -513,6 +513,7 @@ class _Search:
 
     def _call_once(self, local: np.ndarray) -> pa.Array:
         assert self.batch is not None
+        # a new object per attempt: whatever fn does to its argument, the batch and a retry do not see it
         return self.runner._call_vectorized(_subset(self.batch, local), len(local))
 
     def scan(self, stream: np.ndarray, failed: RetryOutcome[Any] | None) -> None:
@@ -594,10 +595,13 @@ class _Search:
 
 
 def _subset(batch: pd.Series | pd.DataFrame, local: np.ndarray) -> pd.Series | pd.DataFrame:
-    """The rows ``local`` (ascending) of the batch, with a fresh RangeIndex as if they were the batch."""
+    """The rows ``local`` (ascending) of the batch, with a fresh RangeIndex as if they were the batch.
+
+    A new object sharing the batch's data (copy-on-write: changing it copies).
+    """
     n = len(local)
     if n == len(batch):
-        return batch
+        return batch.copy(deep=False)
     lo = int(local[0])
     part = batch.iloc[lo : lo + n] if int(local[-1]) - lo == n - 1 else batch.take(local)
     part.index = pd.RangeIndex(n)

@@ -213,6 +213,19 @@ def test_a_function_that_fails_a_value_only_sometimes_still_gives_one_outcome_pe
     assert [r["result"] for r in out] == [7.0 if i % 10 == 0 else float(i) for i in range(200)]
 
 
+def test_a_function_that_changes_its_argument_in_place_changes_no_other_call() -> None:
+    def parse_then_scribble(s: pd.Series) -> pd.Series:
+        bad = bool(s.str.startswith("bad").any())
+        out = None if bad else s.astype(float)
+        s.iloc[:] = "bad, scribbled"  # in place, on the argument it was given
+        if out is None:
+            raise ValueError("bad row")
+        return out
+
+    out = rows(runner(parse_then_scribble).run(pa.array(["1", "bad", "2", "3"]), no_skip(4)))
+    assert [r["result"] for r in out] == [1.0, None, 2.0, 3.0]
+
+
 # ---------------------------------------------------------------------- cost
 
 
