@@ -504,7 +504,7 @@ class _Search:
         if attempt.error is None:
             if attempt.attempts > 1:  # one call retried: its retries count once, on its first row
                 self.retried[first] = self.retried.get(first, 0) + attempt.attempts - 1
-            self.ok_pos.append(self.todo[local])
+            self.ok_pos.append(self.todo[local] if n < len(self.todo) else self.todo)
             self.ok_val.append(attempt.value)
             return None
         if n == 1:
@@ -586,6 +586,8 @@ class _Search:
         at = self.runner._arrow_returns()
         if not self.ok_val:
             return np.zeros(0, dtype=np.int64), pa.array([], type=at)
+        if len(self.ok_val) == 1:  # a clean batch: its one call
+            return self.ok_pos[0], self.ok_val[0]
         pos = np.concatenate(self.ok_pos)
         vals = pa.concat_arrays(self.ok_val)
         if len(pos) > 1 and not bool((pos[1:] > pos[:-1]).all()):  # streams set aside finish later
