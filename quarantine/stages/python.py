@@ -47,13 +47,17 @@ Modes:
     share a few values; a good row is passed about twice (the failed whole call,
     then the group that succeeds). Measured (pure Python, CPU time, one
     10,000-row batch of strings, ``astype(float)``,
-    ``benchmarks/bench_vectorized_fallback.py``): clean 2.3 ms; 1% poison of one
-    repeated value 127 calls, 12 ms (5x clean); 1% of all-distinct values 1,009
-    calls, 65 ms (25x); 0.1% 37 / 139 calls, 8 / 15 ms; 10% 1,027 / 7,008 calls,
-    50 / 390 ms. The first implementation (bisecting a failing call down to one
-    row) made 1,527 calls at 1% (106 ms, 48x); calling a failing batch again row
-    by row makes 10,001 calls (~800 ms), since a one-row call of a pandas
-    function costs 40-70 µs. Row mode with ``float`` takes 3-6 ms at any of
+    ``benchmarks/bench_vectorized_fallback.py``, 2 loaded vCPUs): clean 2.3 ms;
+    1% poison of one repeated value 127 calls, 12 ms (5x clean); 1% of
+    all-distinct values 1,009 calls, 69 ms (30x); 0.1% 37 / 139 calls, 8 / 17 ms;
+    10% 1,027 / 7,008 calls, 50 / 430 ms. The first implementation (bisecting a
+    failing call down to one row) made 1,527 calls at 1% (105 ms, over 40x);
+    calling a failing batch again row by row makes 10,001 calls (~700 ms), fixed
+    chunks of 64 rows 6,558 (~480 ms). A one-row call of a pandas function costs
+    40-70 µs and every bad row needs its own, so 1% poison cannot cost less than
+    about 3x clean here; in Spark the batch's other costs dilute it: 1M rows, 1%
+    ``"n/a"`` (``benchmarks/bench_python_stage.py``), 2.27 s against 1.14 s clean
+    (2.0x; bisection: 12.1x). Row mode with ``float`` takes 3-6 ms at any of
     these poison rates, so prefer it for dirty inputs. A function whose output
     for a row depends on other rows (a batch mean, a rank) must not run in this
     mode: the search changes the batches it sees.
