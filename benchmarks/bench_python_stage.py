@@ -8,7 +8,8 @@ a ``poison`` fraction of which do not parse as a float):
   on poisoned data;
 * vectorized mode vs a plain ``pandas_udf`` on clean data (a plain pandas UDF
   cannot survive poison at all: one bad value fails the task), plus vectorized
-  mode on poisoned data to show what bisection costs.
+  mode on poisoned data to show what searching failing batches for their bad
+  rows costs (``bench_vectorized_fallback`` times that search alone, without Spark).
 
 Each case is evaluated in full with the ``noop`` sink, once to warm up the
 Python workers and then ``repeats`` times, interleaved; the median is reported. Numbers
@@ -147,7 +148,7 @@ def rows_of(results: list[dict[str, Any]], rows: int, poison: float) -> list[Row
         Row("python_stage", f"{rows:,} rows, clean: vectorized stage / plain pandas_udf",
             plain["seconds"], vec["seconds"], overhead, "<= 1.25x", overhead <= 1.25,
             samples={"pandas_udf": plain["samples"], "stage": vec["samples"]}),
-        Row("python_stage", f"{rows:,} rows, vectorized stage: {poison:.0%} poison / clean (bisection cost)",
+        Row("python_stage", f"{rows:,} rows, vectorized stage: {poison:.0%} poison / clean (bad-row search)",
             vec["seconds"], vec_poison["seconds"], vec_poison["seconds"] / vec["seconds"],
             f"<= {VECTORIZED_POISON_GOAL:.0f}x", vec_poison["seconds"] / vec["seconds"] <= VECTORIZED_POISON_GOAL,
             samples={"clean": vec["samples"], "poisoned": vec_poison["samples"]}),

@@ -4,8 +4,9 @@
 
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (dqx vs quarantine), ``memory`` (driver RSS, subprocess), and — when their
-modules exist — ``python_stage``, ``streaming``, ``expectations`` (owned by
-their authors; each has a ``main()`` that prints its own table).
+modules exist — ``python_stage``, ``streaming``, ``expectations``,
+``vectorized_fallback`` (owned by their authors; each has a ``main()`` that
+prints its own table).
 
 Writes ``benchmarks/results/<UTC date>.json`` (every row with its samples,
 plus the machine and versions) and prints one markdown table.
@@ -40,6 +41,7 @@ _OTHERS = {
     "python_stage": "benchmarks.bench_python_stage",
     "streaming": "benchmarks.bench_streaming",
     "expectations": "benchmarks.bench_expectations",
+    "vectorized_fallback": "benchmarks.bench_vectorized_fallback",
 }
 BENCHMARKS: tuple[str, ...] = (*_OWN, *_OTHERS)
 

@@ -40,7 +40,7 @@ def test_poison_row_becomes_its_own_error_and_the_rest_succeed(spark: Any, mode:
     assert [(r.result is None) != (r.error is None) for r in rows] == [True] * 4
 
 
-def test_vectorized_bisection_finds_exactly_the_poison_rows(spark: Any) -> None:
+def test_vectorized_search_finds_exactly_the_poison_rows(spark: Any) -> None:
     n = 3000
     poison = {7, 1500, 2999}
     amounts = [-(i + 1.0) if i in poison else float(i) for i in range(n)]
