@@ -20,8 +20,10 @@ import pytest
 from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
 from tests.support.crash import batch_files, run_to_completion, run_with_kills, write_conf
 
-#: Records for the kill test (a few hundred thousand in CI; lower it on a crowded machine).
-CRASH_RECORDS = int(os.environ.get("QUARANTINE_CRASH_RECORDS", "200000"))
+#: Records for the kill test: eight micro-batches of them, a kill in five. What is proven is
+#: where the kills land (planned, uncommitted batches), not the volume; the soak
+#: (scripts/soak_kafka.py, benchmarks/README.md) runs the same kills over 300,000 records.
+CRASH_RECORDS = int(os.environ.get("QUARANTINE_CRASH_RECORDS", "40000"))
 
 #: Small driver JVMs: the machine is shared.
 SPARK_CONF = {
