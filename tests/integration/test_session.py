@@ -12,3 +12,28 @@ def test_the_local_jvm_jit_compiles_huge_generated_methods(spark: Any) -> None:
     args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert {"-XX:-DontCompileHugeMethods", "-XX:MaxNodeLimit=240000", "-XX:NodeLimitFudgeFactor=8000"} <= set(args)
     assert any(a.startswith("-Dderby.system.home=") for a in args)  # the user's/defaults' options stay
+
+
+def test_a_large_batch_is_shuffled_into_partitions_of_bounded_size(spark: Any) -> None:
+    # The shuffle that makes a Delta source's coordinates unique starts at 64 partitions and
+    # adaptive execution merges them to ~64 MB (here 256 KB, with its 1 MB minimum, for a
+    # ~7 MB shuffle): the data, not a fixed 4 (or the test session's 2), decides how many,
+    # so no partition holds a quarter of a 5M-record batch. (The values are hashes: a
+    # shuffle of repeated text compresses to nothing and ends in one partition.)
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.initialPartitionNum") == "64"
+    spark.conf.set("spark.sql.adaptive.advisoryPartitionSizeInBytes", str(256 * 1024))
+    try:
+        df = spark.range(200_000).select(
+            (F.col("id") % 1000).alias("offset"), F.sha2(F.col("id").cast("string"), 256).alias("value")
+        )
+        shuffled = df.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("offset")))
+        sizes = shuffled.rdd.glom().map(len).collect()
+        assert sum(sizes) == 200_000
+        assert 2 < len(sizes) <= 64 and max(sizes) < 200_000 / 2  # more than 2, each bounded
+        small = spark.range(100).withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("id")))
+        assert small.rdd.getNumPartitions() <= 2  # a small batch still ends in a few
+    finally:
+        spark.conf.unset("spark.sql.adaptive.advisoryPartitionSizeInBytes")
