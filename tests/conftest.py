@@ -50,6 +50,10 @@ def tier_of(path: Path, fixtures: Iterable[str]) -> str:
     return "spark"
 
 
+# tryfirst: xdist's worker hook turns an ``xdist_group`` mark into the nodeid suffix the
+# loadgroup scheduler reads; a mark added after it is never seen, and the process-starting
+# tests ran on both workers at once (test_process_starting_modules_run_on_one_worker…).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())

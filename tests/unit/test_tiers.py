@@ -58,3 +58,44 @@ def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -
     assert all((repo / m).is_file() for m in PROCESS_MODULES)
     ci = (repo / ".ci" / "run").read_text()
     assert "make test\n" in ci
+
+
+def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Path) -> None:
+    """`make test`'s loadgroup: every test of PROCESS_MODULES lands on the same xdist worker.
+
+    Runs tests/conftest.py for real over stand-in modules that only record their worker.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import PROCESS_MODULES
+
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "tests").mkdir()
+    shutil.copy(repo / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    body = (
+        "import os, pathlib, time\n"
+        "def _note(name):\n"
+        "    time.sleep(0.2)\n"
+        f"    pathlib.Path({str(seen)!r}, name).write_text(os.environ['PYTEST_XDIST_WORKER'])\n"
+        + "".join(f"def test_{i}():\n    _note(__name__ + '{i}')\n" for i in range(3))
+    )
+    for module in [*PROCESS_MODULES, "tests/integration/test_other.py", "tests/e2e/test_other.py"]:
+        path = tmp_path / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+        for package in (path.parent, tmp_path / "tests"):
+            (package / "__init__.py").touch()
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    workers = {p.name: p.read_text() for p in seen.iterdir()}
+    modules = {m.removesuffix(".py").replace("/", ".") for m in PROCESS_MODULES}
+    grouped = {w for name, w in workers.items() if name.rstrip("012") in modules}
+    assert len(workers) == 3 * (len(PROCESS_MODULES) + 2)
+    assert len(grouped) == 1, workers
