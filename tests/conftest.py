@@ -12,8 +12,9 @@ Tiers, marked here from where a test lives and what it asks for (not by hand):
 ``make test-fast`` runs ``-m unit``; ``make test`` runs every tier on two pytest-xdist
 workers (``--dist loadgroup``). Each worker has its own Spark session and, when a test
 asks, its own broker. Modules in :data:`PROCESS_MODULES` start Spark or broker
-processes of their own (crashes, concurrent writers): they share one worker group, so
-two of them never compete for the two cores at once.
+processes of their own (crashes, concurrent writers), and every test that uses the
+``child_drivers`` fixture, share one worker group, so two of them never compete for the
+two cores at once, and the child drivers are started once.
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
 
 TIERS = ("unit", "spark", "kafka", "e2e")
 
-# Test modules whose tests start processes of their own (see the module docstring).
+# Test modules whose tests start processes of their own (see the module docstring); a
+# test that asks for the ``child_drivers`` fixture joins them wherever it lives.
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_kafka_crash.py",
-    "tests/integration/test_concurrent_writers.py",
-    "tests/integration/test_retry_writes.py",
 })
 
 
@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if tier == "unit" and "spark" in fixtures:
             raise pytest.UsageError(f"{item.nodeid}: a unit test may not start Spark (move it to tests/integration)")
         item.add_marker(getattr(pytest.mark, tier))
-        if _relative(Path(str(item.fspath))) in PROCESS_MODULES:
+        if _relative(Path(str(item.fspath))) in PROCESS_MODULES or "child_drivers" in fixtures:
             item.add_marker(pytest.mark.xdist_group("processes"))
 
 
@@ -85,6 +85,19 @@ def spark() -> Iterator[object]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def child_drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """Child Spark drivers (own processes, own JVMs), started once per worker and reused.
+
+    Only tests in :data:`PROCESS_MODULES` use them (they run on one worker).
+    """
+    from tests.support.drivers import CHILD_SPARK, DriverPool
+
+    pool = DriverPool(tmp_path_factory.mktemp("drivers"), CHILD_SPARK, Path(__file__).resolve().parents[1])
+    yield pool
+    pool.close()
 
 
 @pytest.fixture

@@ -21,12 +21,13 @@ from typing import Any
 
 import pytest
 
-from quarantine.config import parse_config
+from quarantine.config import load_config, parse_config
 from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
-from tests.integration.test_concurrent_writers import CHILD_SPARK, assert_replay_resolved_correctly
+from tests.integration.test_concurrent_writers import assert_replay_resolved_correctly
 from tests.support import KafkaBroker, ProducedRecord, kafka_pipeline_conf, order_records, produce
-from tests.support.crash import batch_files, run_to_completion, write_conf
+from tests.support.crash import batch_files, write_conf
+from tests.support.drivers import CHILD_SPARK
 from tests.support.kafka import ORDER_SCHEMA_DDL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,7 +123,8 @@ def test_a_replay_while_the_stream_runs_resolves_each_row_once_and_correctly(
         os.killpg(proc.pid, 9)
         proc.wait(60)
 
-    run_to_completion(final_yml, log, timeout_s=900)
+    # the drain: a new driver (this test's session) finishes the stream from its checkpoint
+    Pipeline.from_config(load_config(final_yml), spark, listeners=[]).run()
     # the re-run: replays what the stream quarantined after the first replay selected its rows
     again = replay(Pipeline.from_config(parse_config(fixed), spark, listeners=[]))
     print(again.render())

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from quarantine.config import load_config
+from quarantine.pipeline import Pipeline
 from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
 from tests.support.crash import batch_files, run_to_completion, run_with_kills, write_conf
 
@@ -58,7 +60,8 @@ def test_sigkill_at_random_points_then_restart_loses_and_duplicates_nothing(
         rng=random.Random(3), max_delay_s=5.0, stall_timeout_s=420,
     )
     committed_at_last_kill = crashes.committed_batches
-    run_to_completion(final_yml, tmp_path / "pipeline.log")
+    # the restart that finishes: a new driver (this test's session) from the checkpoint
+    Pipeline.from_config(load_config(final_yml), spark, listeners=[]).run()
 
     assert crashes.kills == 5
     # the kills really interrupted batches: each landed on a planned, uncommitted batch

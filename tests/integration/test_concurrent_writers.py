@@ -1,8 +1,9 @@
 """Concurrent writers, as real processes: nothing lost, nothing doubled.
 
-Each writer is its own OS process with its own Spark driver, as two jobs are.
-The processes build their pipeline, warm their JVM, then wait on a file barrier
-so their writes really overlap. Each may succeed or fail cleanly (a
+Each writer is its own OS process with its own Spark driver, as two jobs are (the
+child drivers of :mod:`tests.support.drivers`, started once per test worker and
+reused, as a cluster runs one job after another). The writers build their
+pipeline, then wait on a file barrier so their writes really overlap. Each may succeed or fail cleanly (a
 :class:`~quarantine.errors.QuarantineError`, never a raw Py4J/Delta error);
 afterwards a re-run completes, and the ledger is checked: every source record
 is in exactly one of the target and the quarantine table (by topic, partition,
@@ -13,9 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,22 +25,13 @@ from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.support.crash import write_conf
+from tests.support.drivers import CHILD_SPARK, DriverPool, Job
 from tests.support.kafka import (
     ORDER_SCHEMA_DDL,
     ProducedRecord,
     ledger,
     order_records,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-
-#: The child drivers' Spark: small, as several share two cores.
-CHILD_SPARK = {
-    "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-}
 
 _T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -121,28 +110,24 @@ def pipeline_conf(
     }
 
 
-def run_at_once(confs: Sequence[Path], barrier: Path, action: str = "run") -> dict[str, dict[str, Any]]:
-    """Run one writer process per config, released together; each one's RESULT or FAILED.
+def run_at_once(
+    drivers: DriverPool, confs: Sequence[Path], barrier: Path, action: str = "run"
+) -> dict[str, dict[str, Any]]:
+    """Run one writer per config, each in its own child driver, released together;
+    each one's RESULT or FAILED.
 
     A writer that fails must fail cleanly: with a :class:`QuarantineError`.
     """
     barrier.mkdir()
-    env = {**os.environ, "QUARANTINE_SPARK_LOG_LEVEL": "ERROR", "PYTHONUNBUFFERED": "1"}
-    procs = {
-        conf.name: subprocess.Popen(
-            [sys.executable, "-c", _DRIVER, str(conf), str(barrier), str(len(confs)), action],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for conf in confs
-    }
+    done = drivers.run_at_once([Job(_DRIVER, (conf, barrier, len(confs), action)) for conf in confs])
     out: dict[str, dict[str, Any]] = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=1500)
+    for conf, result in zip(confs, done, strict=True):
+        name = conf.name
         line = next(
-            (ln for ln in stdout.splitlines() if ln.startswith(("RESULT ", "FAILED "))), None
+            (ln for ln in result.stdout.splitlines() if ln.startswith(("RESULT ", "FAILED "))), None
         )
-        tail = "\n".join(ln for ln in stderr.splitlines() if not ln.lstrip().startswith("at "))[-4000:]
-        assert line is not None, f"writer {name} exited {proc.returncode} without a result:\n{tail}"
+        tail = "\n".join(ln for ln in result.stderr.splitlines() if not ln.lstrip().startswith("at "))[-4000:]
+        assert line is not None, f"writer {name} exited {result.returncode} without a result:\n{tail}"
         verdict, _, payload = line.partition(" ")
         result = json.loads(payload)
         if verdict == "FAILED":
@@ -172,7 +157,7 @@ def rerun(spark: Any, raw: dict[str, Any]) -> None:
 
 @pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_double_nothing(
-    spark: Any, table_dir: Path
+    spark: Any, table_dir: Path, child_drivers: DriverPool
 ) -> None:
     records = source_records("conc-orders", 300, seed=11)
     write_source(spark, records, table_dir / "source")
@@ -181,7 +166,7 @@ def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_dou
     )
     confs = [write_conf(raw, table_dir / f"run{i}.yml") for i in (1, 2)]
 
-    results = run_at_once(confs, table_dir / "barrier")
+    results = run_at_once(child_drivers, confs, table_dir / "barrier")
 
     assert any(r["ok"] for r in results.values()), results
     rerun(spark, raw)
@@ -192,7 +177,7 @@ def test_two_batch_runs_of_one_pipeline_creating_its_tables_at_once_lose_and_dou
 
 @pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_nothing(
-    spark: Any, table_dir: Path
+    spark: Any, table_dir: Path, child_drivers: DriverPool
 ) -> None:
     first = source_records("conc-orders", 400, seed=12)
     raw = pipeline_conf(
@@ -204,7 +189,7 @@ def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_not
     write_source(spark, first, table_dir / "source")
     confs = [write_conf(raw, table_dir / f"run{i}.yml") for i in (1, 2)]
 
-    results = run_at_once(confs, table_dir / "barrier")
+    results = run_at_once(child_drivers, confs, table_dir / "barrier")
 
     assert any(r["ok"] for r in results.values()), results
     rerun(spark, raw)
@@ -215,7 +200,7 @@ def test_two_batch_runs_of_one_pipeline_over_existing_tables_lose_and_double_not
 
 @pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_pipelines_sharing_one_target_and_one_quarantine_table_lose_and_double_nothing(
-    spark: Any, table_dir: Path
+    spark: Any, table_dir: Path, child_drivers: DriverPool
 ) -> None:
     produced: list[ProducedRecord] = []
     raws = []
@@ -229,7 +214,7 @@ def test_two_pipelines_sharing_one_target_and_one_quarantine_table_lose_and_doub
         ))
     confs = [write_conf(raw, table_dir / f"{raw['pipeline']}.yml") for raw in raws]
 
-    results = run_at_once(confs, table_dir / "barrier")
+    results = run_at_once(child_drivers, confs, table_dir / "barrier")
 
     assert any(r["ok"] for r in results.values()), results
     for raw in raws:
@@ -273,7 +258,7 @@ def assert_replay_resolved_correctly(
 
 @pytest.mark.timeout(1800)  # two or three Spark drivers at once: slow on a crowded machine
 def test_two_replays_of_one_pipeline_at_once_resolve_each_row_once_and_correctly(
-    spark: Any, table_dir: Path
+    spark: Any, table_dir: Path, child_drivers: DriverPool
 ) -> None:
     records = source_records("conc-orders", 300, seed=15)
     write_source(spark, records, table_dir / "source")
@@ -289,7 +274,7 @@ def test_two_replays_of_one_pipeline_at_once_resolve_each_row_once_and_correctly
     }]
     confs = [write_conf(fixed, table_dir / f"replay{i}.yml") for i in (1, 2)]
 
-    results = run_at_once(confs, table_dir / "barrier", action="replay")
+    results = run_at_once(child_drivers, confs, table_dir / "barrier", action="replay")
 
     assert any(r["ok"] for r in results.values()), results
     again = replay(Pipeline.from_config(parse_config(fixed), spark, listeners=[]))

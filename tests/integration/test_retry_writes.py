@@ -9,10 +9,7 @@ adds nothing to it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,8 +24,7 @@ from quarantine.retry import RetryWithToleranceOperator
 from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import ensure_quarantine_table
 from tests.helpers import kafka_df
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.drivers import DriverPool, Job
 
 SCHEMA = "order_id STRING, amount DOUBLE"
 GOOD = b'{"order_id":"a","amount":1.5}'
@@ -69,7 +65,8 @@ def _pipeline(
     return pipe
 
 
-# Each writer is its own process (its own Spark driver), as two pipeline jobs are.
+# Each writer is its own process (its own Spark driver), as two pipeline jobs are: the
+# child drivers of tests.support.drivers, started once per test worker and reused.
 # (Threads sharing one local session are not used: Py4J threads fail to load
 # Delta's classes from spark.jars — NoClassDefFoundError — see the report.)
 _WRITER = """
@@ -102,22 +99,17 @@ def _root_cause(stderr: str) -> str:
 
 
 def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
-    spark: Any, table_dir: Path
+    spark: Any, table_dir: Path, child_drivers: DriverPool
 ) -> None:
     batches = 4
-    env = {**os.environ, "QUARANTINE_SPARK_LOG_LEVEL": "ERROR"}
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(table_dir), name, other, str(batches)],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for name, other in (("p1", "p2"), ("p2", "p1"))
-    }
+    names = (("p1", "p2"), ("p2", "p1"))
+    done = child_drivers.run_at_once(
+        [Job(_WRITER, (table_dir, name, other, batches)) for name, other in names], timeout_s=1200
+    )
     retries: list[str] = []
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=1200)
-        assert proc.returncode == 0, f"writer {name} failed:\n{_root_cause(err)}"
-        line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
+    for (name, _), result in zip(names, done, strict=True):
+        assert result.returncode == 0, f"writer {name} failed:\n{_root_cause(result.stderr)}"
+        line = next(ln for ln in result.stdout.splitlines() if ln.startswith("RESULT "))
         retries += json.loads(line[len("RESULT "):])
 
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))

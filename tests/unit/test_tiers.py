@@ -61,7 +61,8 @@ def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -
 
 
 def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Path) -> None:
-    """`make test`'s loadgroup: every test of PROCESS_MODULES lands on the same xdist worker.
+    """`make test`'s loadgroup: every test of PROCESS_MODULES, and every test that asks for
+    ``child_drivers``, lands on the same xdist worker.
 
     Runs tests/conftest.py for real over stand-in modules that only record their worker.
     """
@@ -83,10 +84,16 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
         f"    pathlib.Path({str(seen)!r}, name).write_text(os.environ['PYTEST_XDIST_WORKER'])\n"
         + "".join(f"def test_{i}():\n    _note(__name__ + '{i}')\n" for i in range(3))
     )
-    for module in [*PROCESS_MODULES, "tests/integration/test_other.py", "tests/e2e/test_other.py"]:
+    # a test that asks for the child drivers joins the group, wherever it lives
+    drivers_body = (
+        body + "import pytest\n@pytest.fixture\ndef child_drivers():\n    return None\n"
+        "def test_drivers(child_drivers):\n    _note(__name__ + 'd')\n"
+    )
+    drivers_module = "tests/integration/test_with_drivers.py"
+    for module in [*PROCESS_MODULES, drivers_module, "tests/integration/test_other.py", "tests/e2e/test_other.py"]:
         path = tmp_path / module
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body)
+        path.write_text(drivers_body if module == drivers_module else body)
         for package in (path.parent, tmp_path / "tests"):
             (package / "__init__.py").touch()
     out = subprocess.run(
@@ -97,5 +104,6 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
     workers = {p.name: p.read_text() for p in seen.iterdir()}
     modules = {m.removesuffix(".py").replace("/", ".") for m in PROCESS_MODULES}
     grouped = {w for name, w in workers.items() if name.rstrip("012") in modules}
-    assert len(workers) == 3 * (len(PROCESS_MODULES) + 2)
+    grouped.add(workers["tests.integration.test_with_driversd"])
+    assert len(workers) == 3 * (len(PROCESS_MODULES) + 3) + 1
     assert len(grouped) == 1, workers
