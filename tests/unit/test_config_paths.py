@@ -57,7 +57,6 @@ def conf_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: relative paths resolve against the working directory")
 def test_every_relative_path_in_a_config_file_resolves_against_its_folder(conf_dir: Path) -> None:
     cfg = load_config(_write(conf_dir, _raw()))
     assert cfg.source.path == str(conf_dir.parent / "data" / "source")
@@ -69,7 +68,6 @@ def test_every_relative_path_in_a_config_file_resolves_against_its_folder(conf_d
     assert cfg.base_dir == str(conf_dir)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: relative paths resolve against the working directory")
 def test_a_path_without_a_slash_is_a_path_where_the_key_only_takes_paths(conf_dir: Path) -> None:
     """``source.path``, ``target.checkpoint`` and a suite are always files; a bare
     ``orders`` under ``target.table`` is a metastore table name and stays."""
@@ -97,7 +95,6 @@ def test_catalog_names_absolute_paths_and_uris_stay_as_written(conf_dir: Path, n
     assert cfg.source.table == "main.raw.orders_raw"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: relative paths resolve against the working directory")
 def test_a_missing_suite_fails_at_load_naming_the_key_and_the_resolved_path(conf_dir: Path) -> None:
     raw = _raw()
     raw["stages"][1]["options"]["suite"] = "expectations/nope.json"
@@ -108,7 +105,6 @@ def test_a_missing_suite_fails_at_load_naming_the_key_and_the_resolved_path(conf
     assert "existing" in info.value.allowed
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: relative paths resolve against the working directory")
 def test_overrides_resolve_against_the_working_directory(conf_dir: Path) -> None:
     """``--set target.table=out/orders`` is typed at a prompt: it means the prompt's folder."""
     cfg = load_config(_write(conf_dir, _raw()), {"target.table": "out/orders", "source.path": "in"})
@@ -117,7 +113,6 @@ def test_overrides_resolve_against_the_working_directory(conf_dir: Path) -> None
     assert cfg.errors.dlq_table_name == str(conf_dir / "data" / "quarantine")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: relative paths resolve against the working directory")
 def test_parse_config_resolves_against_the_base_dir_it_is_given(conf_dir: Path) -> None:
     cfg = parse_config(_raw(), base_dir=conf_dir)
     assert cfg.target.table == str(conf_dir / "data" / "orders")
