@@ -75,6 +75,7 @@ from quarantine.redaction import collect_secrets, redact
 from quarantine.stage_options import StageDeclaration
 
 __all__ = [
+    "SCHEMA_FILE",
     "BreachAction",
     "ErrorsConfig",
     "MetricsConfig",
@@ -92,6 +93,7 @@ __all__ = [
     "json_schema",
     "load_config",
     "parse_config",
+    "schema_text",
 ]
 
 
@@ -826,12 +828,13 @@ def json_schema() -> dict[str, Any]:
 
 
 def _for_editors(node: Any, *, root: bool = True) -> Any:
-    """Draft-07 as editors read it: ``$ref`` alone in its object, no generated titles.
+    """Draft-07 as editors read it: ``$ref`` alone in its object, no generated titles, plain text.
 
     Draft-07 ignores the keywords next to a ``$ref``, so a described reference
     becomes ``allOf: [{$ref}]`` beside its description. Pydantic's ``title``s
     (``Retry.Timeout``) say less than the descriptions and are dropped, except the
-    root's; a *property* named ``title`` is kept.
+    root's; a *property* named ``title`` is kept. Descriptions come from docstrings:
+    their reStructuredText literals (````x````) are shown as plain ``x``.
     """
     if isinstance(node, list):
         return [_for_editors(v, root=False) for v in node]
@@ -843,6 +846,8 @@ def _for_editors(node: Any, *, root: bool = True) -> Any:
             continue
         if k == "properties":
             out[k] = {name: _for_editors(prop, root=False) for name, prop in v.items()}
+        elif k == "description" and isinstance(v, str):
+            out[k] = v.replace("``", "")
         else:
             out[k] = _for_editors(v, root=False)
     if "$ref" in out and len(out) > 1:

@@ -125,7 +125,7 @@ def _field_name(value: Any) -> str | None:
     return value
 
 
-_FIELD = Check(_field_name, {"type": "string", "minLength": 1})
+_FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
 
 
 def _lowered(*allowed: str) -> Check:
@@ -178,7 +178,7 @@ def _exception_names(value: Any) -> Any:
 
 _EXCEPTIONS = Check(
     _exception_names,
-    {"anyOf": [{"type": "array", "items": {"type": "string", "minLength": 1}}, {"type": "string"}]},
+    {"anyOf": [{"type": "array", "items": {"type": "string", "minLength": 1}}, {"type": "string"}, {"type": "null"}]},
 )
 
 
