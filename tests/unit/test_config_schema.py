@@ -22,6 +22,7 @@ from quarantine.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = str(REPO / "conf" / "expectations" / "orders.json")
+MODELINE = "# yaml-language-server: $schema="
 
 
 def _pipeline_configs() -> list[Path]:
@@ -74,6 +75,13 @@ def test_every_pipeline_config_passes_the_schema_and_loads(
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert _schema_problems(validator, raw) == []
     assert load_config(path).pipeline == raw["pipeline"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_pipeline_config_points_editors_at_the_schema(path: Path) -> None:
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith(MODELINE), f"{path.name} should start with {MODELINE}<path to config.schema.json>"
+    assert (path.parent / first[len(MODELINE):].strip()).resolve() == SCHEMA_FILE.resolve()
 
 
 # --------------------------------------------------------------------------- schema and loader agree
