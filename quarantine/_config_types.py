@@ -13,7 +13,7 @@ of the :class:`ConfigError` it becomes; :func:`config_error` turns a whole
 ``ValidationError`` into the one ConfigError that names its first problem by the
 full key path (``errors.retry.timeout``, ``stages[2].options.rules[0].min``).
 
-Paths: :func:`path` and :func:`table_ref` values are resolved against
+Paths: :func:`file_path` and :func:`table_ref` values are resolved against
 ``context["base_dir"]`` when the model is validated with one (the config file's
 folder, see :func:`quarantine.config.load_config`) and left as written without.
 """
@@ -287,7 +287,7 @@ def base_dir_of(info: ValidationInfo) -> str | None:
     return None
 
 
-def _path_check(allowed: str, *, bare_names: bool, optional: bool) -> Check:
+def _path_check(*, bare_names: bool, optional: bool) -> Check:
     def check(value: Any, info: ValidationInfo) -> str | None:
         out = _optional_text(value) if optional else TEXT.fn(value)
         base = base_dir_of(info)
@@ -303,12 +303,12 @@ def _path_check(allowed: str, *, bare_names: bool, optional: bool) -> Check:
 
 def file_path(*, optional: bool = False) -> Check:
     """A file-system path or URI; a relative one is resolved against the context's ``base_dir``."""
-    return _path_check("a path", bare_names=True, optional=optional)
+    return _path_check(bare_names=True, optional=optional)
 
 
 def table_ref(*, optional: bool = False) -> Check:
-    """A Delta table: a path (resolved like :func:`path` when it has a ``/``) or a table name."""
-    return _path_check("a path or catalog.schema.table", bare_names=False, optional=optional)
+    """A Delta table: a path (resolved like :func:`file_path` when it has a ``/``) or a table name."""
+    return _path_check(bare_names=False, optional=optional)
 
 
 # --------------------------------------------------------------------------- errors
