@@ -5,6 +5,7 @@
     quarantine discard --conf conf/orders_demo.yml --where "..." --reason "..."
     quarantine init-demo --out data/demo [--records N] [--poison-rate F]
     quarantine validate --conf conf/orders_demo.yml
+    quarantine schema [--out FILE]
 
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 2 bad usage or bad config (nothing was read or written).
@@ -54,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", required=True)
+    sch = sub.add_parser("schema", help="print (or write) the JSON Schema of a pipeline config, for editors")
+    sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
     demo = sub.add_parser("init-demo", help="write a Kafka-shaped sample source (orders with poison records)")
     demo.add_argument("--out", default="data/demo", help="directory; the source goes to OUT/source")
     demo.add_argument("--records", type=int, default=10_000)
@@ -72,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "init-demo":
             return _init_demo(args)
+        if args.command == "schema":
+            return _schema(args.out)
         from quarantine.config import load_config
 
         config = load_config(args.conf, _overrides(args.set))
@@ -129,6 +134,23 @@ def _stop_retries_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_term)
+
+
+def _schema(out: str | None) -> int:
+    """Print the config's JSON Schema, or write it to ``out`` (its folders created)."""
+    from pathlib import Path
+
+    from quarantine.config import schema_text
+
+    text = schema_text()
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote the config's JSON Schema to {target}")
+    return 0
 
 
 def _init_demo(args: argparse.Namespace) -> int:

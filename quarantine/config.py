@@ -1,10 +1,14 @@
 """Pipeline config: YAML in, frozen typed objects out, strict at load time.
 
-Every unknown key and every bad value is a :class:`~quarantine.errors.ConfigError`
-that names the key, the value and what is allowed. Cross-field rules (retry
-initial backoff ≤ max, a Kafka source needs topics, the quarantine table is
-not the source…) are checked when the object is built, never on first use, so a
-bad config fails before any data is read or written.
+The config objects are pydantic models, validated when they are built — from YAML
+(:func:`load_config`, :func:`parse_config`), from a mapping (``from_mapping``) or
+in Python (``MlflowConfig(enabled=True)``). Every unknown key and every bad
+value is a :class:`~quarantine.errors.ConfigError` that names the key by its full
+path (``errors.retry.timeout``, ``stages[2].options.schema``), the value (a
+secret shown as ``[redacted]``) and what is allowed. Cross-field rules (retry
+initial backoff ≤ max, a Kafka source needs topics, the quarantine table is not
+the source…) are checked when the object is built, never on first use, so a bad
+config fails before any data is read or written.
 
 Error-handling keys keep Kafka Connect's names (``errors.tolerance``,
 ``errors.retry.timeout``…) and are written flat under ``errors:``::
@@ -14,26 +18,64 @@ Error-handling keys keep Kafka Connect's names (``errors.tolerance``,
       tolerance.limit: 1000
       deadletterqueue.table.name: main.ops.quarantine
 
-The fully flat top-level form (``errors.tolerance: all``) is accepted too.
+The fully flat top-level form (``errors.tolerance: all``) is accepted too. In
+Python the same fields have attribute names (``ErrorsConfig(dlq_table_name=…,
+retry_timeout_ms=…)``); YAML takes only the Kafka names.
+
+Relative paths in a config file are read from the file's folder (see
+:func:`load_config`). :func:`json_schema` is the JSON Schema of the YAML, for
+editors; ``quarantine/config.schema.json`` is it, as shipped.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Annotated, Any, ClassVar
 
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.functional_validators import ModelWrapValidatorHandler
 
+from quarantine._config_types import (
+    BOOL,
+    CLASS_NAMES,
+    IDENTIFIER,
+    OPTIONAL_TEXT,
+    TEXT,
+    Check,
+    choice,
+    config_error,
+    fail,
+    file_path,
+    integer,
+    is_relative_path,
+    number,
+    string_map,
+    table_ref,
+    text,
+)
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
+from quarantine.stage_options import StageDeclaration
 
 __all__ = [
+    "SCHEMA_FILE",
     "BreachAction",
     "ErrorsConfig",
     "MetricsConfig",
@@ -42,14 +84,18 @@ __all__ = [
     "RateDuration",
     "SourceConfig",
     "SourceFormat",
+    "SparkConfig",
     "StageSpec",
     "TargetConfig",
     "Tolerance",
     "TriggerConfig",
     "TriggerKind",
+    "json_schema",
     "load_config",
     "parse_config",
+    "schema_text",
 ]
+
 
 class Tolerance(StrEnum):
     """``errors.tolerance``: fail on the first error, or tolerate all of them."""
@@ -93,231 +139,181 @@ class BreachAction(StrEnum):
     QUARANTINE_BATCH = "quarantine_batch"
 
 
-# --------------------------------------------------------------------------- parsing helpers
-
-T = TypeVar("T")
-E = TypeVar("E", bound=StrEnum)
+# --------------------------------------------------------------------------- the sections
 
 
-def _enum(key: str, value: Any, enum: type[E]) -> E:
-    try:
-        return enum(str(value).strip().lower())
-    except ValueError:
-        allowed = " | ".join(m.value for m in enum)
-        raise ConfigError(key, value, f"one of {allowed}") from None
+class _Section(BaseModel):
+    """A part of the config: frozen, no unknown keys, every failure a ConfigError.
 
-
-def _int(key: str, value: Any, *, minimum: int | None = None, allow_minus_one: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(key, value, "an integer")
-    try:
-        n = int(value)
-    except ValueError:
-        raise ConfigError(key, value, "an integer") from None
-    if allow_minus_one and n == -1:
-        return n
-    if minimum is not None and n < minimum:
-        extra = " or -1 (unlimited)" if allow_minus_one else ""
-        raise ConfigError(key, value, f"an integer ≥ {minimum}{extra}")
-    return n
-
-
-def _float(key: str, value: Any, *, lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(key, value, "a number")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(key, value, "a number") from None
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
-        rng = f"in [{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-        raise ConfigError(key, value, f"a number {rng}")
-    return x
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(key, value, "true | false")
-
-
-def _str(key: str, value: Any, *, nonempty: bool = True) -> str:
-    if not isinstance(value, str) or (nonempty and not value.strip()):
-        raise ConfigError(key, value, "a non-empty string")
-    return value.strip()
-
-
-def _mapping(key: str, value: Any) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, value, "a mapping")
-    return value
-
-
-def _check_keys(prefix: str, given: Mapping[str, Any], allowed: set[str]) -> None:
-    for k in given:
-        if k not in allowed:
-            where = f"{prefix}.{k}" if prefix else str(k)
-            raise ConfigError(where, given[k], f"one of the known keys: {', '.join(sorted(allowed))}")
-
-
-def _frozen(m: Mapping[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(m))
-
-
-# --------------------------------------------------------------------------- errors.*
-
-
-@dataclass(frozen=True)
-class ErrorsConfig:
-    """The ``errors.*`` keys (Kafka Connect's names; see the README's mapping table).
-
-    Attributes:
-        tolerance: ``none`` fails the run on the first error (after that record
-            is durably quarantined); ``all`` quarantines and goes on.
-        tolerance_limit: beyond Kafka: fail once a run has seen more than N errors (-1 off).
-        tolerance_rate_limit: fail when more than N errors fall in one window (-1 off).
-        tolerance_rate_duration: the rate limit's window.
-        retry_timeout_ms: total retry budget per operation; 0 no retries, -1 forever.
-        retry_delay_max_ms: the largest single backoff delay.
-        retry_initial_backoff_ms: the first backoff delay.
-        retry_backoff_multiplier: growth per attempt (≥ 1).
-        retry_jitter_factor: each delay is scaled by a random factor in [1-j, 1+j].
-        retry_retriable: extra exception class names (simple or dotted) to retry.
-        log_enable: log each error's context (stage, source coordinates, class).
-        log_include_messages: include the record's key/value in those logs.
-        log_include_configs: include the (redacted) config in those logs.
-        dlq_table_name: the quarantine table (``catalog.schema.table`` or a path).
-        dlq_context_stacktrace_enable: keep stack traces in the quarantine table.
-        handlers: per error kind, ``continue`` | ``fail`` | ``log_and_continue`` or
-            a dotted path to a custom handler (``errors.handler.<kind>``).
+    ``_key`` is the section's key in the YAML (``errors``, ``source``…): errors
+    found inside it are named under it, whether it is validated alone
+    (``ErrorsConfig.from_mapping``), built in Python, or as part of a config.
     """
 
-    dlq_table_name: str
-    tolerance: Tolerance = Tolerance.NONE
-    tolerance_limit: int = -1
-    tolerance_rate_limit: int = -1
-    tolerance_rate_duration: RateDuration = RateDuration.MINUTE
-    retry_timeout_ms: int = 0
-    retry_delay_max_ms: int = 60_000
-    retry_initial_backoff_ms: int = 300
-    retry_backoff_multiplier: float = 2.0
-    retry_jitter_factor: float = 0.2
-    retry_retriable: tuple[str, ...] = ()
-    log_enable: bool = False
-    log_include_messages: bool = False
-    log_include_configs: bool = False
-    dlq_context_stacktrace_enable: bool = False
-    handlers: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,  # attribute names in Python; YAML is held to the aliases (below)
+        use_attribute_docstrings=True,
+    )
+    _key: ClassVar[str] = ""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_names_only(cls, data: Any, info: ValidationInfo) -> Any:
+        """YAML (validated with ``context={"yaml": True}``) names a key by its alias only."""
+        if isinstance(data, Mapping) and isinstance(info.context, Mapping) and info.context.get("yaml"):
+            attributes = {name for name, f in cls.model_fields.items() if f.alias and f.alias != name}
+            for k in data:
+                if k in attributes:
+                    known = sorted(f.alias or name for name, f in cls.model_fields.items())
+                    where = f"{cls._key}.{k}" if cls._key else str(k)
+                    raise ConfigError(where, data[k], f"one of the known keys: {', '.join(known)}")
+        return data
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _errors_are_config_errors(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise config_error(exc, _schema_of(cls), cls._key) from None
+
+
+@cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON Schema by alias (for naming the known keys in an error)."""
+    return model.model_json_schema(by_alias=True)
+
+
+#: The validation context of a config as written (keys by their YAML names only).
+_YAML: Mapping[str, Any] = MappingProxyType({"yaml": True})
+
+#: The first delay of a retry, unless ``errors.retry.delay.max.ms`` is smaller (then that).
+DEFAULT_INITIAL_BACKOFF_MS = 300
+_HANDLER = text(
+    "continue | fail | log_and_continue | a dotted path module.Class",
+    pattern=r"continue|fail|log_and_continue|.*\..*",
+)
+
+
+class ErrorsConfig(_Section):
+    """The ``errors.*`` keys (Kafka Connect's names; see the README's mapping table)."""
+
+    _key = "errors"
+
+    tolerance: Annotated[Tolerance, choice(Tolerance)] = Field(Tolerance.NONE, alias="tolerance")
+    """none: fail the run on the first error (after that record is durably quarantined); all: quarantine and go on."""
+    tolerance_limit: Annotated[int, integer(0, unlimited=True)] = Field(-1, alias="tolerance.limit")
+    """Beyond Kafka: fail once a run has seen more than N errors (-1: no limit)."""
+    tolerance_rate_limit: Annotated[int, integer(0, unlimited=True)] = Field(-1, alias="tolerance.rate.limit")
+    """Fail when more than N errors fall in one window of tolerance.rate.duration (-1: no limit)."""
+    tolerance_rate_duration: Annotated[RateDuration, choice(RateDuration)] = Field(
+        RateDuration.MINUTE, alias="tolerance.rate.duration"
+    )
+    """The rate limit's window (UTC-aligned, persisted across restarts)."""
+    retry_timeout_ms: Annotated[int, integer(0, unlimited=True)] = Field(0, alias="retry.timeout")
+    """Total retry budget per operation in ms: 0 no retries, -1 for ever."""
+    retry_delay_max_ms: Annotated[int, integer(0)] = Field(60_000, alias="retry.delay.max.ms")
+    """The largest single backoff delay in ms."""
+    retry_initial_backoff_ms: Annotated[int, integer(0)] = Field(
+        default_factory=lambda data: min(DEFAULT_INITIAL_BACKOFF_MS, data.get("retry_delay_max_ms", 60_000)),
+        alias="retry.initial.backoff.ms",
+        json_schema_extra={"default": DEFAULT_INITIAL_BACKOFF_MS},
+    )
+    """The first backoff delay in ms (at most retry.delay.max.ms; default 300, or that maximum if smaller)."""
+    retry_backoff_multiplier: Annotated[float, number(lo=1.0)] = Field(2.0, alias="retry.backoff.multiplier")
+    """Growth of the delay per attempt (≥ 1)."""
+    retry_jitter_factor: Annotated[float, number(lo=0.0, hi=1.0)] = Field(0.2, alias="retry.jitter.factor")
+    """Each delay is scaled by a random factor in [1-j, 1+j]."""
+    retry_retriable: Annotated[tuple[str, ...], CLASS_NAMES] = Field((), alias="retry.retriable.exceptions")
+    """Extra exception class names (simple or dotted) to retry; Delta commit conflicts are built in."""
+    log_enable: Annotated[bool, BOOL] = Field(False, alias="log.enable")
+    """Log each error's context (stage, source coordinates, class)."""
+    log_include_messages: Annotated[bool, BOOL] = Field(False, alias="log.include.messages")
+    """Include the record's key and value in those logs."""
+    log_include_configs: Annotated[bool, BOOL] = Field(False, alias="log.include.configs")
+    """Include the (redacted) config in those logs."""
+    dlq_table_name: Annotated[str, table_ref()] = Field(alias="deadletterqueue.table.name")
+    """The quarantine table: a path or catalog.schema.table."""
+    dlq_context_stacktrace_enable: Annotated[bool, BOOL] = Field(
+        False, alias="deadletterqueue.context.stacktrace.enable"
+    )
+    """Keep stack traces in the quarantine table."""
+    handler_deserialize: Annotated[str | None, _HANDLER] = Field(None, alias="handler.deserialize")
+    """What a deserialize error does: continue | fail | log_and_continue | a dotted path module.Class."""
+    handler_transform: Annotated[str | None, _HANDLER] = Field(None, alias="handler.transform")
+    """What a transform error does: continue | fail | log_and_continue | a dotted path module.Class."""
+    handler_validate: Annotated[str | None, _HANDLER] = Field(None, alias="handler.validate")
+    """What a validate error does: continue | fail | log_and_continue | a dotted path module.Class."""
+    handler_expectation: Annotated[str | None, _HANDLER] = Field(None, alias="handler.expectation")
+    """What an expectation error does: continue | fail | log_and_continue | a dotted path module.Class."""
+    handler_sink: Annotated[str | None, _HANDLER] = Field(None, alias="handler.sink")
+    """What a record reported by a custom sink does: continue | fail | log_and_continue | a dotted path."""
+
+    @property
+    def handlers(self) -> Mapping[str, str]:
+        """Per error kind (``deserialize``…), the configured ``errors.handler.<kind>``."""
+        kinds = ("deserialize", "transform", "validate", "expectation", "sink")
+        named = {k: getattr(self, f"handler_{k}") for k in kinds}
+        return MappingProxyType({k: v for k, v in named.items() if v is not None})
+
+    @model_validator(mode="after")
+    def _backoff_within_max(self) -> ErrorsConfig:
         if self.retry_initial_backoff_ms > self.retry_delay_max_ms:
             raise ConfigError(
                 "errors.retry.initial.backoff.ms",
                 self.retry_initial_backoff_ms,
                 f"≤ errors.retry.delay.max.ms ({self.retry_delay_max_ms})",
             )
+        return self
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> ErrorsConfig:
         """Build from flat ``errors.*`` keys (without the ``errors.`` prefix)."""
-        kinds = ("deserialize", "transform", "validate", "expectation", "sink")
-        known = set(_ERRORS_KEYS) | {f"handler.{k}" for k in kinds}
-        _check_keys("errors", raw, known)
-        kw: dict[str, Any] = {}
-        for k, v in raw.items():
-            if k.startswith("handler."):
-                continue
-            attr, parse = _ERRORS_KEYS[k]
-            kw[attr] = parse(f"errors.{k}", v)
-        handlers = {
-            k.split(".", 1)[1]: _str(f"errors.{k}", v) for k, v in raw.items() if k.startswith("handler.")
-        }
-        for kind, name in handlers.items():
-            if name not in ("continue", "fail", "log_and_continue") and "." not in name:
-                raise ConfigError(
-                    f"errors.handler.{kind}", name,
-                    "continue | fail | log_and_continue | a dotted path module.Class",
-                )
-        kw["handlers"] = _frozen(handlers)
-        if "retry_initial_backoff_ms" not in kw and "retry_delay_max_ms" in kw:
-            # Kafka accepts any errors.retry.delay.max.ms; the 300 ms first delay is capped by it
-            kw["retry_initial_backoff_ms"] = min(cls.retry_initial_backoff_ms, kw["retry_delay_max_ms"])
-        if "dlq_table_name" not in kw:
-            raise ConfigError(
-                "errors.deadletterqueue.table.name", None, "the quarantine table: a path or catalog.schema.table"
-            )
-        return cls(**kw)
+        return cls.model_validate(dict(raw), context=_YAML)
 
 
-def _retriable(key: str, value: Any) -> tuple[str, ...]:
+def _topics(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(key, value, "a list of exception class names")
-    for v in value:
-        if not _CLASS_NAME.match(v):
-            raise ConfigError(key, v, "an exception class name, simple or dotted (pkg.module.Class)")
+        value = [t.strip() for t in value.split(",") if t.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
+        raise fail("a list of topic names")
     return tuple(value)
 
 
-_CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_TOPICS = Check(_topics, {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}, to_plain=list)
 
 
-_ERRORS_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "tolerance": ("tolerance", lambda k, v: _enum(k, v, Tolerance)),
-    "tolerance.limit": ("tolerance_limit", lambda k, v: _int(k, v, minimum=0, allow_minus_one=True)),
-    "tolerance.rate.limit": ("tolerance_rate_limit", lambda k, v: _int(k, v, minimum=0, allow_minus_one=True)),
-    "tolerance.rate.duration": ("tolerance_rate_duration", lambda k, v: _enum(k, v, RateDuration)),
-    "retry.timeout": ("retry_timeout_ms", lambda k, v: _int(k, v, minimum=0, allow_minus_one=True)),
-    "retry.delay.max.ms": ("retry_delay_max_ms", lambda k, v: _int(k, v, minimum=0)),
-    "retry.initial.backoff.ms": ("retry_initial_backoff_ms", lambda k, v: _int(k, v, minimum=0)),
-    "retry.backoff.multiplier": ("retry_backoff_multiplier", lambda k, v: _float(k, v, lo=1.0)),
-    "retry.jitter.factor": ("retry_jitter_factor", lambda k, v: _float(k, v, lo=0.0, hi=1.0)),
-    "retry.retriable.exceptions": ("retry_retriable", _retriable),
-    "log.enable": ("log_enable", _bool),
-    "log.include.messages": ("log_include_messages", _bool),
-    "log.include.configs": ("log_include_configs", _bool),
-    "deadletterqueue.table.name": ("dlq_table_name", _str),
-    "deadletterqueue.context.stacktrace.enable": ("dlq_context_stacktrace_enable", _bool),
-}
+class SourceConfig(_Section):
+    """Where records come from."""
 
+    _key = "source"
 
-# --------------------------------------------------------------------------- source / target
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    """Where records come from.
-
-    Attributes:
-        format: ``kafka``, or a Kafka-shaped ``delta`` / ``parquet`` table.
-        path: a table path (delta/parquet) — or use ``table`` for a catalog name.
-        table: a catalog table name (delta).
-        streaming: read with ``readStream`` (always true for kafka).
-        bootstrap_servers: Kafka ``bootstrap.servers``.
-        topics: Kafka topics to subscribe to.
-        topic_pattern: a Java regex of topics to subscribe to (instead of ``topics``).
-        starting_offsets: ``earliest`` | ``latest`` | Spark's JSON form.
-        include_headers: read Kafka headers (default true; the quarantine keeps them).
-        max_offsets_per_trigger: cap on records per micro-batch.
-        options: extra reader options, passed through verbatim (e.g. ``kafka.security.protocol``).
-    """
-
-    format: SourceFormat
-    path: str | None = None
-    table: str | None = None
-    streaming: bool = False
-    bootstrap_servers: str | None = None
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    starting_offsets: str = "earliest"
-    include_headers: bool = True
-    max_offsets_per_trigger: int | None = None
-    options: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    format: Annotated[SourceFormat, choice(SourceFormat)] = SourceFormat.DELTA
+    """kafka, or a Kafka-shaped delta / parquet table."""
+    path: Annotated[str | None, file_path(optional=True)] = None
+    """A table path (delta/parquet), relative to the config's folder; or use table for a catalog name."""
+    table: Annotated[str | None, OPTIONAL_TEXT] = None
+    """A catalog table name (delta), e.g. catalog.schema.table."""
+    streaming: Annotated[bool, BOOL] = Field(False, validate_default=True)
+    """Read with readStream: incremental and checkpointed (always true for kafka)."""
+    bootstrap_servers: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="bootstrap.servers")
+    """Kafka bootstrap.servers: host:port[,host:port]."""
+    topics: Annotated[tuple[str, ...], _TOPICS] = ()
+    """Kafka topics to subscribe to: a list, or one comma-separated string."""
+    topic_pattern: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="topic.pattern")
+    """A Java regex of topics to subscribe to (instead of topics)."""
+    starting_offsets: Annotated[str, TEXT] = Field("earliest", alias="starting.offsets")
+    """earliest | latest | Spark's JSON form."""
+    include_headers: Annotated[bool, BOOL] = Field(True, alias="include.headers")
+    """Read Kafka headers (the quarantine table keeps them)."""
+    max_offsets_per_trigger: Annotated[int | None, integer(1, optional=True)] = Field(
+        None, alias="max.offsets.per.trigger"
+    )
+    """The most records per micro-batch."""
+    options: Annotated[Mapping[str, str], string_map()] = Field(default_factory=lambda: MappingProxyType({}))
+    """Extra reader options, passed to Spark verbatim (e.g. kafka.security.protocol); secrets are redacted."""
 
     @property
     def location(self) -> str:
@@ -326,174 +322,203 @@ class SourceConfig:
             return ",".join(self.topics) if self.topics else f"pattern {self.topic_pattern}"
         return self.path or self.table or "?"
 
+    @field_validator("streaming")
+    @classmethod
+    def _kafka_streams(cls, value: bool, info: ValidationInfo) -> bool:
+        return True if info.data.get("format") is SourceFormat.KAFKA else value
+
+    @model_validator(mode="after")
+    def _one_location(self) -> SourceConfig:
+        if self.format is SourceFormat.KAFKA:
+            if not self.bootstrap_servers:
+                raise ConfigError("source.bootstrap.servers", None, "host:port[,host:port] for a kafka source")
+            if bool(self.topics) == bool(self.topic_pattern):
+                raise ConfigError(
+                    "source.topics", list(self.topics) or None,
+                    "exactly one of source.topics and source.topic.pattern",
+                )
+        elif not (self.path or self.table) or (self.path and self.table):
+            raise ConfigError(
+                "source.path", self.path, f"exactly one of source.path and source.table for a {self.format} source"
+            )
+        elif self.format is SourceFormat.PARQUET and self.table:
+            raise ConfigError("source.table", self.table, "source.path for a parquet source")
+        return self
+
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> SourceConfig:
-        _check_keys(
-            "source", raw,
-            {"format", "path", "table", "streaming", "bootstrap.servers", "topics", "topic.pattern",
-             "starting.offsets", "include.headers", "max.offsets.per.trigger", "options"},
-        )
-        fmt = _enum("source.format", raw.get("format", "delta"), SourceFormat)
-        topics_raw = raw.get("topics", ())
-        if isinstance(topics_raw, str):
-            topics_raw = [t.strip() for t in topics_raw.split(",") if t.strip()]
-        if not isinstance(topics_raw, list | tuple) or not all(isinstance(t, str) for t in topics_raw):
-            raise ConfigError("source.topics", topics_raw, "a list of topic names")
-        options = {str(k): str(v) for k, v in _mapping("source.options", raw.get("options")).items()}
-        mopt = raw.get("max.offsets.per.trigger")
-        src = cls(
-            format=fmt,
-            path=_str("source.path", raw["path"]) if raw.get("path") is not None else None,
-            table=_str("source.table", raw["table"]) if raw.get("table") is not None else None,
-            streaming=True if fmt is SourceFormat.KAFKA else _bool("source.streaming", raw.get("streaming", False)),
-            bootstrap_servers=(
-                _str("source.bootstrap.servers", raw["bootstrap.servers"]) if raw.get("bootstrap.servers") else None
-            ),
-            topics=tuple(topics_raw),
-            topic_pattern=_str("source.topic.pattern", raw["topic.pattern"]) if raw.get("topic.pattern") else None,
-            starting_offsets=_str("source.starting.offsets", raw.get("starting.offsets", "earliest")),
-            include_headers=_bool("source.include.headers", raw.get("include.headers", True)),
-            max_offsets_per_trigger=(
-                _int("source.max.offsets.per.trigger", mopt, minimum=1) if mopt is not None else None
-            ),
-            options=_frozen(options),
-        )
-        if fmt is SourceFormat.KAFKA:
-            if not src.bootstrap_servers:
-                raise ConfigError("source.bootstrap.servers", None, "host:port[,host:port] for a kafka source")
-            if bool(src.topics) == bool(src.topic_pattern):
-                raise ConfigError(
-                    "source.topics", list(src.topics) or None, "exactly one of source.topics and source.topic.pattern"
-                )
-        elif not (src.path or src.table) or (src.path and src.table):
-            raise ConfigError(
-                "source.path", src.path, f"exactly one of source.path and source.table for a {fmt} source"
-            )
-        elif fmt is SourceFormat.PARQUET and src.table:
-            raise ConfigError("source.table", src.table, "source.path for a parquet source")
-        return src
+        """Build from the ``source:`` mapping as written in YAML."""
+        return cls.model_validate(dict(raw), context=_YAML)
 
 
-@dataclass(frozen=True)
-class TargetConfig:
-    """Where good rows go: a Delta table, appended exactly once per batch.
+class TargetConfig(_Section):
+    """Where good rows go: a Delta table, appended exactly once per batch."""
 
-    Attributes:
-        table: path or catalog name of the target Delta table.
-        checkpoint: the streaming checkpoint location (required when streaming).
-        source_columns: keep the source coordinates as ``_source_topic``,
-            ``_source_partition``, ``_source_offset``, ``_source_timestamp`` (default true;
-            the batch runner's idempotent MERGE needs them).
-    """
+    _key = "target"
 
-    table: str
-    checkpoint: str | None = None
-    source_columns: bool = True
+    table: Annotated[str, table_ref()]
+    """The target Delta table: a path (relative to the config's folder) or catalog.schema.table."""
+    checkpoint: Annotated[str | None, file_path(optional=True)] = None
+    """The streaming checkpoint location (required when streaming), relative to the config's folder."""
+    source_columns: Annotated[bool, BOOL] = True
+    """Keep _source_topic, _source_partition, _source_offset, _source_timestamp (batch re-runs need them)."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TargetConfig:
-        _check_keys("target", raw, {"table", "checkpoint", "source_columns"})
-        if "table" not in raw:
-            raise ConfigError("target.table", None, "the target Delta table: a path or catalog.schema.table")
-        return cls(
-            table=_str("target.table", raw["table"]),
-            checkpoint=_str("target.checkpoint", raw["checkpoint"]) if raw.get("checkpoint") else None,
-            source_columns=_bool("target.source_columns", raw.get("source_columns", True)),
-        )
+        """Build from the ``target:`` mapping as written in YAML."""
+        return cls.model_validate(dict(raw), context=_YAML)
 
 
-@dataclass(frozen=True)
-class TriggerConfig:
+_INTERVAL = r"\d+\s*(milliseconds?|seconds?|minutes?|hours?)"
+
+
+class _TriggerDeclaration(_Section):
+    """``trigger:`` as a mapping."""
+
+    _key = "trigger"
+
+    processing_time: Annotated[str | None, text("an interval like '10 seconds'", pattern=_INTERVAL)] = None
+    """Run a micro-batch every interval, e.g. '10 seconds'."""
+    available_now: Any = None
+    """Drain what is there and stop (the default)."""
+
+
+class TriggerConfig(_Section):
     """Streaming trigger: ``available_now`` (jobs) or ``processing_time`` with an interval."""
 
-    kind: TriggerKind = TriggerKind.AVAILABLE_NOW
-    interval: str = "10 seconds"
+    _key = "trigger"
+
+    kind: Annotated[TriggerKind, choice(TriggerKind)] = TriggerKind.AVAILABLE_NOW
+    """available_now: drain what is there and stop; processing_time: a micro-batch every interval."""
+    interval: Annotated[str, TEXT] = "10 seconds"
+    """The processing_time interval."""
 
     @classmethod
     def from_value(cls, raw: Any) -> TriggerConfig:
+        """Build from ``trigger:`` as written in YAML: ``available_now`` or ``{processing_time: "10 seconds"}``."""
         if raw is None or raw == "available_now":
             return cls()
-        m = _mapping("trigger", raw)
-        _check_keys("trigger", m, {"available_now", "processing_time"})
-        if "processing_time" in m:
-            interval = _str("trigger.processing_time", m["processing_time"])
-            if not re.fullmatch(r"\d+\s*(milliseconds?|seconds?|minutes?|hours?)", interval):
-                raise ConfigError("trigger.processing_time", interval, "an interval like '10 seconds'")
-            return cls(TriggerKind.PROCESSING_TIME, interval)
+        if not isinstance(raw, Mapping):
+            raise ConfigError("trigger", raw, "available_now or {processing_time: '10 seconds'}")
+        declared = _TriggerDeclaration.model_validate(dict(raw), context=_YAML)
+        if declared.processing_time:
+            return cls(kind=TriggerKind.PROCESSING_TIME, interval=declared.processing_time)
         return cls()
 
 
-@dataclass(frozen=True)
-class MetricsConfig:
+_TRIGGER = Check(
+    lambda v: v if isinstance(v, TriggerConfig) else TriggerConfig.from_value(v),
+    {
+        "anyOf": [
+            {"const": "available_now"},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "processing_time": {
+                        "type": "string", "pattern": f"^\\s*{_INTERVAL}\\s*$",
+                        "description": "Run a micro-batch every interval, e.g. '10 seconds'.",
+                    },
+                    "available_now": {"description": "Drain what is there and stop (the default)."},
+                },
+            },
+            {"type": "null"},
+        ],
+    },
+)
+
+
+class MetricsConfig(_Section):
     """The Delta metrics table (one row per batch per metric)."""
 
-    table: str | None = None
+    _key = "metrics"
+
+    table: Annotated[str | None, table_ref(optional=True)] = None
+    """The metrics Delta table: a path (relative to the config's folder) or catalog.schema.table."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> MetricsConfig:
-        _check_keys("metrics", raw, {"table"})
-        return cls(table=_str("metrics.table", raw["table"]) if raw.get("table") else None)
+        """Build from the ``metrics:`` mapping as written in YAML."""
+        return cls.model_validate(dict(raw), context=_YAML)
 
 
-@dataclass(frozen=True)
-class MlflowConfig:
-    """MLflow tracking. Disabled means a no-op tracker, never dropped records.
+class MlflowConfig(_Section):
+    """MLflow tracking. Disabled means a no-op tracker, never dropped records."""
 
-    Attributes:
-        enabled: log runs to MLflow.
-        tracking_uri: ``sqlite:///mlflow.db`` locally; ``databricks`` on Databricks;
-            None means MLflow's own default / environment.
-        experiment: experiment name (a workspace path on Databricks).
-        http_timeout_s: MLflow HTTP request timeout (bounded delay on outages).
-        http_max_retries: MLflow HTTP retries per request.
-        buffer_max: metric points buffered while the server is down before dropping.
-        sample_messages: quarantined messages sampled into a run artifact.
-    """
+    _key = "mlflow"
 
-    enabled: bool = False
-    tracking_uri: str | None = None
-    experiment: str = "quarantine"
-    http_timeout_s: int = 5
-    http_max_retries: int = 0
-    buffer_max: int = 10_000
-    sample_messages: int = 20
+    enabled: Annotated[bool, BOOL] = False
+    """Log runs to MLflow."""
+    tracking_uri: Annotated[str | None, OPTIONAL_TEXT] = None
+    """sqlite:///mlflow.db locally; databricks on Databricks; unset: MLflow's own default (environment)."""
+    experiment: Annotated[str, TEXT] = "quarantine"
+    """Experiment name (a workspace path on Databricks)."""
+    http_timeout_s: Annotated[int, integer(1)] = 5
+    """MLflow HTTP request timeout in seconds (a bounded delay on outages)."""
+    http_max_retries: Annotated[int, integer(0)] = 0
+    """MLflow HTTP retries per request."""
+    buffer_max: Annotated[int, integer(0)] = 10_000
+    """Metric points buffered while the server is down before dropping."""
+    sample_messages: Annotated[int, integer(0)] = 20
+    """Quarantined messages sampled into a run artifact."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> MlflowConfig:
-        _check_keys(
-            "mlflow", raw,
-            {"enabled", "tracking_uri", "experiment", "http_timeout_s", "http_max_retries",
-             "buffer_max", "sample_messages"},
-        )
-        return cls(
-            enabled=_bool("mlflow.enabled", raw.get("enabled", False)),
-            tracking_uri=_str("mlflow.tracking_uri", raw["tracking_uri"]) if raw.get("tracking_uri") else None,
-            experiment=_str("mlflow.experiment", raw.get("experiment", "quarantine")),
-            http_timeout_s=_int("mlflow.http_timeout_s", raw.get("http_timeout_s", 5), minimum=1),
-            http_max_retries=_int("mlflow.http_max_retries", raw.get("http_max_retries", 0), minimum=0),
-            buffer_max=_int("mlflow.buffer_max", raw.get("buffer_max", 10_000), minimum=0),
-            sample_messages=_int("mlflow.sample_messages", raw.get("sample_messages", 20), minimum=0),
-        )
+        """Build from the ``mlflow:`` mapping as written in YAML."""
+        return cls.model_validate(dict(raw), context=_YAML)
 
 
-@dataclass(frozen=True)
-class StageSpec:
-    """One stage as declared in YAML: a built-in ``type`` with options, or ``python``.
+class SparkConfig(_Section):
+    """Settings for a local Spark session (on Databricks the cluster's own apply)."""
 
-    Attributes:
-        name: the stage's name; also the name of its result column.
-        type: a built-in stage type (see :mod:`quarantine.stages`).
-        input: what the stage reads: a source column, or an earlier stage's name
-            (its result); default: the previous stage, or ``value`` for the first.
-        options: the type's options, validated when the stage is built.
-        index: position in ``stages`` (for error messages: ``stages[2].options.schema``).
+    _key = "spark"
+
+    conf: Annotated[Mapping[str, str], string_map()] = Field(default_factory=lambda: MappingProxyType({}))
+    """Spark conf for local sessions, e.g. {spark.sql.shuffle.partitions: '8'}; secrets are redacted."""
+
+
+def _options(value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise fail("a mapping")
+    return MappingProxyType(dict(value))
+
+
+_OPTIONS = Check(_options, {"type": "object"}, to_plain=dict)
+
+
+class StageSpec(_Section):
+    """One stage as declared in YAML: a built-in ``type`` with options.
+
+    Built by :func:`parse_config` from the ``stages:`` list, which checks the type,
+    the option names and shapes (:mod:`quarantine.stage_options`); the stage
+    module checks the rest when it builds the stage. Built in Python
+    (``StageSpec("parse", "json", None, {"schema": …}, 1)``, positional or by
+    name), only the fields are checked, and the options when the stage is built.
     """
 
-    name: str
-    type: str
-    input: str | None
-    options: Mapping[str, Any]
-    index: int
+    _key = "stages"
+
+    name: Annotated[str, IDENTIFIER]
+    """The stage's name; also the name of its result column."""
+    type: Annotated[str, TEXT]
+    """A built-in stage type (see quarantine.stages)."""
+    input: Annotated[str | None, OPTIONAL_TEXT] = None
+    """What the stage reads: a source column, or an earlier stage's name (its result); default the previous
+    stage, or value for the first."""
+    options: Annotated[Mapping[str, Any], _OPTIONS] = Field(default_factory=lambda: MappingProxyType({}))
+    """The type's options as written (paths resolved); validated when the stage is built."""
+    index: Annotated[int, integer(0)] = 0
+    """Position in stages (for error messages: stages[2].options.schema)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """``StageSpec(name, type, input, options, index)``, positionally or by name."""
+        fields = ("name", "type", "input", "options", "index")
+        if len(args) > len(fields):
+            raise ConfigError("stages", args, f"at most {len(fields)} values: {', '.join(fields)}")
+        kwargs.update(zip(fields, args, strict=False))
+        super().__init__(**kwargs)
 
     def key(self, option: str | None = None) -> str:
         """The config path of this stage or one of its options, for error messages."""
@@ -501,60 +526,105 @@ class StageSpec:
         return f"{base}.{option}" if option else base
 
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_STAGES_DECLARED = Annotated[list[StageDeclaration], Field(min_length=1)]
+_STAGES: TypeAdapter[list[Any]] = TypeAdapter(_STAGES_DECLARED)
 
 
-def _stages(raw: Any) -> tuple[StageSpec, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError("stages", raw, "a non-empty list of stages")
+def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
+    """``stages:`` as written → StageSpecs: types, option names and shapes checked, paths resolved."""
+    if isinstance(value, list | tuple) and value and all(isinstance(s, StageSpec) for s in value):
+        return tuple(value)
+    if not isinstance(value, list) or not value:
+        raise ConfigError("stages", value, "a non-empty list of stages")
+    try:
+        declared = _STAGES.validate_python(value, context=info.context)
+    except ValidationError as exc:
+        raise config_error(exc, _stages_schema(), "stages") from None
     specs: list[StageSpec] = []
     seen: set[str] = set()
-    for i, s in enumerate(raw):
-        m = _mapping(f"stages[{i}]", s)
-        _check_keys(f"stages[{i}]", m, {"name", "type", "input", "options"})
-        name = _str(f"stages[{i}].name", m.get("name"))
-        if not _NAME.match(name):
-            raise ConfigError(f"stages[{i}].name", name, "an identifier (letters, digits, _)")
-        if name in seen:
-            raise ConfigError(f"stages[{i}].name", name, "a name not used by another stage")
-        seen.add(name)
-        specs.append(
-            StageSpec(
-                name=name,
-                type=_str(f"stages[{i}].type", m.get("type")),
-                input=_str(f"stages[{i}].input", m["input"]) if m.get("input") else None,
-                options=_frozen(_mapping(f"stages[{i}].options", m.get("options"))),
-                index=i,
-            )
-        )
+    for i, (raw, stage) in enumerate(zip(value, declared, strict=True)):
+        if stage.name in seen:
+            raise ConfigError(f"stages[{i}].name", stage.name, "a name not used by another stage")
+        seen.add(stage.name)
+        options = dict(raw.get("options") or {})
+        opts = getattr(stage, "options", None)
+        for option in getattr(type(opts), "paths", ()):
+            options[option] = getattr(opts, option)
+        specs.append(StageSpec(name=stage.name, type=stage.type, input=stage.input, options=options, index=i))
     return tuple(specs)
 
 
-# --------------------------------------------------------------------------- the pipeline
+@cache
+def _stages_schema() -> dict[str, Any]:
+    return _STAGES.json_schema(by_alias=True)
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
+_STAGE_LIST = Check(_stage_specs, {}, takes_info=True, input_type=_STAGES_DECLARED)
+
+
+class PipelineConfig(_Section):
     """A whole pipeline: source → stages → target + quarantine, and how errors behave.
 
     Build with :func:`load_config` / :func:`parse_config`; the object is frozen
-    and already validated. ``raw`` keeps the YAML as loaded, for
+    and already validated. :attr:`raw` keeps the YAML as loaded, for
     :meth:`redacted` (MLflow params, logs).
     """
 
-    pipeline: str
+    pipeline: Annotated[str, text("a name of letters, digits, _ and -", pattern=r"[A-Za-z_\-][A-Za-z0-9_\-]*")]
+    """The pipeline's name: letters, digits, _ and -; it keys the quarantine rows."""
     source: SourceConfig
+    """Where records come from."""
     target: TargetConfig
-    stages: tuple[StageSpec, ...]
+    """Where good rows go."""
+    stages: Annotated[tuple[StageSpec, ...], _STAGE_LIST]
+    """The stages, in order; each adds a result column named after it."""
     errors: ErrorsConfig
-    trigger: TriggerConfig = field(default_factory=TriggerConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
-    spark_conf: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
-    raw: Mapping[str, Any] = field(default_factory=lambda: _frozen({}), compare=False, repr=False)
-    base_dir: str = "."
+    """Kafka Connect's error-handling keys, flat (tolerance, retry.timeout, deadletterqueue.table.name…)."""
+    trigger: Annotated[TriggerConfig, _TRIGGER] = Field(default_factory=TriggerConfig)
+    """Streaming trigger: available_now (drain and stop) or {processing_time: '10 seconds'}."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """The Delta metrics table."""
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
+    """MLflow tracking."""
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    """Local Spark session settings."""
 
-    def __post_init__(self) -> None:
+    _raw: Mapping[str, Any] = PrivateAttr(default_factory=lambda: MappingProxyType({}))
+    _base_dir: str = PrivateAttr(default=".")
+
+    @property
+    def spark_conf(self) -> Mapping[str, str]:
+        """``spark.conf``: Spark settings for a local session."""
+        return self.spark.conf
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The config as loaded (the flat ``errors.*`` keys folded into ``errors``)."""
+        return self._raw
+
+    @property
+    def base_dir(self) -> str:
+        """The folder relative paths of the config were read from (the config file's)."""
+        return self._base_dir
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_written(cls, data: Any) -> Any:
+        """An empty section (``metrics:`` with every key commented out) is ``{}``; the flat
+        ``errors.tolerance: all`` at the top level is ``errors: {tolerance: all}``."""
+        if not isinstance(data, Mapping):
+            return data
+        out = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("errors."))}
+        for section in _SECTIONS:
+            if section in out and out[section] is None:
+                out[section] = {}
+        flat = {k[len("errors."):]: v for k, v in data.items() if isinstance(k, str) and k.startswith("errors.")}
+        nested = out.get("errors", {})
+        out["errors"] = {**flat, **nested} if isinstance(nested, Mapping) else nested
+        return out
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PipelineConfig:
         self._check_tables_differ()
         if self.source.streaming and not self.target.checkpoint:
             raise ConfigError("target.checkpoint", None, "a checkpoint location for a streaming source")
@@ -563,6 +633,7 @@ class PipelineConfig:
                 "target.source_columns", False,
                 "true for a batch source (re-runs de-duplicate the target on the source coordinates)",
             )
+        return self
 
     def tables(self) -> dict[str, str]:
         """Every table the pipeline reads or writes, by the config key that names it."""
@@ -606,79 +677,59 @@ class PipelineConfig:
         return collect_secrets(dict(self.raw))
 
 
+#: Top-level keys holding a mapping of settings (``null`` is read as an empty one).
+_SECTIONS = ("source", "target", "errors", "metrics", "mlflow", "spark")
+
+
 def _norm(name: str | None) -> str:
     return (name or "").rstrip("/").lower()
-
-
-_TOP_KEYS = {"pipeline", "source", "target", "stages", "errors", "trigger", "metrics", "mlflow", "spark"}
 
 
 def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".") -> PipelineConfig:
     """Validate a config mapping (as loaded from YAML) into a :class:`PipelineConfig`.
 
+    Args:
+        raw: the config; only the YAML key names are accepted (``retry.timeout``,
+            not ``retry_timeout_ms``).
+        base_dir: the folder that relative paths are read from: every path-like
+            value (``source.path``, ``target.checkpoint``, an expectation suite; a
+            table key when it holds a ``/``) is made absolute against it. Table names
+            (``catalog.schema.table``), URIs and absolute paths stay as written.
+
     Raises:
-        ConfigError: naming the first bad key, its value and what is allowed.
+        ConfigError: naming the first bad key, its value and what is allowed; an
+            expectation suite that does not exist is one (its resolved path named).
     """
-    raw = dict(_mapping("", raw))
-    errors_raw: dict[str, Any] = {}
-    for k in list(raw):
-        if isinstance(k, str) and k.startswith("errors."):
-            errors_raw[k[len("errors."):]] = raw.pop(k)
-    errors_raw.update(_mapping("errors", raw.get("errors")))
-    _check_keys("", raw, _TOP_KEYS)
-    for req in ("pipeline", "source", "target", "stages"):
-        if req not in raw:
-            raise ConfigError(req, None, "a value (required key)")
-    pipeline = _str("pipeline", raw["pipeline"])
-    if not _NAME.match(pipeline.replace("-", "_")):
-        raise ConfigError("pipeline", pipeline, "a name of letters, digits, _ and -")
-    spark_raw = _mapping("spark", raw.get("spark"))
-    _check_keys("spark", spark_raw, {"conf"})
-    spark_conf = {str(k): str(v) for k, v in _mapping("spark.conf", spark_raw.get("conf")).items()}
-    full = dict(raw)
-    full["errors"] = errors_raw
-    _absolute_paths(raw, errors_raw)
-    return PipelineConfig(
-        pipeline=pipeline,
-        source=SourceConfig.from_mapping(_mapping("source", raw["source"])),
-        target=TargetConfig.from_mapping(_mapping("target", raw["target"])),
-        stages=_stages(raw["stages"]),
-        errors=ErrorsConfig.from_mapping(errors_raw),
-        trigger=TriggerConfig.from_value(raw.get("trigger")),
-        metrics=MetricsConfig.from_mapping(_mapping("metrics", raw.get("metrics"))),
-        mlflow=MlflowConfig.from_mapping(_mapping("mlflow", raw.get("mlflow"))),
-        spark_conf=_frozen(spark_conf),
-        raw=_frozen(full),
-        base_dir=str(base_dir),
-    )
+    if not isinstance(raw, Mapping):
+        raise ConfigError("", raw, "a mapping")
+    folder = os.path.abspath(base_dir)
+    config = PipelineConfig.model_validate(dict(raw), context={**_YAML, "base_dir": folder})
+    as_loaded = dict(raw)
+    errors = as_loaded.get("errors")
+    flat = {k[len("errors."):]: as_loaded.pop(k) for k in list(as_loaded) if str(k).startswith("errors.")}
+    as_loaded["errors"] = {**flat, **(errors if isinstance(errors, Mapping) else {})}
+    config._raw = MappingProxyType(as_loaded)
+    config._base_dir = folder
+    return config
 
 
-def _looks_like_relative_path(value: Any) -> bool:
-    return (
-        isinstance(value, str) and "/" in value and "://" not in value
-        and not value.startswith(("/", "~", "dbfs:", "s3:", "abfss:", "gs:"))
-    )
-
-
-def _absolute_paths(raw: dict[str, Any], errors_raw: dict[str, Any]) -> None:
-    """Resolve relative table/checkpoint paths against the working directory, in place.
-
-    Delta treats only absolute paths as path identifiers (``delta.`/x/y```), and a
-    streaming checkpoint must not move when the working directory does.
-    """
-    for section, key in (("source", "path"), ("target", "table"), ("target", "checkpoint"), ("metrics", "table")):
-        node = raw.get(section)
-        if isinstance(node, Mapping) and _looks_like_relative_path(node.get(key)):
-            node = dict(node)
-            node[key] = os.path.abspath(node[key])
-            raw[section] = node
-    dlq = "deadletterqueue.table.name"
-    if _looks_like_relative_path(errors_raw.get(dlq)):
-        errors_raw[dlq] = os.path.abspath(errors_raw[dlq])
+#: Keys an override may set whose value is a path: a relative one is read from the working directory.
+_PATH_KEYS = {
+    "source.path": True,
+    "target.checkpoint": True,
+    "target.table": False,
+    "metrics.table": False,
+    "errors.deadletterqueue.table.name": False,
+}
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:
     """Load and validate a YAML pipeline config.
+
+    Relative paths written in the file are read from the file's folder, wherever
+    it is loaded from (see :func:`parse_config`); relative paths given as
+    ``overrides`` are read from the working directory, like any path typed at a
+    prompt.
 
     Args:
         path: the YAML file.
@@ -699,6 +750,9 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         raise ConfigError("--conf", str(path), "a YAML mapping at the top level")
     raw = dict(raw)
     for dotted, value in (overrides or {}).items():
+        bare = _PATH_KEYS.get(dotted)
+        if bare is not None and isinstance(value, str) and is_relative_path(value, bare_names=bare):
+            value = os.path.abspath(value)
         _set_dotted(raw, dotted, value)
     return parse_config(raw, base_dir=p.parent)
 
@@ -723,3 +777,84 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
     else:
         _set_dotted(node, rest, value)
     raw[head] = node
+
+
+# --------------------------------------------------------------------------- the JSON Schema
+
+#: Where the schema is shipped, next to this module (package data).
+SCHEMA_FILE = Path(__file__).with_name("config.schema.json")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft-07) of a pipeline config as written in YAML.
+
+    It describes every key with its allowed values and default, each stage type
+    with its options (a union on ``type``; a ``checks`` rule, on ``check``) and the
+    flat top-level ``errors.*`` form. It states canonical values (``5``, ``true``)
+    where the loader also takes the strings ``--set`` produces; checks that need
+    more than the YAML (a suite file exists, two tables differ, a Spark type name
+    is valid) are the loader's. Editors use it to validate and complete configs
+    (VS Code's YAML extension: a ``# yaml-language-server: $schema=…`` comment).
+    """
+    schema = PipelineConfig.model_json_schema(by_alias=True, ref_template="#/definitions/{model}")
+    definitions = schema.pop("$defs", {})
+    errors = definitions["ErrorsConfig"]
+    # the quarantine table may come flat (errors.deadletterqueue.table.name) instead of under errors:
+    dlq = "deadletterqueue.table.name"
+    errors.pop("required", None)  # deadletterqueue.table.name is its only required key
+    properties = schema["properties"]
+    for section in ("metrics", "mlflow", "spark"):  # optional sections: an empty one is YAML null
+        properties[section] = {"anyOf": [{"$ref": properties[section].pop("$ref")}, {"type": "null"}],
+                               **properties[section]}
+    for key, prop in errors["properties"].items():
+        properties[f"errors.{key}"] = dict(prop)
+    schema["required"] = [r for r in schema["required"] if r != "errors"]
+    schema["anyOf"] = [
+        {"required": ["errors"], "properties": {"errors": {"required": [dlq]}}},
+        {"required": [f"errors.{dlq}"]},
+    ]
+    out: dict[str, Any] = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "quarantine pipeline config",
+        "description": (
+            "A quarantine pipeline (YAML): source -> stages -> target + quarantine table. "
+            "Relative paths are read from the config file's folder."
+        ),
+        **{k: v for k, v in schema.items() if k not in ("title", "description")},
+        "definitions": definitions,
+    }
+    cleaned: dict[str, Any] = _for_editors(out)
+    return cleaned
+
+
+def _for_editors(node: Any, *, root: bool = True) -> Any:
+    """Draft-07 as editors read it: ``$ref`` alone in its object, no generated titles, plain text.
+
+    Draft-07 ignores the keywords next to a ``$ref``, so a described reference
+    becomes ``allOf: [{$ref}]`` beside its description. Pydantic's ``title``s
+    (``Retry.Timeout``) say less than the descriptions and are dropped, except the
+    root's; a *property* named ``title`` is kept. Descriptions come from docstrings:
+    their reStructuredText literals (````x````) are shown as plain ``x``.
+    """
+    if isinstance(node, list):
+        return [_for_editors(v, root=False) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k == "title" and not root:
+            continue
+        if k == "properties":
+            out[k] = {name: _for_editors(prop, root=False) for name, prop in v.items()}
+        elif k == "description" and isinstance(v, str):
+            out[k] = v.replace("``", "")
+        else:
+            out[k] = _for_editors(v, root=False)
+    if "$ref" in out and len(out) > 1:
+        out = {"allOf": [{"$ref": out.pop("$ref")}], **out}
+    return out
+
+
+def schema_text() -> str:
+    """:func:`json_schema` as the text of :data:`SCHEMA_FILE` (2-space JSON, one final newline)."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"

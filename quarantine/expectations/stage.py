@@ -5,7 +5,7 @@ YAML::
     - name: expect_order
       type: expectation
       options:
-        suite: conf/expectations/orders.json
+        suite: expectations/orders.json    # relative to the config file's folder
         on_breach: {default: warn, expect_column_mean_to_be_between: fail}
         validate_every: 1
 

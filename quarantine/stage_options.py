@@ -1,0 +1,460 @@
+"""The ``stages:`` entries of a config as declared in YAML, one model per built-in stage type.
+
+These models are what the JSON Schema shows an editor for each ``type`` (a union
+on ``type``, and on ``check`` for the rules of a ``checks`` stage) and what
+:func:`quarantine.config.load_config` checks when it loads a config: the stage
+type, the option names, their shapes (a string, a list, a mapping…) and, for an
+expectation stage, that the suite file exists. What needs Spark, GX or user
+code — that a type name is a Spark type, that a regex compiles on the JVM, that a
+function imports, that a suite's expectations are known to GX — is checked when
+the stages are built (:func:`quarantine.stages.build_stages`, which
+``quarantine validate`` runs), still before anything is read or written.
+
+The loaded :class:`~quarantine.config.StageSpec` keeps the options as written
+(paths resolved); the stage modules read them from there. These models accept
+at least what the stage modules accept, so a config that builds always loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo
+
+from quarantine._config_types import (
+    BOOL,
+    IDENTIFIER,
+    OPTIONAL_TEXT,
+    TEXT,
+    Check,
+    base_dir_of,
+    fail,
+    integer,
+    is_relative_path,
+    resolve,
+)
+
+__all__ = [
+    "BREACH_ACTIONS",
+    "CHECKS",
+    "RULE_DECLARATIONS",
+    "STAGE_DECLARATIONS",
+    "STAGE_OPTIONS",
+    "CastOptions",
+    "CastStage",
+    "ChecksOptions",
+    "ChecksStage",
+    "DecodeUtf8Options",
+    "DecodeUtf8Stage",
+    "ExpectationOptions",
+    "ExpectationStage",
+    "JsonOptions",
+    "JsonStage",
+    "PythonOptions",
+    "PythonStage",
+    "StageDeclaration",
+]
+
+#: ``on_breach`` actions (the values of :class:`quarantine.config.BreachAction`).
+BREACH_ACTIONS = ("warn", "fail", "quarantine_batch")
+
+
+class _Declared(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+def _const(tag: str) -> Check:
+    """The discriminating key of a union member: exactly ``tag``."""
+
+    def check(value: Any) -> str:
+        if isinstance(value, str) and value.strip() == tag:
+            return tag
+        raise fail(f"'{tag}'")  # pragma: no cover - the discriminator chose this member by it
+
+    return Check(check, {"const": tag})
+
+
+def _tagged(key: str, tags: tuple[str, ...]) -> Discriminator:
+    """Pick a union member by ``value[key]``; an unknown one is an error listing ``tags``."""
+
+    def tag_of(value: Any) -> str | None:
+        tag = value.get(key) if isinstance(value, Mapping) else None
+        tag = tag.strip() if isinstance(tag, str) else tag
+        return f"{key}={tag}" if tag in tags else None
+
+    return Discriminator(
+        tag_of,
+        custom_error_type="tag",
+        custom_error_message=f"one of {', '.join(tags)}",
+        custom_error_context={"tag_key": key},
+    )
+
+
+# --------------------------------------------------------------------------- option values
+
+
+def _scalar_or_date(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise fail("a number (or a date/timestamp string)")
+    return value
+
+
+_BOUND = Check(_scalar_or_date, {"type": ["number", "string", "null"]})
+
+
+def _values(value: Any) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise fail("a non-empty list of values")
+    if not all(isinstance(v, int | float | str | bool) for v in value):
+        raise fail("a list of strings, numbers or booleans")
+    return value
+
+
+_VALUES = Check(_values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
+
+
+def _field_name(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise fail("a field name (omit it to check the input itself)")
+    return value
+
+
+_FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
+
+
+def _lowered(*allowed: str) -> Check:
+    def check(value: Any) -> str:
+        if isinstance(value, str) and value.strip().lower() in allowed:
+            return value.strip().lower()
+        raise fail(" | ".join(allowed))
+
+    return Check(check, {"enum": list(allowed)})
+
+
+def _text_map(allowed: str, *, required: bool) -> Check:
+    """A mapping of field name to a non-empty string (``required``: at least one; else null values too)."""
+
+    def check(value: Any) -> dict[str, Any]:
+        if value is None and not required:
+            return {}
+        if not isinstance(value, Mapping) or (required and not value):
+            raise fail(allowed)
+        for k, v in value.items():
+            if v is None and not required:
+                continue
+            if not isinstance(v, str) or not v.strip():
+                raise fail(f"a non-empty string for each field ({k} has none)")
+        return dict(value)
+
+    item: dict[str, Any] = {"type": "string", "minLength": 1} if required else {"type": ["string", "null"]}
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": item}
+    if required:
+        schema["minProperties"] = 1
+    return Check(check, schema)
+
+
+def _names_list(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise fail("a list of field names")
+    return value
+
+
+_NAMES = Check(_names_list, {"type": "array", "items": {"type": "string", "minLength": 1}})
+
+
+def _exception_names(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise fail("a list of exception classes (dotted paths, or builtins)")
+    return value
+
+
+_EXCEPTIONS = Check(
+    _exception_names,
+    {"anyOf": [{"type": "array", "items": {"type": "string", "minLength": 1}}, {"type": "string"}, {"type": "null"}]},
+)
+
+
+def _breach(value: Any) -> Any:
+    allowed = " | ".join(BREACH_ACTIONS)
+    if isinstance(value, str):
+        value = {"default": value}
+    if not isinstance(value, Mapping):
+        raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
+    for v in value.values():
+        if not isinstance(v, str) or v.strip().lower() not in BREACH_ACTIONS:
+            raise fail(f"an action ({allowed}) for each expectation type/name")
+    return value
+
+
+_ON_BREACH = Check(
+    _breach,
+    {"anyOf": [
+        {"enum": list(BREACH_ACTIONS)},
+        {"type": "object", "additionalProperties": {"enum": list(BREACH_ACTIONS)},
+         "properties": {"default": {"enum": list(BREACH_ACTIONS)}}},
+    ]},
+)
+
+
+def _suite(value: Any, info: ValidationInfo) -> str:
+    """A suite file; relative to the config's folder when loaded from a file; it must exist."""
+    text: str = TEXT.fn(value)
+    base = base_dir_of(info)
+    if base is None:
+        return text  # built in Python: the stage resolves it when it is built
+    resolved = resolve(text, base) if is_relative_path(text, bare_names=True) else text
+    if not Path(resolved).is_file():
+        raise fail(f"an existing GX suite JSON file (relative paths are read from {base})", value=resolved)
+    return resolved
+
+
+_SUITE = Check(_suite, {"type": "string", "minLength": 1}, takes_info=True)
+
+
+# --------------------------------------------------------------------------- options per stage type
+
+
+class DecodeUtf8Options(_Declared):
+    """Options of a ``decode_utf8`` stage."""
+
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error; for an optional key."""
+
+
+class JsonOptions(_Declared):
+    """Options of a ``json`` stage."""
+
+    schema_: Annotated[str, TEXT] = Field(alias="schema")
+    """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
+    required: Annotated[list[str], _NAMES] = []
+    """Fields of the schema that must be present and non-null."""
+
+
+class CastOptions(_Declared):
+    """Options of a ``cast`` stage."""
+
+    columns: Annotated[dict[str, str], _text_map("a non-empty mapping of field: value", required=True)]
+    """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
+    formats: Annotated[dict[str, Any], _text_map("a mapping of field: value", required=False)] = {}
+    """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
+
+
+class _Rule(_Declared):
+    column: Annotated[str | None, _FIELD] = None
+    """The struct field checked; omit it to check the stage's input itself."""
+
+
+class NotNullRule(_Rule):
+    """The value is not NULL."""
+
+    check: Annotated[str, _const("not_null")]
+
+
+class RangeRule(_Rule):
+    """min <= value <= max; NULL passes. Bounds are numbers, or date/timestamp strings."""
+
+    check: Annotated[str, _const("range")]
+    min: Annotated[Any, _BOUND] = None
+    """Lower bound (at least one of min and max)."""
+    max: Annotated[Any, _BOUND] = None
+    """Upper bound."""
+    min_inclusive: Annotated[bool, BOOL] = True
+    """Whether the value may equal min."""
+    max_inclusive: Annotated[bool, BOOL] = True
+    """Whether the value may equal max."""
+
+
+class InSetRule(_Rule):
+    """The value is one of values; NULL passes."""
+
+    check: Annotated[str, _const("in_set")]
+    values: Annotated[list[Any], _VALUES]
+    """The allowed values."""
+
+
+class NotInSetRule(_Rule):
+    """The value is none of values; NULL passes."""
+
+    check: Annotated[str, _const("not_in_set")]
+    values: Annotated[list[Any], _VALUES]
+    """The forbidden values."""
+
+
+class RegexRule(_Rule):
+    """The value matches a Java regular expression; NULL passes."""
+
+    check: Annotated[str, _const("regex")]
+    pattern: Annotated[str, TEXT]
+    """A java.util.regex pattern; named groups are (?<name>...)."""
+    match: Annotated[str, _lowered("full", "search")] = "full"
+    """full: the whole value matches; search: the pattern occurs anywhere."""
+
+
+class LengthRule(_Rule):
+    """min <= length <= max (characters; bytes for BINARY); NULL passes."""
+
+    check: Annotated[str, _const("length")]
+    min: Annotated[int | None, integer(0, optional=True)] = None
+    """Shortest length (at least one of min and max)."""
+    max: Annotated[int | None, integer(0, optional=True)] = None
+    """Longest length."""
+
+
+class ExprRule(_Rule):
+    """A Spark SQL boolean expression over the staged row; NULL passes."""
+
+    check: Annotated[str, _const("expr")]
+    expr: Annotated[str, TEXT]
+    """E.g. 'parse_order.result.amount > 0'."""
+
+
+#: Check name of a ``checks`` rule (the values of :class:`quarantine.stages.checks.Check`) → its model.
+RULE_DECLARATIONS: dict[str, type[_Rule]] = {
+    "not_null": NotNullRule,
+    "range": RangeRule,
+    "in_set": InSetRule,
+    "not_in_set": NotInSetRule,
+    "regex": RegexRule,
+    "length": LengthRule,
+    "expr": ExprRule,
+}
+CHECKS = tuple(RULE_DECLARATIONS)
+
+Rule = Annotated[
+    Annotated[NotNullRule, Tag("check=not_null")]
+    | Annotated[RangeRule, Tag("check=range")]
+    | Annotated[InSetRule, Tag("check=in_set")]
+    | Annotated[NotInSetRule, Tag("check=not_in_set")]
+    | Annotated[RegexRule, Tag("check=regex")]
+    | Annotated[LengthRule, Tag("check=length")]
+    | Annotated[ExprRule, Tag("check=expr")],
+    _tagged("check", CHECKS),
+]
+
+
+class ChecksOptions(_Declared):
+    """Options of a ``checks`` stage."""
+
+    rules: Annotated[list[Rule], Field(min_length=1)]
+    """The rules, in order; the first failing one names the error class."""
+
+
+class PythonOptions(_Declared):
+    """Options of a ``python`` stage."""
+
+    function: Annotated[str, TEXT]
+    """The function's dotted path (pkg.module.fn or pkg.module:Class.method), importable on the cluster."""
+    returns: Annotated[str, TEXT]
+    """The result's Spark type, e.g. DOUBLE or 'DECIMAL(10,2)'."""
+    mode: Annotated[str, _lowered("row", "vectorized")] = "row"
+    """row: fn(value) per row; vectorized: fn(pandas.Series) per Arrow batch."""
+    nullable: Annotated[bool, BOOL] = False
+    """A None result is a success (NULL result) instead of a NullResult error."""
+    retriable: Annotated[Any, _EXCEPTIONS] = None
+    """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
+
+
+class ExpectationOptions(_Declared):
+    """Options of an ``expectation`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("suite",)
+
+    suite: Annotated[str, _SUITE]
+    """A Great Expectations 1.x suite JSON file; a relative path is read from the config's folder."""
+    on_breach: Annotated[Any, _ON_BREACH] = "warn"
+    """What a failed batch-level expectation does: one action, or {default: action, <type or name>: action}."""
+    validate_every: Annotated[int, integer(1)] = 1
+    """Validate the suite with GX on every Nth batch."""
+
+
+# --------------------------------------------------------------------------- stages
+
+
+class _Stage(_Declared):
+    name: Annotated[str, IDENTIFIER]
+    """The stage's name: also the name of its result column, and what a later stage's input names."""
+    input: Annotated[str | None, OPTIONAL_TEXT] = None
+    """What the stage reads: a source column (value, key...) or an earlier stage's name; default the previous stage."""
+
+
+class DecodeUtf8Stage(_Stage):
+    """Bytes to a string, rejecting invalid UTF-8 (deserialize). Input default: value."""
+
+    type: Annotated[str, _const("decode_utf8")]
+    options: DecodeUtf8Options | None = None
+
+
+class JsonStage(_Stage):
+    """Parse JSON against a declared schema (deserialize)."""
+
+    type: Annotated[str, _const("json")]
+    options: JsonOptions
+
+
+class CastStage(_Stage):
+    """Typed conversions of struct fields with try_cast and formats (transform)."""
+
+    type: Annotated[str, _const("cast")]
+    options: CastOptions
+
+
+class ChecksStage(_Stage):
+    """Native row checks; a row breaking any rule is quarantined (validate)."""
+
+    type: Annotated[str, _const("checks")]
+    options: ChecksOptions
+
+
+class PythonStage(_Stage):
+    """A Python function by dotted path, Arrow-batched (transform)."""
+
+    type: Annotated[str, _const("python")]
+    options: PythonOptions
+
+
+class ExpectationStage(_Stage):
+    """A Great Expectations suite; row-level expectations as native predicates (expectation)."""
+
+    type: Annotated[str, _const("expectation")]
+    options: ExpectationOptions
+
+
+#: Stage type → its declaration model (the keys are the built-in stage types).
+STAGE_DECLARATIONS: dict[str, type[_Stage]] = {
+    "decode_utf8": DecodeUtf8Stage,
+    "json": JsonStage,
+    "cast": CastStage,
+    "checks": ChecksStage,
+    "python": PythonStage,
+    "expectation": ExpectationStage,
+}
+
+#: Stage type → the model of its ``options``.
+STAGE_OPTIONS: dict[str, type[_Declared]] = {
+    "decode_utf8": DecodeUtf8Options,
+    "json": JsonOptions,
+    "cast": CastOptions,
+    "checks": ChecksOptions,
+    "python": PythonOptions,
+    "expectation": ExpectationOptions,
+}
+
+#: One ``stages:`` entry: the member is chosen by ``type``.
+StageDeclaration = Annotated[
+    Annotated[DecodeUtf8Stage, Tag("type=decode_utf8")]
+    | Annotated[JsonStage, Tag("type=json")]
+    | Annotated[CastStage, Tag("type=cast")]
+    | Annotated[ChecksStage, Tag("type=checks")]
+    | Annotated[PythonStage, Tag("type=python")]
+    | Annotated[ExpectationStage, Tag("type=expectation")],
+    _tagged("type", tuple(STAGE_DECLARATIONS)),
+]
