@@ -15,4 +15,8 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[dev,bench]"
   rm -f .venv/.bootstrap-* && touch "$stamp"
 fi
+export QUARANTINE_JAR_CACHE="${QUARANTINE_JAR_CACHE:-$here/.cache/jars}"
 bash scripts/resolve_jars.sh
+# The jars a local session downloads itself (quarantine/jars.toml), resolved now rather
+# than by the first test or demo that starts Spark.
+.venv/bin/python -c 'from quarantine.jars import local_jars, spark_jar_dir; local_jars(); print("quarantine.jars: spark ->", spark_jar_dir())'
