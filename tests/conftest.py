@@ -37,6 +37,7 @@ TIERS = ("unit", "spark", "kafka", "e2e")
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_kafka_crash.py",
+    "tests/e2e/test_wheel_install.py",
     "tests/integration/test_concurrent_writers.py",
     "tests/integration/test_retry_writes.py",
 })
