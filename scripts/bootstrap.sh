@@ -12,6 +12,11 @@ stamp=".venv/.bootstrap-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
+  # The distribution was named "quarantine" before it became spark-quarantine: a venv
+  # made then keeps that one's editable hook and console script unless it goes first.
+  if .venv/bin/python -m pip show -q quarantine >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -q -y quarantine
+  fi
   .venv/bin/python -m pip install -q -e ".[dev,bench]"
   rm -f .venv/.bootstrap-* && touch "$stamp"
 fi
