@@ -27,6 +27,7 @@ Contract of :func:`resolve`:
 from __future__ import annotations
 
 import hashlib
+import http.client
 import logging
 import os
 import tempfile
@@ -183,24 +184,34 @@ def _sha256(path: Path) -> str:
 def _download(jar: Jar, url: str, target: Path, *, timeout_s: float) -> None:
     """Download ``url`` to ``target`` through a checked temporary file (see the module contract)."""
     where = target.parent
+
+    def failed(reason: str) -> QuarantineError:
+        return QuarantineError(redact_text(
+            f"could not download {jar.coordinate} from {url} into the jar cache {where}: {reason}. "
+            "Check the network or proxy (https_proxy), set QUARANTINE_MAVEN_REPO to a Maven mirror, "
+            f"or put {jar.file_name} (SHA-256 {jar.sha256}) into {where} yourself"
+        ))
+
     fd, tmp_name = tempfile.mkstemp(dir=where, prefix=f".{jar.file_name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
         digest = hashlib.sha256()
+        received = 0
         try:
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as response:
+                length = response.headers.get("Content-Length")
                 while chunk := response.read(_CHUNK):
                     digest.update(chunk)
                     out.write(chunk)
+                    received += len(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-        except (OSError, ValueError) as exc:  # URLError/HTTPError/timeouts are OSErrors; ValueError: a bad URL
+        # URLError, HTTPError and timeouts are OSErrors; HTTPException: a broken response; ValueError: a bad URL
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             reason = f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError) else str(exc)
-            raise QuarantineError(redact_text(
-                f"could not download {jar.coordinate} from {url} into the jar cache {where}: {reason}. "
-                "Check the network or proxy (https_proxy), set QUARANTINE_MAVEN_REPO to a Maven mirror, "
-                f"or put {jar.file_name} (SHA-256 {jar.sha256}) into {where} yourself"
-            )) from exc
+            raise failed(reason or type(exc).__name__) from exc
+        if length is not None and length.isdigit() and received != int(length):
+            raise failed(f"the connection closed after {received:,} of {int(length):,} bytes")
         found = digest.hexdigest()
         if found != jar.sha256:
             raise QuarantineError(redact_text(

@@ -159,6 +159,32 @@ def test_an_unreachable_repository_is_an_error_naming_the_url_and_the_cache(tmp_
     assert list(cache.iterdir()) == []
 
 
+def test_a_connection_dropped_mid_jar_is_an_error_naming_the_url_and_leaves_no_file_behind(tmp_path: Path) -> None:
+    class Dropping(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"PK" * 100)  # then the connection closes
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Dropping)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    repository = f"http://127.0.0.1:{server.server_address[1]}/"
+    cache = tmp_path / "cache"
+    try:
+        with pytest.raises(QuarantineError) as info:
+            resolve([Jar("org.example", "alpha", "1.0", "0" * 64)], cache, repository=repository)
+    finally:
+        server.server_close()
+
+    assert f"{repository}org/example/alpha/1.0/alpha-1.0.jar" in str(info.value) and str(cache) in str(info.value)
+    assert "200 of 100,000 bytes" in str(info.value)  # cut short, not "a different jar"
+    assert list(cache.iterdir()) == []
+
+
 def test_a_cached_jar_that_does_not_match_its_checksum_is_downloaded_again(maven: FakeMaven, tmp_path: Path) -> None:
     jar = maven.publish("alpha", b"the real jar")
     cache = tmp_path / "cache"
