@@ -1,6 +1,10 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
 .PHONY: setup demo test test-fast lint bench kafka-demo clean
 
+# Every jar the repository resolves stays in .cache/jars (quarantine.jars' spark-<version>/,
+# scripts/resolve_jars.sh's spark/ and kafka/); a user's install uses ~/.cache/quarantine/jars.
+export QUARANTINE_JAR_CACHE ?= $(CURDIR)/.cache/jars
+
 setup:
 	bash scripts/bootstrap.sh
 

@@ -57,8 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--reason", required=True)
     sch = sub.add_parser("schema", help="print (or write) the JSON Schema of a pipeline config, for editors")
     sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
-    demo = sub.add_parser("init-demo", help="write a Kafka-shaped sample source (orders with poison records)")
-    demo.add_argument("--out", default="data/demo", help="directory; the source goes to OUT/source")
+    demo = sub.add_parser(
+        "init-demo", help="write a Kafka-shaped sample source (orders with poison records) and the demo's config"
+    )
+    demo.add_argument("--out", default="data/demo",
+                      help="directory; the source goes to OUT/source, the config to OUT/orders_demo.yml")
     demo.add_argument("--records", type=int, default=10_000)
     demo.add_argument("--poison-rate", type=float, default=0.04)
     demo.add_argument("--seed", type=int, default=7)
@@ -154,7 +157,7 @@ def _schema(out: str | None) -> int:
 
 
 def _init_demo(args: argparse.Namespace) -> int:
-    from quarantine.demo import write_demo_source
+    from quarantine.demo import write_demo_config, write_demo_source
     from quarantine.session import get_spark
 
     if not 0.0 <= args.poison_rate <= 1.0:
@@ -163,6 +166,8 @@ def _init_demo(args: argparse.Namespace) -> int:
     path = f"{args.out.rstrip('/')}/source"
     n = write_demo_source(spark, path, args.records, poison_rate=args.poison_rate, seed=args.seed)
     print(f"wrote {n:,} order events ({args.poison_rate:.0%} poison) to {path} (Delta, Kafka-shaped)")
+    conf = write_demo_config(args.out)
+    print(f"wrote the demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
     return 0
 
 

@@ -26,12 +26,27 @@ Poison kinds, chosen to hit every stage:
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
-__all__ = ["ORDER_SCHEMA_DDL", "POISON_KINDS", "orders_source", "write_demo_source"]
+__all__ = [
+    "DEMO_CONFIG",
+    "ORDER_SCHEMA_DDL",
+    "POISON_KINDS",
+    "orders_source",
+    "write_demo_config",
+    "write_demo_source",
+]
+
+#: The name of the config file :func:`write_demo_config` writes into its folder.
+DEMO_CONFIG = "orders_demo.yml"
 
 #: The JSON payload's declared schema (what the demo config's json stage parses).
 ORDER_SCHEMA_DDL = (
@@ -135,3 +150,37 @@ def write_demo_source(
         "overwrite"
     ).option("overwriteSchema", "true").save(path)
     return records
+
+
+def write_demo_config(out: str | Path) -> Path:
+    """Write the demo pipeline's config and expectation suite into ``out``; return the config's path.
+
+    The config is the repository's ``conf/orders_demo.yml`` (a copy ships in the package,
+    ``quarantine/demo_conf/``) with every table, the suite and the MLflow store as
+    absolute paths under ``out`` (the source is ``out/source``, as
+    :func:`write_demo_source` is given by ``quarantine init-demo``), so
+    ``quarantine run --conf OUT/orders_demo.yml`` runs from any working directory,
+    without the repository. Files already there are overwritten.
+    """
+    root = Path(out).resolve()
+    packaged = resources.files("quarantine").joinpath("demo_conf")
+    raw: dict[str, Any] = yaml.safe_load(packaged.joinpath(DEMO_CONFIG).read_text(encoding="utf-8"))
+    suite = root / "expectations" / "orders.json"
+    suite.parent.mkdir(parents=True, exist_ok=True)
+    suite.write_bytes(packaged.joinpath("expectations", "orders.json").read_bytes())
+    raw["source"]["path"] = str(root / "source")
+    raw["target"]["table"] = str(root / "orders")
+    raw["errors"]["deadletterqueue.table.name"] = str(root / "quarantine")
+    raw["metrics"]["table"] = str(root / "metrics")
+    raw["mlflow"]["tracking_uri"] = f"sqlite:///{root / 'mlflow.db'}"
+    for stage in raw["stages"]:
+        if stage["type"] == "expectation":
+            stage["options"]["suite"] = str(suite)
+    path = root / DEMO_CONFIG
+    header = (
+        "# The quarantine demo pipeline (the project's conf/orders_demo.yml), written by\n"
+        f"# `quarantine init-demo` with its tables under {root}.\n"
+        f"# Run it: quarantine run --conf {path}\n"
+    )
+    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
+    return path

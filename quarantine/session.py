@@ -1,10 +1,8 @@
 """The Spark session: the cluster's on Databricks, a local Delta-enabled one elsewhere.
 
-Locally the Delta and Kafka-source jars come from ``scripts/resolve_jars.sh``
-(Maven Central → a cache outside git) and are handed to Spark as local paths
-(``spark.jars``), so no Ivy resolution happens at session start. The cache is
-``$QUARANTINE_JAR_CACHE`` or ``<repo>/.cache/jars``; if it is empty the script is
-run once.
+Locally the Delta and Kafka-source jars are resolved by :mod:`quarantine.jars` (the
+coordinates ship in the package; Maven Central → a user cache, once) and handed to
+Spark as local paths (``spark.jars``), so no Ivy resolution happens at session start.
 """
 
 from __future__ import annotations
@@ -12,19 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from quarantine.errors import QuarantineError
+from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 
-__all__ = ["JVM_OPTIONS", "get_spark", "jar_cache", "local_jars", "on_databricks"]
-
-_REPO = Path(__file__).resolve().parent.parent
+__all__ = ["JVM_OPTIONS", "get_spark", "on_databricks"]
 
 #: Local-mode settings sized for a 2-core, 24 GiB machine; tests add UI off.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -79,34 +73,6 @@ def on_databricks() -> bool:
     return "DATABRICKS_RUNTIME_VERSION" in os.environ
 
 
-def jar_cache() -> Path:
-    """Where resolved jars live (never committed)."""
-    return Path(os.environ.get("QUARANTINE_JAR_CACHE", _REPO / ".cache" / "jars"))
-
-
-def local_jars(part: str = "spark", *, resolve: bool = True) -> list[str]:
-    """Local paths of the resolved jars of ``part`` (``spark`` or ``kafka``).
-
-    Runs ``scripts/resolve_jars.sh`` once if the cache is empty.
-
-    Raises:
-        QuarantineError: the jars could not be resolved from Maven Central.
-    """
-    d = jar_cache() / part
-    jars = sorted(str(p) for p in d.glob("*.jar"))
-    if jars or not resolve:
-        return jars
-    script = _REPO / "scripts" / "resolve_jars.sh"
-    if not script.exists():
-        raise QuarantineError(f"no jars in {d} and no {script} to resolve them")
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise QuarantineError(
-            f"resolving JVM jars from Maven Central failed ({script}):\n{proc.stderr[-2000:]}"
-        )
-    return local_jars(part, resolve=False)
-
-
 def get_spark(
     app_name: str = "quarantine",
     conf: Mapping[str, str] | None = None,
@@ -137,7 +103,7 @@ def get_spark(
         master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
     )
     settings = dict(LOCAL_DEFAULTS)
-    jars = local_jars("spark")
+    jars = local_jars()
     settings["spark.jars"] = ",".join(jars)
     # Also on the driver's class path (local mode: executors share the JVM), so Delta's
     # classes and error-message resources load from any thread — foreachBatch runs on

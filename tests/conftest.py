@@ -26,6 +26,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
+# The repository keeps every jar it resolves in .cache/jars (the library's spark-<version>/,
+# the broker's kafka/ from scripts/resolve_jars.sh), not in the user's cache; child
+# processes of tests inherit it.
+os.environ.setdefault("QUARANTINE_JAR_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "jars"))
 
 
 TIERS = ("unit", "spark", "kafka", "e2e")

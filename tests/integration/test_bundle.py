@@ -111,10 +111,10 @@ def test_the_orders_job_runs_the_wheel_entry_point() -> None:
     _, job = _jobs()["quarantine_orders"]
     (task,) = job["tasks"]
     wheel = task["python_wheel_task"]
-    assert wheel["package_name"] == "quarantine"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert wheel["package_name"] == project["name"] == "spark-quarantine"  # the distribution, not the import name
     assert wheel["entry_point"] == "quarantine"
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["quarantine"] == "quarantine.cli:main"
+    assert project["scripts"]["quarantine"] == "quarantine.cli:main"
     assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"])
 
 

@@ -1,7 +1,8 @@
 """A single-node Apache Kafka broker (KRaft) on loopback, and producer helpers.
 
-The broker runs ``kafka.Kafka`` from the jars in ``<jar cache>/kafka`` (resolved
-from Maven Central by ``scripts/resolve_jars.sh``) in a child JVM with a small
+The broker runs ``kafka.Kafka`` from the jars in ``$QUARANTINE_JAR_CACHE/kafka`` (by
+default ``.cache/jars/kafka``; resolved from Maven Central by ``scripts/resolve_jars.sh``,
+the repository's dev flow: the library never needs a broker) in a child JVM with a small
 heap. One process is both broker and controller (``process.roles=broker,controller``);
 the controller quorum listens on a second loopback port. Topics are never
 auto-created: tests create them with :func:`create_topics` and an explicit
@@ -47,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from quarantine.errors import QuarantineError
-from quarantine.session import local_jars
 
 __all__ = [
     "ORDER_SCHEMA_DDL",
@@ -58,6 +58,7 @@ __all__ = [
     "ProducedRecord",
     "Record",
     "broker_classpath",
+    "broker_jars",
     "create_topics",
     "free_port",
     "kafka_pipeline_conf",
@@ -69,6 +70,8 @@ __all__ = [
 
 #: Largest record the broker, topics and our producers accept (the 5 MB poison fits).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+_REPO = Path(__file__).resolve().parents[2]
 
 _LOG4J2 = """\
 status = warn
@@ -100,6 +103,25 @@ def free_port() -> int:
         return port
 
 
+def broker_jars() -> list[str]:
+    """The broker's runtime jars, from ``$QUARANTINE_JAR_CACHE/kafka`` (default ``.cache/jars/kafka``).
+
+    Runs ``scripts/resolve_jars.sh`` once if the folder holds none.
+
+    Raises:
+        BrokerError: the script could not resolve them from Maven Central.
+    """
+    folder = Path(os.environ.get("QUARANTINE_JAR_CACHE") or _REPO / ".cache" / "jars") / "kafka"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if jars:
+        return jars
+    script = _REPO / "scripts" / "resolve_jars.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BrokerError(f"resolving the broker's jars from Maven Central failed ({script}):\n{proc.stderr[-2000:]}")
+    return sorted(str(p) for p in folder.glob("*.jar"))
+
+
 def broker_classpath() -> str:
     """The broker's ``java -cp`` value.
 
@@ -110,7 +132,7 @@ def broker_classpath() -> str:
     Raises:
         BrokerError: the Kafka jars are missing from the cache.
     """
-    jars = local_jars("kafka")
+    jars = broker_jars()
     if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
         raise BrokerError(f"no kafka_2.13-*.jar among the {len(jars)} resolved Kafka jars")
     import pyspark

@@ -1,0 +1,155 @@
+"""The wheel as a user gets it: built, installed into a fresh venv, the demo run outside the repository.
+
+The venv has no access to this repository or its venv (no ``--system-site-packages``,
+no ``PYTHONPATH``, a working directory under the pytest temp dir) and a jar cache of
+its own, so the session's Delta and Kafka jars really come from Maven Central through
+:mod:`quarantine.jars`. Dependencies come from PyPI through pip's cache.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+DIST = PYPROJECT["name"]
+VERSION = PYPROJECT["version"]
+#: Environment variables a child keeps: nothing that points at this repository or its venv.
+_KEEP = {"HOME", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"}
+
+
+_MLFLOW_RUNS = """
+from mlflow.tracking import MlflowClient
+client = MlflowClient("sqlite:///{demo}/mlflow.db")
+[run] = client.search_runs([client.get_experiment_by_name("quarantine-demo").experiment_id])
+print(run.data.tags["pipeline"], run.data.tags["status"], int(run.data.metrics["records_quarantined"]))
+"""
+
+
+def _timed(label: str, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
+    print(f"[wheel e2e] {label}: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, f"{label} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of what it is made of (no stale ``build/`` of the work tree)."""
+    src = tmp_path_factory.mktemp("wheel-src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(REPO / "quarantine", src / "quarantine", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("wheel")
+    _timed("build the wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)])
+    [built] = out.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel and its ``local`` extra installed from PyPI (through pip's cache)."""
+    root = tmp_path_factory.mktemp("venv")
+    _timed("create the venv", [sys.executable, "-m", "venv", str(root)], env=_clean_env())
+    _timed(
+        "pip install the wheel[local]",
+        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}[local]"],
+        env=_clean_env(),
+    )
+    return root
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _KEEP or k.lower().endswith("_proxy") or k.startswith("PIP_")}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    java = shutil.which("java")
+    if java and "JAVA_HOME" not in env:
+        env["PATH"] = f"{Path(java).resolve().parent}:{env['PATH']}"
+    return {**env, **extra}
+
+
+def test_the_wheel_holds_the_library_its_data_and_metadata_only(wheel: Path) -> None:
+    assert wheel.name.startswith(f"{DIST.replace('-', '_')}-{VERSION}-py3-none-any")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    info = f"{DIST.replace('-', '_')}-{VERSION}.dist-info"
+
+    assert {n.split("/")[0] for n in names} == {"quarantine", info}  # no tests/, scripts/, conf/, benchmarks/
+    assert {
+        "quarantine/py.typed",
+        "quarantine/jars.toml",
+        "quarantine/demo_conf/orders_demo.yml",
+        "quarantine/demo_conf/expectations/orders.json",
+    } <= names
+    assert not [n for n in names if "kafka_broker" in n or "/support/" in n]
+    metadata = Parser().parsestr(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
+    assert metadata["Name"] == DIST
+    core = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
+    assert any(r.startswith("mlflow-skinny") for r in core)
+    assert not any(r.split()[0].rstrip("<>=!~,") in {"mlflow", "pyspark", "delta-spark"} for r in core)
+    local = [r for r in metadata.get_all("Requires-Dist") if 'extra == "local"' in r]
+    assert any(r.startswith("pyspark") for r in local) and any(r.startswith("delta-spark") for r in local)
+    entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
+    assert "quarantine = quarantine.cli:main" in entry_points
+
+
+@pytest.mark.timeout(1800)
+def test_the_installed_wheel_runs_the_demo_outside_the_repository(
+    venv: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    jars = tmp_path / "jar-cache"
+    env = _clean_env(QUARANTINE_JAR_CACHE=str(jars), QUARANTINE_SPARK_LOG_LEVEL="ERROR")
+    bin_ = venv / "bin"
+
+    probe = f"import importlib.metadata as m, quarantine; print(quarantine.__file__, m.version({DIST!r}))"
+    where = _timed("import from the venv", [str(bin_ / "python"), "-c", probe], env=env, cwd=work).stdout.split()
+    assert Path(where[0]).is_relative_to(venv) and where[1] == VERSION
+
+    demo = work / "demo"
+    init = _timed("quarantine init-demo", [str(bin_ / "quarantine"), "init-demo", "--out", "demo"], env=env, cwd=work)
+    assert "wrote 10,000 order events" in init.stdout
+    run = _timed(
+        "quarantine run", [str(bin_ / "quarantine"), "run", "--conf", str(demo / "orders_demo.yml")], env=env, cwd=work
+    )
+    counts = re.finditer(r"^  (records in|ok -> target|quarantined) +([\d,]+)$", run.stdout, re.MULTILINE)
+    summary = {m[1]: int(m[2].replace(",", "")) for m in counts}
+    assert "status succeeded" in run.stdout and summary["records in"] == 10_000, run.stdout
+
+    from quarantine.jars import spark_jar_dir, spark_jars
+
+    folder = spark_jar_dir().relative_to(os.environ["QUARANTINE_JAR_CACHE"])  # spark-<pyspark version>
+    resolved = sorted(p.relative_to(jars) for p in jars.rglob("*") if p.is_file())
+    assert resolved == sorted(folder / j.file_name for j in spark_jars())  # downloaded by the installed package
+
+    tracked = _timed("read the MLflow run back", [str(bin_ / "python"), "-c", _MLFLOW_RUNS.format(demo=demo)], env=env)
+    assert tracked.stdout.split() == ["orders_demo", "succeeded", str(summary["quarantined"])]
+
+    spark: Any = request.getfixturevalue("spark")  # only now: the two JVMs never run at once
+    source = spark.read.format("delta").load(str(demo / "source"))
+    target = spark.read.format("delta").load(str(demo / "orders"))
+    quarantine = spark.read.format("delta").load(str(demo / "quarantine"))
+    coordinates = ["topic", "partition", "offset"]
+    ok, bad = target.count(), quarantine.count()
+    assert ok + bad == source.count() == 10_000
+    assert (ok, bad) == (summary["ok -> target"], summary["quarantined"]) and 0 < bad < 1_000
+    stages = {r.stage for r in quarantine.select("stage").distinct().collect()}
+    assert stages == {"decode", "parse_order", "convert", "check_order", "expect_order"}
+    landed = target.select(
+        *[target[f"_source_{c}"].alias(c) for c in coordinates]
+    ).unionByName(quarantine.select(*coordinates))
+    assert landed.distinct().count() == 10_000
+    assert landed.exceptAll(source.select(*coordinates)).count() == 0  # every record once, none invented

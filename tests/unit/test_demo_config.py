@@ -1,0 +1,66 @@
+"""The demo's config and expectation suite ship in the package, so an installed wheel runs the demo."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quarantine.config import load_config
+from quarantine.demo import DEMO_CONFIG, write_demo_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Where the repository's demo config names a file or table, and what init-demo --out OUT names there.
+PATH_KEYS: dict[tuple[str, ...], str] = {
+    ("source", "path"): "{out}/source",
+    ("target", "table"): "{out}/orders",
+    ("errors", "deadletterqueue.table.name"): "{out}/quarantine",
+    ("metrics", "table"): "{out}/metrics",
+    ("stages", "4", "options", "suite"): "{out}/expectations/orders.json",
+    ("mlflow", "tracking_uri"): "sqlite:///{out}/mlflow.db",
+}
+
+
+def _pop(tree: Any, keys: tuple[str, ...]) -> Any:
+    *parents, last = keys
+    for k in parents:
+        tree = tree[int(k)] if isinstance(tree, list) else tree[k]
+    return tree.pop(last)
+
+
+def test_the_packaged_demo_files_are_the_repositorys() -> None:
+    packaged = resources.files("quarantine").joinpath("demo_conf")
+    assert packaged.joinpath("orders_demo.yml").read_bytes() == (REPO / "conf" / "orders_demo.yml").read_bytes()
+    assert packaged.joinpath("expectations", "orders.json").read_bytes() == (
+        REPO / "conf" / "expectations" / "orders.json"
+    ).read_bytes()
+
+
+def test_the_written_demo_config_is_the_repositorys_with_every_path_under_out(tmp_path: Path) -> None:
+    out = tmp_path / "my demo: 1"  # a space and a colon stay one YAML string
+    path = write_demo_config(out)
+
+    assert path == out / DEMO_CONFIG
+    written = yaml.safe_load(path.read_text(encoding="utf-8"))
+    repo = yaml.safe_load((REPO / "conf" / "orders_demo.yml").read_text(encoding="utf-8"))
+    for keys, template in PATH_KEYS.items():
+        assert _pop(written, keys) == template.format(out=out.resolve()), keys
+        _pop(repo, keys)
+    assert written == repo  # all else as in conf/orders_demo.yml
+    assert (out / "expectations" / "orders.json").read_bytes() == (REPO / "conf/expectations/orders.json").read_bytes()
+
+
+def test_the_written_demo_config_loads_from_any_working_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    out = tmp_path / "demo"
+    write_demo_config(out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    config = load_config(out / DEMO_CONFIG)
+
+    assert config.source.path == str(out / "source")
+    assert config.target.table == str(out / "orders")
