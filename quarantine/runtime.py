@@ -74,10 +74,8 @@ def check_runtime(
         raise QuarantineError(
             f"unsupported runtime: Python {found_python[0]}.{found_python[1]} ({found}); {_supported_text()}"
         )
-    if on_databricks:
-        ok = _line(spark_version) in SUPPORTED_SPARK_LINES
-    else:
-        ok = spark_version in supported_spark_versions()
-    if not ok:
+    # Databricks: any patch of a supported line; locally: a pyspark whose jars ship
+    supported = SUPPORTED_SPARK_LINES if on_databricks else supported_spark_versions()
+    if (_line(spark_version) if on_databricks else spark_version) not in supported:
         hint = "" if on_databricks else '; install a supported one, e.g. pip install "spark-quarantine[local]"'
         raise QuarantineError(f"unsupported runtime: Spark {spark_version} ({found}); {_supported_text()}{hint}")

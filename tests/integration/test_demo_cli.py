@@ -55,9 +55,11 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     # Nothing was fixed: every replayed row fails again and stays open; the target is unchanged.
     capsys.readouterr()
     assert main(["replay", "--conf", str(conf), "--where", "stage = 'check_order'"]) == 0
-    m = re.search(r"replay: ([\d,]+) open record\(s\) selected, 0 replayed .* ([\d,]+) still failing", capsys.readouterr().out)
+    replayed = capsys.readouterr().out
+    m = re.search(r"replay: ([\d,]+) open record\(s\) selected, 0 replayed .* ([\d,]+) still failing", replayed)
     assert m is not None and m.group(1) == m.group(2) != "0"
     assert spark.read.format("delta").load(config.target.table).count() == n_ok
-    statuses = {r[0] for r in spark.read.format("delta").load(config.errors.dlq_table_name).select("status").distinct().collect()}
+    after = spark.read.format("delta").load(config.errors.dlq_table_name)
+    statuses = {r[0] for r in after.select("status").distinct().collect()}
     assert statuses == {"open"}
     assert quarantine.where(F.col("stage") == "check_order").count() > 0

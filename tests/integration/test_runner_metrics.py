@@ -195,7 +195,8 @@ def test_per_topic_counts_without_approx_top_k_are_exact_and_merge_across_partit
     df = spark.createDataFrame([(t,) for t in topics], "topic STRING").repartition(4)
     obs = Observation("items")
     exact = F.to_json(_exact_items(F.col("topic")))
-    df.observe(obs, exact.alias("t"), _observed_items(F.col("topic")).alias("u"), F.count(F.lit(1)).alias("n")).collect()
+    observed = _observed_items(F.col("topic"))
+    df.observe(obs, exact.alias("t"), observed.alias("u"), F.count(F.lit(1)).alias("n")).collect()
     assert _items(obs.get["t"]) == {"orders": 700, "refunds": 29, "a.b-c_d": 3, "ünï": 1}
     assert _items(obs.get["u"]) == _items(obs.get["t"])  # approx_top_k (Spark 4.1) or the same function (4.0)
     assert obs.get["n"] == len(topics)

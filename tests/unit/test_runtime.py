@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from quarantine.errors import QuarantineError
@@ -61,19 +64,29 @@ def test_the_running_interpreter_is_checked_by_default() -> None:
     assert (sys.version_info.major, sys.version_info.minor) in SUPPORTED_PYTHON
 
 
-def test_get_spark_refuses_an_unsupported_pyspark_before_starting_a_session(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No JVM starts: the check runs on ``pyspark.__version__`` before the builder."""
-    import pyspark
-    from pyspark.sql import SparkSession
+def test_get_spark_refuses_an_unsupported_pyspark_before_starting_a_session() -> None:
+    """No JVM starts: the check runs on ``pyspark.__version__`` before the builder.
 
-    from quarantine.session import get_spark
+    In a fresh interpreter (another test of this process may hold a session), with the
+    installed pyspark announcing 3.5.6.
+    """
+    import subprocess
+    import sys
 
-    if SparkSession.getActiveSession() is not None:  # pragma: no cover - unit workers have no session
-        pytest.fail("a unit test process must not have a Spark session")
-    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
-    monkeypatch.setattr(pyspark, "__version__", "3.5.6")
-    with pytest.raises(QuarantineError, match=r"unsupported runtime: Spark 3\.5\.6 \(Python 3\.\d+ with pyspark 3\.5\.6\)"):
-        get_spark("never-started")
-    assert SparkSession.getActiveSession() is None
+    code = (
+        "import pyspark\n"
+        "pyspark.__version__ = '3.5.6'\n"
+        "from pyspark import SparkContext\n"
+        "from quarantine.errors import QuarantineError\n"
+        "from quarantine.session import get_spark\n"
+        "try:\n"
+        "    get_spark('never-started')\n"
+        "except QuarantineError as exc:\n"
+        "    print(exc)\n"
+        "assert SparkContext._jvm is None and SparkContext._active_spark_context is None\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DATABRICKS_RUNTIME_VERSION"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
+    found = r"unsupported runtime: Spark 3\.5\.6 \(Python 3\.\d+ with pyspark 3\.5\.6\); supported: "
+    assert re.match(found, out.stdout)
+    assert "locally pyspark 4.1.1, pyspark 4.0.4" in out.stdout
