@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
-.PHONY: setup demo test test-fast lint bench kafka-demo clean
+.PHONY: setup setup-matrix demo test test-matrix test-fast lint bench kafka-demo clean
 
 # Every jar the repository resolves stays in .cache/jars (quarantine.jars' spark-<version>/,
 # scripts/resolve_jars.sh's spark/ and kafka/); a user's install uses ~/.cache/quarantine/jars.
@@ -16,6 +16,15 @@ demo: setup
 # start Spark or broker processes of their own share one worker (tests/conftest.py).
 test: setup
 	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup
+
+# The support matrix's second pair (README: Support matrix): Python 3.12 + Spark 4.0 with
+# its Delta, in .venv-py312-spark40; the end-to-end subset (tests marked matrix in
+# tests/conftest.py: batch, Kafka streaming, replay, expectations, MLflow) on it.
+setup-matrix:
+	bash scripts/bootstrap_matrix.sh
+
+test-matrix: setup-matrix
+	.venv-py312-spark40/bin/python -m pytest tests -q -m matrix
 
 # The unit tier only (no JVM): seconds, for the edit-test loop.
 test-fast: setup

@@ -51,7 +51,8 @@ counts cannot be a fixed list of ``count(CASE WHEN topic = …)`` columns.
 Ruled out: ``collect_list`` (memory grows with the batch), ``count_min_sketch``
 and ``histogram_numeric`` (approximate for every batch, and not readable
 without the JVM). Chosen: Spark's ``approx_top_k(item, k, maxItemsTracked)``
-aggregate (Spark ≥ 4.1), a DataSketches *frequent items* sketch. Its memory is
+aggregate (Spark ≥ 4.1; on Spark 4.0, which lacks it, :func:`_exact_items`: exact
+counts from ``histogram_numeric`` over the values' hashes), a DataSketches *frequent items* sketch. Its memory is
 bounded by ``maxItemsTracked`` whatever the batch size, it merges across
 partitions (so ``observe`` accepts it), and its counts are **exact** as long as
 the number of distinct items stays well under ``maxItemsTracked`` — the sketch
@@ -73,12 +74,14 @@ in the same pass.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+import pyspark
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -305,7 +308,49 @@ def retry_column_names(stages: Sequence[Any]) -> list[str]:
     return [_retries_col(s.name) for s in stages if isinstance(s, ReportsRetries)]
 
 
+def _has_approx_top_k() -> bool:
+    """Whether the session's Spark has ``approx_top_k`` (Spark >= 4.1; not 4.0, DBR 17.3 LTS)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    version = active.version if active is not None else pyspark.__version__
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return (major, minor) >= (4, 1)
+
+
+def _exact_items(col: Column) -> Column:
+    """Exact ``ARRAY<STRUCT<item, count>>`` of the non-NULL values of ``col``, for ``observe``.
+
+    Spark 4.0 has no ``approx_top_k``. ``histogram_numeric`` over the 32-bit ``hash`` of
+    each value keeps one bin per distinct hash, with its exact count, as long as there are
+    at most ``nb`` of them (its bins are merged only beyond that), across partitions too;
+    ``collect_set`` of (hash, value) names the bins. Memory is bounded by the number of
+    distinct values (topics, or stage/topic cells of failed rows), not by the batch size.
+    A bin whose hash two values share, or beyond :data:`MAX_TOPICS`, gets a NULL item:
+    :func:`_complete` then reports its count under :data:`OTHER_TOPIC` with a warning,
+    so totals stay exact.
+    """
+    h = F.when(col.isNotNull(), F.hash(col))
+    bins = F.histogram_numeric(h, F.lit(MAX_TOPICS))
+    names = F.collect_set(F.struct(h.alias("h"), col.alias("item")))
+
+    def entry(b: Column) -> Column:
+        same = F.filter(names, lambda n: n.getField("h") == b.getField("x").cast("int"))
+        item = F.when(F.size(same) == 1, same.getItem(0).getField("item"))
+        return F.struct(item.alias("item"), b.getField("y").cast("bigint").alias("count"))
+
+    return F.transform(bins, entry)
+
+
+def _observed_items(col: Column) -> Column:
+    """:func:`_top_items` as a JSON string: ``Observation.get`` of pyspark 4.0 (classic)
+    hands arrays of structs back as bare py4j objects; a string comes back as itself."""
+    return F.to_json(_top_items(col))
+
+
 def _top_items(col: Column) -> Column:
+    if not _has_approx_top_k():
+        return _exact_items(col)
     # k = MAX_TOPICS + 1: NULL (rows filtered out by a CASE WHEN) takes a slot of its own.
     return F.call_function("approx_top_k", col, F.lit(MAX_TOPICS + 1), F.lit(_MAX_ITEMS_TRACKED))
 
@@ -330,8 +375,8 @@ def observed_counts(
       observed frame must carry);
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
-    * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` from
-      ``approx_top_k`` over topics, and over ``stage <US> topic`` of failed rows
+    * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` as JSON, from
+      ``approx_top_k`` (Spark 4.0: :func:`_exact_items`) over topics, and over ``stage <US> topic`` of failed rows
       (see the module doc for why, and when it is exact).
 
     Args:
@@ -355,8 +400,8 @@ def observed_counts(
         F.count(F.when(err.getField("retriable"), 1)).alias(_RETRIABLE),
         F.count(F.when(err.getField("kind") == ErrorKind.EXPECTATION.value, 1)).alias(_EXPECTATION),
         F.max(F.when(failed, F.unix_millis(ts))).alias(_LAST_ERROR_TS),
-        _top_items(topic).alias(_TOPICS_IN),
-        _top_items(F.when(failed, cell)).alias(_CELLS_FAILED),
+        _observed_items(topic).alias(_TOPICS_IN),
+        _observed_items(F.when(failed, cell)).alias(_CELLS_FAILED),
     ]
     for s in stages:
         mine = err.getField("stage") == s.name
@@ -379,8 +424,14 @@ def _int(row: Mapping[str, Any], key: str) -> int:
     return int(v) if v is not None else 0
 
 
-def _items(entries: Iterable[Any] | None) -> dict[str, int]:
-    """``approx_top_k`` output → {item: count}; the NULL item (filtered-out rows) dropped."""
+def _items(entries: str | Iterable[Any] | None) -> dict[str, int]:
+    """``approx_top_k`` output → {item: count}; the NULL item (filtered-out rows) dropped.
+
+    ``entries`` is the observed JSON (:func:`_observed_items`: objects with ``item`` and
+    ``count``, ``item`` left out when NULL) or ``(item, count)`` pairs.
+    """
+    if isinstance(entries, str):
+        entries = [(e.get("item"), e["count"]) for e in json.loads(entries)]
     out: dict[str, int] = {}
     for e in entries or ():
         item, count = e[0], e[1]

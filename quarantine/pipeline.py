@@ -111,11 +111,15 @@ class Pipeline:
 
         Raises:
             ConfigError: a stage option is bad (before anything is read or written).
+            QuarantineError: the session's Spark or this Python is outside the support
+                matrix (:func:`quarantine.runtime.check_runtime`), before anything is read or written.
         """
+        from quarantine.runtime import check_runtime
         from quarantine.session import get_spark
         from quarantine.stages import build_stages
 
         spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
+        check_runtime(spark.version)
         built = list(stages) if stages is not None else build_stages(config.stages)
         pipe = cls(
             config=config,

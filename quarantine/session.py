@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
+from quarantine.runtime import check_runtime
 
 __all__ = ["JVM_OPTIONS", "get_spark", "on_databricks"]
 
@@ -86,16 +87,25 @@ def get_spark(
         conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
             of the local defaults, or set on the existing session where allowed.
         master: local master URL; default ``$QUARANTINE_SPARK_MASTER`` or ``local[2]``.
+
+    Raises:
+        QuarantineError: the runtime is outside the support matrix
+            (:func:`quarantine.runtime.check_runtime`): locally before a session starts,
+            on Databricks before a setting is changed.
     """
     active = SparkSession.getActiveSession()
     if on_databricks() or active is not None:
         spark = active or SparkSession.builder.getOrCreate()
+        check_runtime(spark.version)
         with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
             for k, v in (conf or {}).items():
                 # static confs cannot change on a running session; the cluster's value stands
                 with contextlib.suppress(Exception):
                     spark.conf.set(k, v)
         return spark
+    import pyspark
+
+    check_runtime(pyspark.__version__, databricks=False)
     # Python workers must run this interpreter (the venv with pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -9,6 +9,10 @@ Tiers, marked here from where a test lives and what it asks for (not by hand):
 * ``kafka`` — a test that uses the real broker (the ``kafka_broker`` fixture).
 * ``e2e`` — the rest of ``tests/e2e``: real processes, a real ``mlflow server``.
 
+``matrix`` is not a tier: it marks the end-to-end subset of :data:`MATRIX` (batch,
+streaming from Kafka, replay, expectations, MLflow) that ``make test-matrix`` runs on the
+support matrix's second runtime pair (README: Support matrix).
+
 ``make test-fast`` runs ``-m unit``; ``make test`` runs every tier on two pytest-xdist
 workers (``--dist loadgroup``). Each worker has its own Spark session and, when a test
 asks, its own broker. Modules in :data:`PROCESS_MODULES` start Spark or broker
@@ -41,6 +45,41 @@ PROCESS_MODULES = frozenset({
     "tests/e2e/test_kafka_crash.py",
 })
 
+# The end-to-end subset ``make test-matrix`` runs on the second runtime pair (Python 3.12 +
+# Spark 4.0, .venv-py312-spark40), by the item of the support matrix each test proves:
+# node ids (a parametrised test's every case). A test may prove several items.
+_DEMO = "tests/integration/test_demo_cli.py::test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli"
+_EXPECT_MLFLOW = "tests/integration/test_expectations_stage.py::test_warn_breaches_are_reported_and_logged_to_mlflow"
+MATRIX: dict[str, tuple[str, ...]] = {
+    "batch": (
+        _DEMO,
+        "tests/integration/test_runner_batch.py::test_every_record_lands_in_exactly_one_table",
+        # Spark 4.0 has no approx_top_k: the per-topic counts' replacement, on each pair
+        "tests/integration/test_runner_metrics.py::"
+        "test_per_topic_counts_without_approx_top_k_are_exact_and_merge_across_partitions",
+    ),
+    "streaming from Kafka": (
+        "tests/e2e/test_kafka_streaming.py::test_available_now_puts_every_record_in_exactly_one_table_with_raw_bytes",
+        "tests/e2e/test_kafka_streaming.py::test_restart_from_checkpoint_reads_only_new_records_and_keeps_the_run_id",
+    ),
+    "replay": (
+        _DEMO,
+        "tests/integration/test_replay.py::test_replay_after_a_fix_moves_fixed_records_to_the_target_once",
+    ),
+    "expectations": (
+        _DEMO,
+        _EXPECT_MLFLOW,
+        "tests/integration/test_expectations_stage.py::"
+        "test_rows_failing_translated_expectations_are_routed_with_every_failure",
+    ),
+    "MLflow": (
+        _DEMO,
+        _EXPECT_MLFLOW,
+        "tests/e2e/test_mlflow_server.py::test_pipeline_run_with_mlflow_down_writes_its_data",
+    ),
+}
+MATRIX_TESTS = frozenset(n for ids in MATRIX.values() for n in ids)
+
 
 def tier_of(path: Path, fixtures: Iterable[str]) -> str:
     """The tier of a test at ``path`` that uses ``fixtures`` (see the module docstring)."""
@@ -65,6 +104,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if tier == "unit" and "spark" in fixtures:
             raise pytest.UsageError(f"{item.nodeid}: a unit test may not start Spark (move it to tests/integration)")
         item.add_marker(getattr(pytest.mark, tier))
+        if item.nodeid.split("[", 1)[0] in MATRIX_TESTS:
+            item.add_marker(pytest.mark.matrix)
         if _relative(Path(str(item.fspath))) in PROCESS_MODULES or "child_drivers" in fixtures:
             item.add_marker(pytest.mark.xdist_group("processes"))
 

@@ -181,3 +181,22 @@ def test_successful_retries_of_a_python_stage_count_in_total_retries(
     assert (report.records_ok, report.records_quarantined) == (1, 0)
     assert report.metrics[N.TOTAL_RETRIES] == 2
     assert report.metrics[N.TOTAL_RECORD_FAILURES] == 2  # each failed attempt is a failure
+
+
+def test_per_topic_counts_without_approx_top_k_are_exact_and_merge_across_partitions(spark: Any) -> None:
+    """Spark 4.0 (Databricks Runtime 17.3 LTS) has no ``approx_top_k``: every batch failed
+    there with UNRESOLVED_ROUTINE. Its replacement counts items exactly, through
+    ``observe`` as the pipeline uses it, with NULLs (rows a CASE WHEN filtered out) left out."""
+    from pyspark.sql import Observation
+
+    from quarantine.metrics import _exact_items, _items, _observed_items
+
+    topics = ["orders"] * 700 + ["refunds"] * 29 + [None] * 11 + ["a.b-c_d"] * 3 + ["ünï"]
+    df = spark.createDataFrame([(t,) for t in topics], "topic STRING").repartition(4)
+    obs = Observation("items")
+    exact = F.to_json(_exact_items(F.col("topic")))
+    observed = _observed_items(F.col("topic"))
+    df.observe(obs, exact.alias("t"), observed.alias("u"), F.count(F.lit(1)).alias("n")).collect()
+    assert _items(obs.get["t"]) == {"orders": 700, "refunds": 29, "a.b-c_d": 3, "ünï": 1}
+    assert _items(obs.get["u"]) == _items(obs.get["t"])  # approx_top_k (Spark 4.1) or the same function (4.0)
+    assert obs.get["n"] == len(topics)

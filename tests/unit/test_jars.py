@@ -302,3 +302,51 @@ def test_local_jars_resolves_the_shipped_coordinates_into_the_folder_of_the_pysp
 
     assert str(spark_jar_dir()) in str(info.value) and maven.url in str(info.value)
     assert list(spark_jar_dir().iterdir()) == []
+
+
+def test_every_shipped_spark_has_the_same_jars_built_for_its_own_line() -> None:
+    """One list per supported pyspark (4.0 for Databricks Runtime 17.3 LTS, 4.1 for 18.x):
+    the same six artifacts, spark-sql-kafka at that pyspark's version, Delta of its line."""
+    from quarantine.runtime import SUPPORTED_SPARK_LINES
+
+    versions = supported_spark_versions()
+    assert {".".join(v.split(".")[:2]) for v in versions} == set(SUPPORTED_SPARK_LINES)
+    assert "4.0.4" in versions and "4.1.1" in versions
+    artifacts = {v: {j.artifact: j for j in spark_jars(v)} for v in versions}
+    for version, jars in artifacts.items():
+        assert set(jars) == set(artifacts["4.1.1"]), version
+        assert jars["spark-sql-kafka-0-10_2.13"].version == version
+        line = version.rsplit(".", 1)[0]
+        assert jars["delta-spark_2.13"].version.startswith(line + "."), version
+        assert jars["delta-storage"].version == jars["delta-spark_2.13"].version
+        assert spark_jar_dir(version).name == f"spark-{version}"
+    assert artifacts["4.0.4"]["delta-spark_2.13"].version == "4.0.1"
+    # spark-sql-kafka 4.0.4's pom: kafka-clients 3.9.1, commons-pool2 2.12.0
+    assert artifacts["4.0.4"]["kafka-clients"].version == "3.9.1"
+    assert artifacts["4.0.4"]["commons-pool2"].version == "2.12.0"
+    # Delta (2 jars) and spark-sql-kafka differ; the token provider, kafka-clients and pool2 are shared
+    assert len({j.sha256 for jars in artifacts.values() for j in jars.values()}) == 9
+
+
+def test_the_local_extra_and_the_matrix_constraints_install_exactly_the_shipped_pysparks() -> None:
+    """pyproject's ``local`` extra admits the shipped pysparks (and no other release of
+    their lines that PyPI has), and scripts/constraints-spark40.txt pins one of them with
+    the Delta its jars list."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    repo = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    reqs = {r.name: r for r in map(Requirement, project["optional-dependencies"]["local"])}
+    on_pypi = [f"4.0.{p}" for p in range(6)] + [f"4.1.{p}" for p in range(5)]
+    assert {v for v in on_pypi if v in reqs["pyspark"].specifier} == set(supported_spark_versions())
+    deltas = {j.version for v in supported_spark_versions() for j in spark_jars(v) if j.artifact == "delta-spark_2.13"}
+    assert {v for v in ["4.0.0", "4.0.1", "4.1.0", "4.2.0"] if v in reqs["delta-spark"].specifier} == deltas
+    pins = dict(
+        ln.split("==") for ln in (repo / "scripts" / "constraints-spark40.txt").read_text().splitlines()
+        if ln and not ln.startswith("#")
+    )
+    assert pins["pyspark"] in supported_spark_versions()
+    assert pins["delta-spark"] == {j.artifact: j for j in spark_jars(pins["pyspark"])}["delta-spark_2.13"].version
+    assert project["requires-python"] == ">=3.11,<3.13"

@@ -107,3 +107,51 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
     grouped.add(workers["tests.integration.test_with_driversd"])
     assert len(workers) == 3 * (len(PROCESS_MODULES) + 3) + 1
     assert len(grouped) == 1, workers
+
+
+def test_ci_runs_the_full_suite_and_then_the_matrix_subset_on_the_second_pair() -> None:
+    """`.ci/run`: `make test` (Python 3.11 + Spark 4.1, every tier), then `make test-matrix`:
+    the `matrix` subset with .venv-py312-spark40 (Python 3.12 + Spark 4.0, its Delta)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    commands = [ln.strip() for ln in (repo / ".ci" / "run").read_text().splitlines()
+                if ln.strip().startswith("make ")]
+    assert commands == ["make test", "make test-matrix"]
+    recipe = subprocess.run(["make", "-n", "test-matrix"], cwd=repo, capture_output=True, text=True, check=True)
+    lines = recipe.stdout.splitlines()
+    assert "bash scripts/bootstrap_matrix.sh" in lines
+    line = next(ln for ln in lines if "-m pytest" in ln)
+    assert line.startswith(".venv-py312-spark40/bin/python -m pytest ")
+    assert line.split("-m pytest", 1)[1].split() == ["tests", "-q", "-m", "matrix"]
+    script = (repo / "scripts" / "bootstrap_matrix.sh").read_text()
+    assert "python3.12" in script and "scripts/constraints-spark40.txt" in script
+    assert 'venv="${MATRIX_VENV:-.venv-py312-spark40}"' in script
+
+
+def test_the_matrix_subset_covers_each_item_of_the_support_matrix_with_collected_tests() -> None:
+    """Batch, streaming from Kafka, replay, expectations and MLflow each have a test in the
+    subset; every listed node id exists, and `-m matrix` collects exactly them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import MATRIX, MATRIX_TESTS
+
+    assert set(MATRIX) == {"batch", "streaming from Kafka", "replay", "expectations", "MLflow"}
+    assert all(MATRIX.values())
+    assert all("test_kafka" in n for n in MATRIX["streaming from Kafka"])
+    assert any("mlflow" in n for n in MATRIX["MLflow"])
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "matrix", "--collect-only", "-p", "no:cacheprovider"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    collected = {ln.split("[", 1)[0] for ln in out if "::" in ln}
+    assert collected == MATRIX_TESTS
+    # a test that proves Kafka streaming really uses the broker (the kafka tier)
+    kafka = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "matrix and kafka", "--collect-only", "-p",
+         "no:cacheprovider"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    assert {ln for ln in kafka if "::" in ln} == set(MATRIX["streaming from Kafka"])
