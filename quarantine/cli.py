@@ -23,7 +23,7 @@ import yaml
 
 from quarantine.errors import ConfigError, QuarantineError
 
-__all__ = ["main"]
+__all__ = ["console", "main"]
 
 
 def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
@@ -68,8 +68,21 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def console() -> None:
+    """The ``quarantine`` command's entry point: :func:`main` over ``sys.argv``.
+
+    Raises:
+        SystemExit: with :func:`main`'s code when it is not 0. A Databricks
+            ``python_wheel_task`` calls this function and ignores what it returns, so a
+            failure must be raised for the task to fail.
+    """
+    code = main()
+    if code:
+        raise SystemExit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``quarantine`` command."""
+    """Run one ``quarantine`` command (``argv`` default ``sys.argv[1:]``); its exit code."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("py4j", "urllib3", "alembic", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -102,7 +102,7 @@ def test_the_wheel_holds_the_library_its_data_and_metadata_only(wheel: Path) -> 
     local = [r for r in metadata.get_all("Requires-Dist") if 'extra == "local"' in r]
     assert any(r.startswith("pyspark") for r in local) and any(r.startswith("delta-spark") for r in local)
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
-    assert "quarantine = quarantine.cli:main" in entry_points
+    assert "quarantine = quarantine.cli:console" in entry_points
 
 
 @pytest.mark.timeout(1800)

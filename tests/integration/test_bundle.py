@@ -114,7 +114,7 @@ def test_the_orders_job_runs_the_wheel_entry_point() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert wheel["package_name"] == project["name"] == "spark-quarantine"  # the distribution, not the import name
     assert wheel["entry_point"] == "quarantine"
-    assert project["scripts"]["quarantine"] == "quarantine.cli:main"
+    assert project["scripts"]["quarantine"] == "quarantine.cli:console"
     assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"])
 
 

@@ -1,0 +1,36 @@
+"""The ``quarantine`` entry point as a Databricks wheel task calls it.
+
+A ``python_wheel_task`` looks the entry point up in the wheel's metadata and calls the
+function with ``sys.argv`` set to the task's parameters; a value it returns is ignored.
+So a failed command must raise ``SystemExit`` with its non-zero code, or the task
+finishes green; a successful one returns normally.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+
+def _entry_point() -> object:
+    [ep] = [ep for ep in entry_points(group="console_scripts") if ep.name == "quarantine"]
+    return ep.load()
+
+
+def test_a_failing_command_raises_system_exit_with_its_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["quarantine", "validate", "--conf", str(tmp_path / "missing.yml")])
+    with pytest.raises(SystemExit) as info:
+        _entry_point()()  # type: ignore[operator]
+    assert info.value.code == 2
+
+
+def test_a_successful_command_returns_without_raising(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "schema.json"
+    monkeypatch.setattr(sys, "argv", ["quarantine", "schema", "--out", str(out)])
+    _entry_point()()  # type: ignore[operator]
+    assert out.read_text().startswith("{")
