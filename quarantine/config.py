@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import cache
@@ -696,12 +697,18 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".") -> Pipel
             table key when it holds a ``/``) is made absolute against it. Table names
             (``catalog.schema.table``), URIs and absolute paths stay as written.
 
+    Every ``${env:NAME}`` in a string value is replaced by that environment
+    variable first (Kafka Connect's ``EnvVarConfigProvider`` syntax): how a secret
+    reaches a config without being written in it.
+
     Raises:
         ConfigError: naming the first bad key, its value and what is allowed; an
-            expectation suite that does not exist is one (its resolved path named).
+            expectation suite that does not exist is one (its resolved path named);
+            so is an ``${env:NAME}`` whose variable is not set.
     """
     if not isinstance(raw, Mapping):
         raise ConfigError("", raw, "a mapping")
+    raw = _from_environment(raw, "")
     folder = os.path.abspath(base_dir)
     config = PipelineConfig.model_validate(dict(raw), context={**_YAML, "base_dir": folder})
     as_loaded = dict(raw)
@@ -711,6 +718,35 @@ def parse_config(raw: Mapping[str, Any], *, base_dir: str | Path = ".") -> Pipel
     config._raw = MappingProxyType(as_loaded)
     config._base_dir = folder
     return config
+
+
+#: ``${env:NAME}``: Kafka Connect's EnvVarConfigProvider syntax (KIP-887).
+_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _from_environment(node: Any, key: str) -> Any:
+    """``node`` with every ``${env:NAME}`` in its strings replaced by the variable's value.
+
+    This is how a secret reaches a config without being written in it: on Databricks
+    a job cluster's environment variables may be secret references
+    (``{{secrets/<scope>/<key>}}``), which the cluster resolves when it starts.
+
+    Raises:
+        ConfigError: a referenced variable is not set; it names the key and the variable.
+    """
+    if isinstance(node, str):
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in os.environ:
+                raise ConfigError(key, node, f"the environment variable {name} to be set (named as ${{env:{name}}})")
+            return os.environ[name]
+
+        return _ENV_REFERENCE.sub(value, node)
+    if isinstance(node, Mapping):
+        return {k: _from_environment(v, f"{key}.{k}" if key else str(k)) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_from_environment(v, f"{key}[{i}]") for i, v in enumerate(node)]
+    return node
 
 
 #: Keys an override may set whose value is a path: a relative one is read from the working directory.
