@@ -1,9 +1,10 @@
 """The ``quarantine`` command line.
 
     quarantine run --conf conf/orders_demo.yml [--set key=value ...]
-    quarantine replay --conf conf/orders_demo.yml [--where "stage = 'parse_order'"]
+    quarantine replay --conf conf/orders_demo.yml [--pipeline orders_demo] [--where "stage = 'parse_order'"]
     quarantine discard --conf conf/orders_demo.yml --where "..." --reason "..."
     quarantine init-demo --out data/demo [--records N] [--poison-rate F]
+    quarantine init-demo --table catalog.schema.orders_raw [--if-missing]
     quarantine validate --conf conf/orders_demo.yml
     quarantine schema [--out FILE]
 
@@ -36,6 +37,11 @@ def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _predicate(where: str | None) -> str | None:
+    """A ``--where`` as given, or None (every open record) when it is empty: a job parameter left blank."""
+    return where if where and where.strip() else None
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="quarantine", description=__doc__.split("\n")[0] if __doc__ else None)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -49,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run open quarantine rows through the current stages")
     rep.add_argument("--conf", required=True)
     rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns")
+    rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns (empty: every open row)")
+    rep.add_argument("--pipeline", default=None,
+                     help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
     dis = sub.add_parser("discard", help="mark open quarantine rows as discarded")
     dis.add_argument("--conf", required=True)
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -65,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--records", type=int, default=10_000)
     demo.add_argument("--poison-rate", type=float, default=0.04)
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
+                      help="write the source as this catalog table instead (no config is written)")
+    demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
     return ap
 
 
@@ -96,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from quarantine.config import load_config
 
         config = load_config(args.conf, _overrides(args.set))
+        if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
+            raise ConfigError("--pipeline", args.pipeline, f"{config.pipeline} (the pipeline of {args.conf})")
         from quarantine.pipeline import Pipeline
 
         if args.command == "validate":
@@ -106,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "replay":
             from quarantine.replay import replay
 
-            print(replay(Pipeline.from_config(config), args.where).render())
+            print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
             return 0
         if args.command == "discard":
             from quarantine.replay import discard
@@ -170,12 +183,20 @@ def _schema(out: str | None) -> int:
 
 
 def _init_demo(args: argparse.Namespace) -> int:
-    from quarantine.demo import write_demo_config, write_demo_source
+    from quarantine.demo import write_demo_config, write_demo_source, write_demo_table
     from quarantine.session import get_spark
 
     if not 0.0 <= args.poison_rate <= 1.0:
         raise ConfigError("--poison-rate", args.poison_rate, "a fraction in [0, 1]")
+    if args.table is not None and (args.table.count(".") != 2 or "/" in args.table):
+        raise ConfigError("--table", args.table, "a catalog table name catalog.schema.table")
     spark = get_spark("quarantine:init-demo")
+    if args.table is not None:
+        n = write_demo_table(spark, args.table, args.records, poison_rate=args.poison_rate, seed=args.seed,
+                             if_missing=args.if_missing)
+        print(f"wrote {n:,} order events ({args.poison_rate:.0%} poison) to {args.table} (Kafka-shaped)"
+              if n else f"{args.table} exists: left as it is (--if-missing)")
+        return 0
     path = f"{args.out.rstrip('/')}/source"
     n = write_demo_source(spark, path, args.records, poison_rate=args.poison_rate, seed=args.seed)
     print(f"wrote {n:,} order events ({args.poison_rate:.0%} poison) to {path} (Delta, Kafka-shaped)")

@@ -43,6 +43,7 @@ __all__ = [
     "orders_source",
     "write_demo_config",
     "write_demo_source",
+    "write_demo_table",
 ]
 
 #: The name of the config file :func:`write_demo_config` writes into its folder.
@@ -149,6 +150,39 @@ def write_demo_source(
     orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
         "overwrite"
     ).option("overwriteSchema", "true").save(path)
+    return records
+
+
+def write_demo_table(
+    spark: SparkSession,
+    table: str,
+    records: int = 10_000,
+    *,
+    poison_rate: float = 0.04,
+    seed: int = 7,
+    if_missing: bool = False,
+) -> int:
+    """Write :func:`orders_source` as the catalog table ``table`` (``catalog.schema.table``).
+
+    The bundle's setup task runs this (``quarantine init-demo --table … --if-missing``)
+    so that the batch job has its source on a fresh workspace.
+
+    Args:
+        spark: the session.
+        table: the table's name; its catalog and schema must exist.
+        records: how many order events.
+        poison_rate: the fraction of them that are malformed.
+        seed: the generator's seed (the same seed writes the same records).
+        if_missing: leave the table alone when it exists.
+
+    Returns:
+        The number of records written: 0 when ``if_missing`` left an existing table alone.
+    """
+    if if_missing and spark.catalog.tableExists(table):
+        return 0
+    orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
+        "overwrite"
+    ).option("overwriteSchema", "true").saveAsTable(table)
     return records
 
 

@@ -1,0 +1,46 @@
+"""The ``quarantine`` arguments the bundle's jobs pass (issue 12), checked without Spark.
+
+* ``replay --pipeline NAME`` (the replay job's ``pipeline`` parameter) refuses a config
+  of another pipeline before anything is read, and an empty ``--where`` (the
+  ``predicate`` parameter left empty) means every open record;
+* ``init-demo --table NAME`` (the setup task) writes the sample source as a catalog
+  table, and ``--if-missing`` leaves an existing one alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quarantine.cli import _parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_replay_refuses_a_config_of_another_pipeline_before_any_work(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["replay", "--conf", str(REPO / "conf" / "orders_demo.yml"), "--pipeline", "orders_kafka"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--pipeline" in err and "orders_demo" in err and "orders_kafka" in err
+
+
+def test_an_empty_where_selects_every_open_record() -> None:
+    from quarantine.cli import _predicate
+
+    assert _predicate("") is None
+    assert _predicate("   ") is None
+    assert _predicate("stage = 'parse_order'") == "stage = 'parse_order'"
+
+
+def test_init_demo_takes_a_catalog_table_and_if_missing() -> None:
+    args = _parser().parse_args(["init-demo", "--table", "dev.quarantine_dev.orders_raw", "--if-missing"])
+    assert args.table == "dev.quarantine_dev.orders_raw"
+    assert args.if_missing is True
+    args = _parser().parse_args(["init-demo"])
+    assert args.table is None and args.if_missing is False
+
+
+def test_init_demo_rejects_a_table_that_is_not_a_catalog_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init-demo", "--table", "data/orders_raw"]) == 2
+    assert "--table" in capsys.readouterr().err
