@@ -539,7 +539,7 @@ def produce(
     return acked
 
 
-#: Poison kinds :func:`order_records` makes, each caught by a stage of ``conf/orders_kafka.yml``.
+#: Poison kinds :func:`order_records` makes, each caught by a stage of ``conf/local.yml``.
 POISON_KINDS: tuple[str, ...] = (
     "invalid_utf8", "truncated_json", "wrong_type", "missing_field", "empty_value",
     "null_value", "negative_amount", "bad_currency", "bad_timestamp", "json_array",

@@ -39,6 +39,14 @@ def _pipeline_configs() -> list[Path]:
 CONFIGS = _pipeline_configs()
 
 
+@pytest.fixture(autouse=True)
+def _databricks_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the Kafka job cluster sets (conf/dev.yml and conf/prod.yml read it as ${env:NAME})."""
+    for name, value in {"KAFKA_BOOTSTRAP_SERVERS": "broker:9093", "KAFKA_SASL_USERNAME": "svc",
+                        "KAFKA_SASL_PASSWORD": "unit-test-only"}.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft7Validator:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
@@ -65,7 +73,8 @@ def test_the_schema_is_draft_7_and_ships_as_package_data() -> None:
 
 
 def test_the_repository_s_pipeline_configs_are_found() -> None:
-    assert {p.relative_to(REPO).as_posix() for p in CONFIGS} >= {"conf/orders_demo.yml", "conf/orders_kafka.yml"}
+    expected = {"conf/orders_demo.yml", "conf/local.yml", "conf/dev.yml", "conf/prod.yml"}
+    assert {p.relative_to(REPO).as_posix() for p in CONFIGS} >= expected
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(REPO).as_posix())
