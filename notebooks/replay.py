@@ -11,11 +11,14 @@
 # MAGIC selected records would pass now, by stage.
 # MAGIC
 # MAGIC Widgets: `conf`, `catalog`, `schema`, `quarantine_table`, `target_table` (table names are
-# MAGIC set on the config when `catalog` is given), `where` (SQL over quarantine columns), `apply`.
+# MAGIC set on the config when `catalog` is given; the target defaults to `<catalog>.<schema>.<pipeline>`,
+# MAGIC the bundle's convention), `predicate` (SQL over quarantine columns), `apply`. With the defaults
+# MAGIC it previews the local demo (`quarantine init-demo`, then `quarantine run --conf conf/orders_demo.yml`).
 
 # COMMAND ----------
 
 import os
+from pathlib import Path
 
 
 def widget(name: str, default: str, label: str) -> str:
@@ -35,12 +38,25 @@ def show(df, n: int = 50) -> None:
         df.show(n, truncate=False)
 
 
-conf_path = widget("conf", "conf/orders_demo.yml", "pipeline config (YAML)")
+def repo_path(relative: str) -> str:
+    """``relative`` (to the repository, the bundle root in a workspace) as an absolute path.
+
+    Locally notebooks run from the repository root; in a Databricks workspace the working
+    directory is the notebook's folder (notebooks/). Relative paths would mean different
+    files (and Delta refuses a relative delta.`path`), so every default is made absolute.
+    """
+    for base in (Path.cwd(), Path.cwd().parent):
+        if (base / "conf").is_dir():
+            return str((base / relative).resolve())
+    return str(Path(relative).resolve())
+
+
+conf_path = widget("conf", repo_path("conf/orders_demo.yml"), "pipeline config (YAML)")
 catalog = widget("catalog", "", "catalog (empty: use the config's tables)")
 schema = widget("schema", "", "schema")
 quarantine_table = widget("quarantine_table", "quarantine", "quarantine table")
-target_table = widget("target_table", "orders", "target table")
-where = widget("where", "", "SQL predicate over quarantine columns (empty: all open)")
+target_table = widget("target_table", "", "target table (empty: the pipeline's name)")
+where = widget("predicate", "", "SQL predicate over quarantine columns (empty: all open)")
 apply = widget("apply", "false", "apply (true writes)").strip().lower() == "true"
 
 # COMMAND ----------
@@ -49,13 +65,12 @@ from quarantine.config import load_config
 from quarantine.pipeline import Pipeline
 from quarantine.session import get_spark
 
-overrides = {}
+config = load_config(conf_path)
 if catalog:
-    overrides = {
-        "target.table": f"{catalog}.{schema}.{target_table}",
+    config = load_config(conf_path, {
+        "target.table": f"{catalog}.{schema}.{target_table or config.pipeline}",
         "errors.deadletterqueue.table.name": f"{catalog}.{schema}.{quarantine_table}",
-    }
-config = load_config(conf_path, overrides)
+    })
 spark = get_spark(f"quarantine:replay:{config.pipeline}", config.spark_conf)
 pipeline = Pipeline.from_config(config, spark)
 print(f"pipeline {config.pipeline}: replaying open rows of {pipeline.quarantine_table} "

@@ -12,6 +12,7 @@
 # COMMAND ----------
 
 import os
+from pathlib import Path
 
 
 def widget(name: str, default: str, label: str) -> str:
@@ -31,24 +32,41 @@ def show(df, n: int = 100) -> None:
         df.show(n, truncate=False)
 
 
+def repo_path(relative: str) -> str:
+    """``relative`` (to the repository, the bundle root in a workspace) as an absolute path.
+
+    Locally notebooks run from the repository root; in a Databricks workspace the working
+    directory is the notebook's folder (notebooks/). Relative paths would mean different
+    files (and Delta refuses a relative delta.`path`), so every default is made absolute.
+    """
+    for base in (Path.cwd(), Path.cwd().parent):
+        if (base / "conf").is_dir():
+            return str((base / relative).resolve())
+    return str(Path(relative).resolve())
+
+
 catalog = widget("catalog", "", "catalog (empty: quarantine_table is a path)")
 schema = widget("schema", "", "schema")
-quarantine_table = widget("quarantine_table", "data/demo/quarantine", "quarantine table")
+quarantine_table = widget("quarantine_table", repo_path("data/demo/quarantine"), "quarantine table")
 pipeline = widget("pipeline", "orders_demo", "pipeline")
 days = int(widget("days", "30", "look-back days"))
 
 
 def table_ref(catalog: str, schema: str, table: str) -> str:
-    """A SQL reference: `c`.`s`.`t`, or delta.`path` for a path."""
+    """A SQL reference: `c`.`s`.`t`, or delta.`path` for a path (made absolute: Delta refuses a relative one)."""
     if catalog:
         return ".".join(f"`{p.replace('`', '``')}`" for p in (catalog, schema, table))
-    return f"delta.`{table.replace('`', '``')}`"
+    path = table if "://" in table else os.path.abspath(table)
+    return f"delta.`{path.replace('`', '``')}`"
 
+
+source_ref = table_ref(catalog, schema, quarantine_table)
+
+# COMMAND ----------
 
 from quarantine.session import get_spark
 
 spark = get_spark("quarantine:triage")
-source_ref = table_ref(catalog, schema, quarantine_table)
 # One view of this pipeline's rows; every query below is plain SQL over it.
 spark.table(source_ref).where(f"pipeline = '{pipeline.replace(chr(39), chr(39) * 2)}'").createOrReplaceTempView(
     "quarantine_records"

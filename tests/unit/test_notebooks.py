@@ -108,3 +108,37 @@ def test_triage_notebook_covers_stage_error_class_topic_day_raw_bytes_and_histor
     for needle in ("stage, error_class, topic", "to_date(first_seen_at)", "hex(", "is_valid_utf8(value)",
                    "posexplode(q.error_history)", "status = 'open'"):
         assert needle in text, f"triage.py: expected {needle!r}"
+
+
+def _widget_cell(name: str) -> str:
+    """The notebook's first code cell: its widgets, with nothing that starts Spark."""
+    cell = _cells((NOTEBOOKS / name).read_text(encoding="utf-8"))[1]
+    assert "get_spark" not in cell, f"{name}: the widget cell should not start Spark"
+    return cell
+
+
+@pytest.mark.parametrize("cwd", ["repo root (local)", "notebooks/ (a Databricks workspace)"])
+def test_replay_and_triage_default_to_absolute_paths_wherever_they_run(
+    cwd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: the replay notebook kept the local demo's relative paths and the triage
+    notebook's default failed on a relative delta.`path`; a workspace runs a notebook from
+    its own folder, not the repository root."""
+    for var in ("QUARANTINE_CONF", "QUARANTINE_QUARANTINE_TABLE", "QUARANTINE_CATALOG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(NOTEBOOKS.parent if cwd.startswith("repo") else NOTEBOOKS)
+    replay: dict[str, object] = {}
+    exec(compile(_widget_cell("replay.py"), "replay.py", "exec"), replay)  # the notebook's own cell
+    conf = Path(str(replay["conf_path"]))
+    assert conf.is_absolute() and conf == NOTEBOOKS.parent / "conf" / "orders_demo.yml" and conf.is_file()
+    triage: dict[str, object] = {}
+    exec(compile(_widget_cell("triage.py"), "triage.py", "exec"), triage)
+    assert triage["source_ref"] == f"delta.`{NOTEBOOKS.parent / 'data' / 'demo' / 'quarantine'}`"
+
+
+def test_triage_makes_a_relative_path_absolute_and_quotes_catalog_names() -> None:
+    ns: dict[str, object] = {}
+    exec(compile(_widget_cell("triage.py"), "triage.py", "exec"), ns)
+    table_ref = ns["table_ref"]
+    assert table_ref("", "", "data/q") == f"delta.`{Path.cwd() / 'data' / 'q'}`"  # type: ignore[operator]
+    assert table_ref("dev", "quarantine_dev", "quarantine") == "`dev`.`quarantine_dev`.`quarantine`"  # type: ignore[operator]
