@@ -1,178 +1,195 @@
 """The Databricks asset bundle: schema-valid, typed-model-valid, and runnable as written.
 
+The checks live in ``tests/support/bundle_checks.py``; each takes a bundle root and
+returns its problems. Here they run on the repository (no problem allowed) and on
+deliberately broken copies of it (the problem must be found and named), so that a
+check that cannot fail does not pass for one that works:
+
 * every bundle file validates against the Databricks CLI's bundle JSON schema
-  (``../shared/schemas/databricks-bundle.schema.json``; that one check is skipped
-  when the checkout has no ``../shared`` beside it);
-* every job loads into ``databricks.bundles.jobs.Job`` (strict typed models:
-  unknown fields are errors);
-* the wheel task's parameters, with the dev target's variables substituted, are
-  accepted by the ``quarantine`` CLI parser and load into a valid config that
-  points at the target's catalog tables;
-* every notebook a job names exists, and every variable used is declared and set.
+  (``../shared/schemas/databricks-bundle.schema.json``; skipped when the checkout has
+  no ``../shared`` beside it), and every job loads into ``databricks.bundles.jobs.Job``;
+* every ``${var.x}`` is declared, and every variable without a default is set by every target;
+* no credential is written in the bundle or in ``conf/``: only ``{{secrets/<scope>/<key>}}``
+  (resolved by Databricks in a cluster's environment variables) and ``${env:NAME}``;
+* every notebook and workspace file a job names exists;
+* every wheel task's parameters, as each target runs them, parse with the ``quarantine``
+  CLI and load into a valid config on Unity Catalog tables.
+
+No Spark is started.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
-from databricks.bundles.jobs import Job
-from jsonschema.exceptions import best_match
+
+from tests.support.bundle_checks import (
+    FAKE_CLUSTER_ENVIRONMENT,
+    Bundle,
+    inline_secret_problems,
+    model_problems,
+    path_problems,
+    schema_problems,
+    substitute,
+    target_variables,
+    variable_problems,
+    wheel_parameter_problems,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO.parent / "shared" / "schemas" / "databricks-bundle.schema.json"
-_VAR = re.compile(r"\$\{var\.([A-Za-z_][A-Za-z0-9_]*)\}")
+TARGETS = ("dev", "prod")
+JOBS = {"quarantine_orders", "quarantine_orders_kafka", "quarantine_replay", "quarantine_triage_replay"}
 
 
-def _load(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert isinstance(data, dict), f"{path}: expected a YAML mapping"
-    return data
+def _jobs(root: Path = REPO) -> dict[str, tuple[Path, dict[str, Any]]]:
+    return Bundle.load(root).jobs()
 
 
-def _root() -> dict[str, Any]:
-    return _load(REPO / "databricks.yml")
+def _needs_schema() -> None:
+    if not SCHEMA.is_file():
+        pytest.skip(f"{SCHEMA} not present (a checkout without ../shared beside it)")
 
 
-def _resource_files() -> list[Path]:
-    files: list[Path] = []
-    for pattern in _root()["include"]:
-        files.extend(sorted(REPO.glob(pattern)))
-    return files
-
-
-def _jobs() -> dict[str, tuple[Path, dict[str, Any]]]:
-    jobs: dict[str, tuple[Path, dict[str, Any]]] = {}
-    for f in _resource_files():
-        for name, job in _load(f).get("resources", {}).get("jobs", {}).items():
-            assert name not in jobs, f"job {name} defined twice"
-            jobs[name] = (f, job)
-    return jobs
-
-
-def _bundle_validator() -> jsonschema.Draft7Validator:
-    """The CLI's schema, with its ``\\p{L}``/``\\p{N}`` classes spelled for Python's ``re``."""
-    text = SCHEMA.read_text(encoding="utf-8")
-    text = text.replace(r"[\\p{L}\\p{N}]", r"[^\\W_]").replace(r"\\p{L}", r"[^\\W\\d_]")
-    assert r"\\p{" not in text, "the schema uses a Unicode class this test does not translate"
-    return jsonschema.Draft7Validator(json.loads(text))
+# --------------------------------------------------------------------------- the repository's bundle
 
 
 def test_root_includes_every_resource_file_and_declares_the_wheel_artifact() -> None:
-    root = _root()
-    assert root["bundle"]["name"] == "quarantine"
-    files = _resource_files()
-    assert {f.name for f in files} == {p.name for p in (REPO / "bundles").glob("*.yml")}
-    assert len(files) >= 2
-    (artifact,) = root["artifacts"].values()
-    assert artifact["type"] == "whl"
-    assert "wheel" in artifact["build"]
-    assert set(root["targets"]) == {"dev", "prod"}
-    assert root["targets"]["dev"].get("default") is True
+    bundle = Bundle.load(REPO)
+    assert bundle.config["bundle"]["name"] == "quarantine"
+    assert {f.name for f in bundle.resource_files} == {p.name for p in (REPO / "bundles").glob("*.yml")}
+    (artifact,) = bundle.config["artifacts"].values()
+    assert artifact["type"] == "whl" and "wheel" in artifact["build"]
+    assert set(_jobs()) == JOBS
 
 
 def test_every_bundle_file_matches_the_databricks_bundle_schema() -> None:
-    if not SCHEMA.is_file():
-        pytest.skip(f"{SCHEMA} not present (a checkout without ../shared beside it)")
-    validator = _bundle_validator()
-    for path in [REPO / "databricks.yml", *_resource_files()]:
-        error = best_match(validator.iter_errors(_load(path)))
-        assert error is None, f"{path.name}: {error.json_path}: {error.message[:500]}"
-
-
-def test_the_schema_check_catches_a_misspelt_task_field() -> None:
-    if not SCHEMA.is_file():
-        pytest.skip(f"{SCHEMA} not present (a checkout without ../shared beside it)")
-    _, job = _jobs()["quarantine_orders"]
-    broken = {"resources": {"jobs": {"quarantine_orders": json.loads(json.dumps(job))}}}
-    broken["resources"]["jobs"]["quarantine_orders"]["tasks"][0]["python_wheel_task"]["pakage_name"] = "x"
-    error = best_match(_bundle_validator().iter_errors(broken))
-    assert error is not None and "pakage_name" in error.message
+    _needs_schema()
+    assert schema_problems(REPO, SCHEMA) == []
 
 
 def test_every_job_loads_into_the_strict_typed_model() -> None:
-    jobs = _jobs()
-    assert {"quarantine_orders", "quarantine_triage_replay"} <= set(jobs)
-    for name, (_, job) in jobs.items():
-        model = Job.from_dict(job)  # type: ignore[arg-type]
-        assert model.name == name
-        assert model.tasks, f"job {name} has no tasks"
+    from databricks.bundles.jobs import Job
+
+    assert model_problems(REPO) == []
     with pytest.raises(ValueError, match="Unexpected field"):
-        Job.from_dict({**jobs["quarantine_orders"][1], "taskz": []})  # type: ignore[arg-type]
-
-
-def test_the_orders_job_runs_the_wheel_entry_point() -> None:
-    _, job = _jobs()["quarantine_orders"]
-    (task,) = job["tasks"]
-    wheel = task["python_wheel_task"]
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert wheel["package_name"] == project["name"] == "spark-quarantine"  # the distribution, not the import name
-    assert wheel["entry_point"] == "quarantine"
-    assert project["scripts"]["quarantine"] == "quarantine.cli:console"
-    assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"])
-
-
-def _substitute(text: str, variables: dict[str, str]) -> str:
-    text = text.replace("${workspace.file_path}", str(REPO))
-    return _VAR.sub(lambda m: variables[m.group(1)], text)
-
-
-def _target_variables(target: str) -> dict[str, str]:
-    root = _root()
-    values = {k: str(v["default"]) for k, v in root["variables"].items() if "default" in v}
-    values.update({k: str(v) for k, v in root["targets"][target].get("variables", {}).items()})
-    return values
-
-
-@pytest.mark.parametrize("target", ["dev", "prod"])
-def test_wheel_parameters_parse_into_a_config_on_the_targets_tables(target: str) -> None:
-    from quarantine.cli import _overrides, _parser
-    from quarantine.config import load_config
-
-    variables = _target_variables(target)
-    _, job = _jobs()["quarantine_orders"]
-    params = [_substitute(p, variables) for p in job["tasks"][0]["python_wheel_task"]["parameters"]]
-    args = _parser().parse_args(params)
-    assert args.command == "run"
-    config = load_config(args.conf, _overrides(args.set))
-    base = f"{variables['catalog']}.{variables['schema']}"
-    assert config.target.table == f"{base}.orders"
-    assert config.errors.dlq_table_name == f"{base}.{variables['quarantine_table']}"
-    assert config.source.table == f"{base}.{variables['source_table']}"
-    assert config.source.path is None
-    assert config.target.checkpoint is not None
-    assert config.target.checkpoint.startswith(variables["checkpoint_base"])
+        Job.from_dict({**_jobs()["quarantine_orders"][1], "taskz": []})  # type: ignore[arg-type]
 
 
 def test_every_variable_used_is_declared_and_set_in_every_target() -> None:
-    root = _root()
-    declared = set(root["variables"])
-    used: set[str] = set()
-    for path in [REPO / "databricks.yml", *_resource_files()]:
-        used |= set(_VAR.findall(path.read_text(encoding="utf-8")))
-    assert used <= declared, f"undeclared variables: {sorted(used - declared)}"
-    required = {k for k, v in root["variables"].items() if "default" not in v}
-    assert {"catalog", "schema", "checkpoint_base"} <= required
-    for name, target in root["targets"].items():
-        missing = required - set(target.get("variables", {}))
-        assert not missing, f"target {name} does not set {sorted(missing)}"
-    assert _target_variables("dev")["catalog"] != _target_variables("prod")["catalog"]
+    assert variable_problems(REPO) == []
+    declared = Bundle.load(REPO).config["variables"]
+    assert {"catalog", "schema", "checkpoint_root", "kafka_bootstrap_servers", "secret_scope"} <= set(declared)
+    assert target_variables(REPO, "dev")["catalog"] != target_variables(REPO, "prod")["catalog"]
+
+
+def test_no_secret_is_written_in_the_bundle_or_the_configs() -> None:
+    assert inline_secret_problems(REPO) == []
+
+
+def test_every_path_a_job_names_exists() -> None:
+    assert path_problems(REPO) == []
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_wheel_parameters_parse_into_configs_on_unity_catalog_tables(target: str) -> None:
+    assert wheel_parameter_problems(REPO, target) == []
+
+
+def test_targets_dev_is_development_and_default_prod_is_production_with_root_path_and_permissions() -> None:
+    targets = Bundle.load(REPO).config["targets"]
+    assert set(targets) == set(TARGETS)
+    assert targets["dev"]["mode"] == "development" and targets["dev"]["default"] is True
+    prod = targets["prod"]
+    assert prod["mode"] == "production"
+    assert prod["workspace"]["root_path"].startswith("/Workspace/")
+    levels = {p["level"] for p in prod["permissions"]}
+    assert {"CAN_MANAGE", "CAN_VIEW"} <= levels
+
+
+def test_the_batch_job_creates_its_source_table_first_with_the_wheel_entry_point() -> None:
+    _, job = _jobs()["quarantine_orders"]
+    tasks = {t["task_key"]: t for t in job["tasks"]}
+    assert tasks["run_pipeline"]["depends_on"] == [{"task_key": "create_source"}]
+    setup = tasks["create_source"]["python_wheel_task"]["parameters"]
+    assert setup[:2] == ["init-demo", "--table"] and "--if-missing" in setup
+    run = tasks["run_pipeline"]["python_wheel_task"]["parameters"]
+    assert f"source.table={setup[2]}" in run, "the pipeline must read the table the setup task creates"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["quarantine"] == "quarantine.cli:console"  # exits non-zero on failure
+    for name, (_, each) in _jobs().items():
+        for task in each["tasks"]:
+            wheel = task.get("python_wheel_task")
+            if wheel:
+                assert wheel["package_name"] == project["name"] == "spark-quarantine", name
+                assert wheel["entry_point"] == "quarantine", name
+                assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"]), name
+
+
+def test_the_kafka_job_runs_continuously_with_credentials_from_the_secret_scope() -> None:
+    _, job = _jobs()["quarantine_orders_kafka"]
+    assert job["continuous"]["pause_status"] == "UNPAUSED" and "schedule" not in job
+    (task,) = job["tasks"]  # continuous jobs: no task dependencies, no task retry policy
+    assert "max_retries" not in task and "depends_on" not in task
+    (cluster,) = job["job_clusters"]
+    env = cluster["new_cluster"]["spark_env_vars"]
+    assert env["KAFKA_BOOTSTRAP_SERVERS"] == "${var.kafka_bootstrap_servers}"
+    assert env["KAFKA_SASL_USERNAME"] == "{{secrets/${var.secret_scope}/kafka-username}}"
+    assert env["KAFKA_SASL_PASSWORD"] == "{{secrets/${var.secret_scope}/kafka-password}}"
+    params = task["python_wheel_task"]["parameters"]
+    assert "${workspace.file_path}/conf/${bundle.target}.yml" in params
+    assert not any("{{secrets/" in p for p in params), "task parameters do not resolve secret references"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_target_s_config_names_the_tables_the_kafka_job_sets(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conf/<target>.yml is usable on its own (a notebook, a CLI on a cluster): its tables
+    are the ones the bundle's variables give the job."""
+    from quarantine.cli import _overrides
+    from quarantine.config import TriggerKind, load_config
+
+    for k, v in FAKE_CLUSTER_ENVIRONMENT.items():
+        monkeypatch.setenv(k, v)
+    _, job = _jobs()["quarantine_orders_kafka"]
+    variables = target_variables(REPO, target)
+    params = [substitute(p, REPO, target, variables, {}) for p in job["tasks"][0]["python_wheel_task"]["parameters"]]
+    sets = _overrides([params[i + 1] for i, p in enumerate(params) if p == "--set"])
+    config = load_config(REPO / "conf" / f"{target}.yml")
+    assert config.target.table == sets["target.table"]
+    assert config.target.checkpoint == sets["target.checkpoint"]
+    assert config.errors.dlq_table_name == sets["errors.deadletterqueue.table.name"]
+    assert config.metrics.table == sets["metrics.table"]
+    assert config.trigger.kind is TriggerKind.PROCESSING_TIME
+    assert config.source.bootstrap_servers == FAKE_CLUSTER_ENVIRONMENT["KAFKA_BOOTSTRAP_SERVERS"]
+    assert FAKE_CLUSTER_ENVIRONMENT["KAFKA_SASL_PASSWORD"] in config.source.options["kafka.sasl.jaas.config"]
+
+
+def test_local_dev_and_prod_configs_are_one_pipeline() -> None:
+    raws = {n: yaml.safe_load((REPO / "conf" / f"{n}.yml").read_text()) for n in ("local", "dev", "prod")}
+    assert len({r["pipeline"] for r in raws.values()}) == 1
+    assert raws["local"]["stages"] == raws["dev"]["stages"] == raws["prod"]["stages"]
+
+
+def test_the_replay_job_takes_pipeline_and_predicate() -> None:
+    _, job = _jobs()["quarantine_replay"]
+    params = {p["name"]: p["default"] for p in job["parameters"]}
+    assert {"pipeline", "predicate"} <= set(params)
+    (task,) = job["tasks"]
+    argv = task["python_wheel_task"]["parameters"]
+    assert argv[0] == "replay"
+    assert argv[argv.index("--pipeline") + 1] == "{{job.parameters.pipeline}}"
+    assert argv[argv.index("--where") + 1] == "{{job.parameters.predicate}}"
 
 
 def test_notebook_tasks_point_at_existing_source_notebooks() -> None:
-    path, job = _jobs()["quarantine_triage_replay"]
+    _, job = _jobs()["quarantine_triage_replay"]
     notebooks = [t["notebook_task"]["notebook_path"] for t in job["tasks"] if "notebook_task" in t]
     assert {Path(n).name for n in notebooks} == {"triage.py", "replay.py"}
-    for n in notebooks:
-        nb = (path.parent / n).resolve()
-        assert nb.is_file(), f"{n} (from {path.name}) does not exist"
-        assert nb.read_text(encoding="utf-8").startswith("# Databricks notebook source\n")
     replay = next(t for t in job["tasks"] if t["task_key"] == "replay")
     assert replay["depends_on"] == [{"task_key": "triage"}]
     params = {p["name"] for p in job["parameters"]}
@@ -188,3 +205,96 @@ def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None
             for side in ("driver", "executor"):
                 options = str(conf.get(f"spark.{side}.extraJavaOptions", "")).split()
                 assert set(JVM_OPTIONS) <= set(options), f"job {name}: {side} JVM options {options}"
+
+
+# --------------------------------------------------------------------------- broken copies
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    """The bundle's files (root, resources, configs, notebooks) in a scratch folder."""
+    shutil.copy2(REPO / "databricks.yml", tmp_path / "databricks.yml")
+    for folder in ("bundles", "conf", "notebooks"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    return tmp_path
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{path.name}: {old!r} not found (the test's break no longer applies)"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def test_the_copy_itself_has_no_problem(copy: Path) -> None:
+    assert variable_problems(copy) == inline_secret_problems(copy) == path_problems(copy) == []
+    assert wheel_parameter_problems(copy, "dev") == []
+
+
+def test_a_missing_notebook_is_found(copy: Path) -> None:
+    (copy / "notebooks" / "triage.py").unlink()
+    (problem,) = path_problems(copy)
+    assert "quarantine_triage.yml" in problem and "triage.py does not exist" in problem
+
+
+def test_a_missing_config_file_is_found(copy: Path) -> None:
+    (copy / "conf" / "prod.yml").unlink()
+    problems = path_problems(copy)
+    assert problems and all("conf/prod.yml does not exist" in p and "target prod" in p for p in problems)
+    assert any("quarantine_orders_kafka" in p for p in problems)
+
+
+def test_an_undeclared_variable_is_found(copy: Path) -> None:
+    _edit(copy / "bundles" / "orders_kafka.yml", "${var.quarantine_table}", "${var.quarantine_tabel}")
+    (problem,) = variable_problems(copy)
+    assert "orders_kafka.yml" in problem and "${var.quarantine_tabel}" in problem and "not declared" in problem
+
+
+def test_a_target_missing_a_required_variable_is_found(copy: Path) -> None:
+    _edit(copy / "databricks.yml", "      kafka_bootstrap_servers: kafka.example.internal:9093\n", "")
+    (problem,) = variable_problems(copy)
+    assert "target prod" in problem and "kafka_bootstrap_servers" in problem
+
+
+def test_an_inline_password_in_a_config_is_found(copy: Path) -> None:
+    _edit(copy / "conf" / "dev.yml", "${env:KAFKA_SASL_PASSWORD}", "hunter2")
+    (problem,) = inline_secret_problems(copy)
+    assert "dev.yml" in problem and "kafka.sasl.jaas.config" in problem and "password" in problem
+    assert "hunter2" not in problem, "the report must not repeat the secret"
+
+
+def test_an_inline_secret_in_a_job_cluster_is_found(copy: Path) -> None:
+    _edit(copy / "bundles" / "orders_kafka.yml", '"{{secrets/${var.secret_scope}/kafka-password}}"', "hunter2")
+    (problem,) = inline_secret_problems(copy)
+    assert "orders_kafka.yml" in problem and "KAFKA_SASL_PASSWORD" in problem
+
+
+def test_an_inline_secret_in_a_task_parameter_is_found(copy: Path) -> None:
+    _edit(
+        copy / "bundles" / "orders_kafka.yml",
+        "              - metrics.table=",
+        "              - 'source.options={\"kafka.sasl.jaas.config\": \"x required username=\\\"u\\\" "
+        "password=\\\"hunter2\\\";\"}'\n              - --set\n              - metrics.table=",
+    )
+    problems = inline_secret_problems(copy)
+    assert problems and all("orders_kafka.yml" in p and "parameters" in p for p in problems)
+
+
+def test_a_wheel_parameter_the_cli_rejects_is_found(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_replay.yml", "              - --where\n", "              - --wehre\n")
+    (problem,) = wheel_parameter_problems(copy, "dev")
+    assert "quarantine_replay" in problem and "rejects" in problem
+
+
+def test_a_table_that_is_not_a_unity_catalog_name_is_found(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_orders.yml", "metrics.table=${var.catalog}.${var.schema}.quarantine_metrics",
+          "metrics.table=/tmp/metrics")
+    problems = wheel_parameter_problems(copy, "prod")
+    assert problems and all("metrics.table" in p and "Unity Catalog" in p for p in problems)
+
+
+def test_a_misspelt_task_field_fails_the_schema_and_the_model(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_orders.yml", "package_name: spark-quarantine", "pakage_name: spark-quarantine")
+    assert any("pakage_name" in p for p in model_problems(copy))
+    if SCHEMA.is_file():
+        (problem,) = schema_problems(copy, SCHEMA)
+        assert "quarantine_orders.yml" in problem and "pakage_name" in problem

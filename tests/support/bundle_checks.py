@@ -1,0 +1,328 @@
+"""Checks of a Databricks asset bundle, each over a bundle root, each returning its problems.
+
+Every check takes the folder holding ``databricks.yml`` and returns a list of
+problems, one sentence each, naming the file and the thing that is wrong (an empty
+list: no problem). ``tests/integration/test_bundle.py`` runs them on the repository
+and on deliberately broken copies of it, so a check that cannot fail is found out.
+Nothing here starts Spark or talks to a workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "FAKE_CLUSTER_ENVIRONMENT",
+    "Bundle",
+    "inline_secret_problems",
+    "model_problems",
+    "path_problems",
+    "schema_problems",
+    "substitute",
+    "target_variables",
+    "variable_problems",
+    "wheel_parameter_problems",
+]
+
+#: ``${var.name}``: a bundle variable.
+VAR = re.compile(r"\$\{var\.([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``{{job.parameters.name}}``: a job parameter (a Databricks dynamic value reference).
+JOB_PARAMETER = re.compile(r"\{\{\s*job\.parameters\.([A-Za-z0-9_.-]+)\s*\}\}")
+#: A reference that puts no secret in the text: a Databricks secret, an environment variable.
+REFERENCE = re.compile(
+    r"\{\{secrets/(?:\$\{var\.[A-Za-z0-9_]+\}|[^/{}\s]+)/[^/{}\s]+\}\}|\$\{env:[A-Za-z_][A-Za-z0-9_]*\}"
+)
+#: A key whose value is a credential (a scope's *name* is not one).
+SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|jaas|api[_.-]?key", re.IGNORECASE)
+#: ``password="…"`` / ``username=…`` inside a JAAS line or any other text.
+CREDENTIAL_ASSIGNMENT = re.compile(r"\b(password|username)\s*=\s*([\"']?)([^\"';\s]*)\2", re.IGNORECASE)
+
+#: What the Kafka job cluster's environment holds (secret references resolved), faked for loading configs.
+FAKE_CLUSTER_ENVIRONMENT = {
+    "KAFKA_BOOTSTRAP_SERVERS": "broker-1:9093",
+    "KAFKA_SASL_USERNAME": "bundle-check",
+    "KAFKA_SASL_PASSWORD": "bundle-check-not-a-secret",
+}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle as written: the root file, the resource files it includes and their jobs."""
+
+    root: Path
+    config: Mapping[str, Any]
+    resource_files: tuple[Path, ...]
+
+    @classmethod
+    def load(cls, root: Path) -> Bundle:
+        """Read ``root/databricks.yml`` and the files its ``include`` globs match."""
+        config = _load(root / "databricks.yml")
+        files: list[Path] = []
+        for pattern in config.get("include", []):
+            files.extend(sorted(root.glob(pattern)))
+        return cls(root, config, tuple(files))
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """``databricks.yml`` and every included file."""
+        return (self.root / "databricks.yml", *self.resource_files)
+
+    def jobs(self) -> dict[str, tuple[Path, dict[str, Any]]]:
+        """Every job by its key, with the file that defines it."""
+        jobs: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for f in self.resource_files:
+            for name, job in (_load(f).get("resources") or {}).get("jobs", {}).items():
+                if name in jobs:
+                    raise ValueError(f"job {name} is defined in {jobs[name][0].name} and {f.name}")
+                jobs[name] = (f, job)
+        return jobs
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a YAML mapping")
+    return data
+
+
+def _strings(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every string in a YAML tree, with its dotted location (keys included as their own path)."""
+    if isinstance(node, str):
+        yield where, node
+    elif isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from _strings(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _strings(v, f"{where}[{i}]")
+
+
+# --------------------------------------------------------------------------- schema and models
+
+
+def schema_problems(root: Path, schema: Path) -> list[str]:
+    """Each bundle file against the Databricks CLI's bundle JSON schema (draft-07)."""
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    text = schema.read_text(encoding="utf-8")
+    # the CLI's \p{L} / \p{N} classes, spelled for Python's re
+    text = text.replace(r"[\\p{L}\\p{N}]", r"[^\\W_]").replace(r"\\p{L}", r"[^\\W\\d_]")
+    if r"\\p{" in text:
+        raise ValueError("the schema uses a Unicode class this check does not translate")
+    validator = jsonschema.Draft7Validator(json.loads(text))
+    problems = []
+    for path in Bundle.load(root).files:
+        error = best_match(validator.iter_errors(_load(path)))
+        if error is not None:
+            problems.append(f"{path.name}: {error.json_path}: {error.message[:500]}")
+    return problems
+
+
+def model_problems(root: Path) -> list[str]:
+    """Each job against the strict typed model ``databricks.bundles.jobs.Job`` (unknown fields are errors)."""
+    from databricks.bundles.jobs import Job
+
+    problems = []
+    for name, (path, job) in Bundle.load(root).jobs().items():
+        try:
+            model = Job.from_dict(job)  # type: ignore[arg-type]
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{path.name}: job {name}: {exc}")
+            continue
+        if not model.tasks:
+            problems.append(f"{path.name}: job {name} has no tasks")
+    return problems
+
+
+# --------------------------------------------------------------------------- variables
+
+
+def target_variables(root: Path, target: str) -> dict[str, str]:
+    """The variables' values in ``target``: declared defaults, then the target's own."""
+    config = Bundle.load(root).config
+    values = {k: str(v["default"]) for k, v in config.get("variables", {}).items() if "default" in v}
+    values.update({k: str(v) for k, v in config["targets"][target].get("variables", {}).items()})
+    return values
+
+
+def variable_problems(root: Path) -> list[str]:
+    """Every ``${var.x}`` is declared, and every variable without a default is set by every target."""
+    bundle = Bundle.load(root)
+    declared = set(bundle.config.get("variables", {}))
+    problems = []
+    for path in bundle.files:
+        for name in sorted(set(VAR.findall(path.read_text(encoding="utf-8"))) - declared):
+            problems.append(f"{path.name}: ${{var.{name}}} is used but not declared under variables")
+    required = {k for k, v in bundle.config.get("variables", {}).items() if "default" not in v}
+    for target, settings in bundle.config.get("targets", {}).items():
+        for name in sorted(required - set((settings or {}).get("variables", {}))):
+            problems.append(f"databricks.yml: target {target} does not set variable {name} (it has no default)")
+    return problems
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def inline_secret_problems(root: Path) -> list[str]:
+    """No credential written in the bundle or in ``conf/``: only secret or environment references.
+
+    A value under a secret-looking key (``password``, ``token``, ``sasl.jaas.config``…)
+    must be nothing but references (``{{secrets/<scope>/<key>}}``, ``${env:NAME}``);
+    in a JAAS line or any other text (a ``--set`` parameter), ``username=`` and
+    ``password=`` must be given a reference.
+    """
+    files = [*Bundle.load(root).files, *sorted((root / "conf").glob("*.yml"))]
+    problems = []
+    for path in files:
+        for where, value in _strings(_load(path)):
+            key = where.rsplit(".", 1)[-1] if "." in where else where
+            bare = REFERENCE.sub("", value)
+            for match in CREDENTIAL_ASSIGNMENT.finditer(bare):
+                if match.group(3):
+                    what = match.group(1).lower()
+                    problems.append(f"{path.name}: {where}: an inline {what} (use a secret reference)")
+            if (
+                SECRET_KEY.search(key)
+                and not key.lower().endswith("scope")
+                and "jaas" not in key.lower()
+                and bare.strip()
+            ):
+                problems.append(f"{path.name}: {where}: an inline secret value (use a secret reference)")
+    return problems
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def path_problems(root: Path) -> list[str]:
+    """Every file a job names exists: notebooks (relative to their resource file) and workspace files."""
+    bundle = Bundle.load(root)
+    problems = []
+    for pattern in bundle.config.get("include", []):
+        if not list(root.glob(pattern)):
+            problems.append(f"databricks.yml: include {pattern} matches no file")
+    for name, (path, job) in bundle.jobs().items():
+        for task in job.get("tasks", []):
+            notebook = (task.get("notebook_task") or {}).get("notebook_path")
+            if notebook is not None:
+                resolved = (path.parent / notebook).resolve()
+                if not resolved.is_file():
+                    task_key = task["task_key"]
+                    problems.append(f"{path.name}: job {name} task {task_key}: notebook {notebook} does not exist")
+                elif not resolved.read_text(encoding="utf-8").startswith("# Databricks notebook source\n"):
+                    problems.append(f"{path.name}: job {name}: {notebook} is not a Databricks source notebook")
+        for target in bundle.config.get("targets", {}):
+            variables = target_variables(root, target)
+            for where, value in _strings(job):
+                if "${workspace.file_path}/" not in value:
+                    continue
+                text = substitute(value, root, target, variables, {})
+                for candidate in re.findall(r"(/\S+)", text):
+                    if candidate.startswith(str(root)) and not Path(candidate).exists():
+                        rel = Path(candidate).relative_to(root)
+                        problems.append(f"{path.name}: job {name} {where} (target {target}): {rel} does not exist")
+    return sorted(set(problems))
+
+
+# --------------------------------------------------------------------------- wheel task parameters
+
+
+def substitute(
+    text: str, root: Path, target: str, variables: Mapping[str, str], parameters: Mapping[str, str]
+) -> str:
+    """``text`` as a run of ``target`` sees it: variables, the synced files' root, job parameters."""
+    text = text.replace("${workspace.file_path}", str(root)).replace("${bundle.target}", target)
+    text = text.replace("${bundle.name}", "quarantine")
+    text = VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
+    return JOB_PARAMETER.sub(lambda m: parameters.get(m.group(1), m.group(0)), text)
+
+
+@contextmanager
+def _cluster_environment(env: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _is_catalog_name(name: str | None) -> bool:
+    return name is not None and "/" not in name and name.count(".") == 2
+
+
+def wheel_parameter_problems(root: Path, target: str) -> list[str]:
+    """Each wheel task's parameters, as ``target`` runs them, parse and load into a valid config.
+
+    Variables, ``${workspace.file_path}`` (the repository) and job parameters' defaults
+    are substituted; the job cluster's environment variables (secret references) are
+    faked. Tables must be Unity Catalog names, checkpoints under ``checkpoint_root``.
+    """
+    from quarantine.cli import _overrides, _parser
+    from quarantine.config import load_config
+    from quarantine.errors import ConfigError
+
+    bundle = Bundle.load(root)
+    variables = target_variables(root, target)
+    problems = []
+    for name, (path, job) in bundle.jobs().items():
+        parameters = {
+            p["name"]: substitute(str(p.get("default", "")), root, target, variables, {})
+            for p in job.get("parameters", [])
+        }
+        for task in job.get("tasks", []):
+            wheel = task.get("python_wheel_task")
+            if wheel is None:
+                continue
+            where = f"{path.name}: job {name} task {task['task_key']} (target {target})"
+            argv = [substitute(str(p), root, target, variables, parameters) for p in wheel.get("parameters", [])]
+            unresolved = [a for a in argv if "${" in a.replace("${env:", "") or "{{" in a]
+            if unresolved:
+                problems.append(f"{where}: unresolved references in {unresolved}")
+                continue
+            try:
+                args = _parser().parse_args(argv)
+            except SystemExit:
+                problems.append(f"{where}: the quarantine CLI rejects {argv}")
+                continue
+            if args.command == "init-demo":
+                if not _is_catalog_name(args.table):
+                    problems.append(f"{where}: init-demo --table {args.table} is not catalog.schema.table")
+                continue
+            try:
+                with _cluster_environment(FAKE_CLUSTER_ENVIRONMENT):
+                    config = load_config(args.conf, _overrides(args.set))
+            except ConfigError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+            if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
+                problems.append(f"{where}: --pipeline {args.pipeline} but the config is {config.pipeline}")
+            tables = {
+                "target.table": config.target.table,
+                "errors.deadletterqueue.table.name": config.errors.dlq_table_name,
+                "metrics.table": config.metrics.table,
+            }
+            if config.source.format.value != "kafka":
+                tables["source.table"] = config.source.table
+            for key, table in tables.items():
+                if not _is_catalog_name(table):
+                    problems.append(f"{where}: {key} is {table!r}, not a Unity Catalog catalog.schema.table")
+            checkpoint = config.target.checkpoint
+            root_path = variables["checkpoint_root"].rstrip("/") + "/"
+            if checkpoint is not None and not checkpoint.startswith(root_path):
+                problems.append(f"{where}: target.checkpoint {checkpoint} is not under checkpoint_root")
+    return problems
