@@ -285,6 +285,13 @@ def test_a_wheel_parameter_the_cli_rejects_is_found(copy: Path) -> None:
     assert "quarantine_replay" in problem and "rejects" in problem
 
 
+def test_a_job_cluster_missing_an_environment_variable_its_config_reads_is_found(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_replay.yml",
+          '              KAFKA_SASL_PASSWORD: "{{secrets/${var.secret_scope}/kafka-password}}"\n', "")
+    (problem,) = wheel_parameter_problems(copy, "prod")
+    assert "quarantine_replay" in problem and "KAFKA_SASL_PASSWORD" in problem
+
+
 def test_a_table_that_is_not_a_unity_catalog_name_is_found(copy: Path) -> None:
     _edit(copy / "bundles" / "quarantine_orders.yml", "metrics.table=${var.catalog}.${var.schema}.quarantine_metrics",
           "metrics.table=/tmp/metrics")

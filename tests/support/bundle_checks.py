@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "ENV_REFERENCE",
     "FAKE_CLUSTER_ENVIRONMENT",
     "Bundle",
     "inline_secret_problems",
@@ -46,7 +47,10 @@ SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|jaas|api[_.-]?
 #: ``password="…"`` / ``username=…`` inside a JAAS line or any other text.
 CREDENTIAL_ASSIGNMENT = re.compile(r"\b(password|username)\s*=\s*([\"']?)([^\"';\s]*)\2", re.IGNORECASE)
 
-#: What the Kafka job cluster's environment holds (secret references resolved), faked for loading configs.
+#: ``${env:NAME}`` in a config (read when it is loaded).
+ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+#: What the Kafka job cluster's environment holds (secret references resolved), for tests loading configs.
 FAKE_CLUSTER_ENVIRONMENT = {
     "KAFKA_BOOTSTRAP_SERVERS": "broker-1:9093",
     "KAFKA_SASL_USERNAME": "bundle-check",
@@ -247,10 +251,23 @@ def substitute(
     return JOB_PARAMETER.sub(lambda m: parameters.get(m.group(1), m.group(0)), text)
 
 
+def _cluster_environment_of(job: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str]:
+    """The environment variables of the task's job cluster (secret references stand in for their values)."""
+    for cluster in job.get("job_clusters", []):
+        if cluster.get("job_cluster_key") == task.get("job_cluster_key"):
+            return {k: str(v) for k, v in (cluster.get("new_cluster", {}).get("spark_env_vars") or {}).items()}
+    return {}
+
+
 @contextmanager
-def _cluster_environment(env: Mapping[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+def _only_environment(names: set[str], env: Mapping[str, str]) -> Iterator[None]:
+    """``names`` set as in ``env`` and unset when ``env`` lacks them, as on the job's cluster."""
+    saved = {k: os.environ.get(k) for k in names}
+    for k in names:
+        if k in env:
+            os.environ[k] = env[k]
+        else:
+            os.environ.pop(k, None)
     try:
         yield
     finally:
@@ -269,8 +286,9 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
     """Each wheel task's parameters, as ``target`` runs them, parse and load into a valid config.
 
     Variables, ``${workspace.file_path}`` (the repository) and job parameters' defaults
-    are substituted; the job cluster's environment variables (secret references) are
-    faked. Tables must be Unity Catalog names, checkpoints under ``checkpoint_root``.
+    are substituted. Every ``${env:NAME}`` the config reads must be set by the task's job
+    cluster (``spark_env_vars``; a secret reference stands in for its value). Tables must
+    be Unity Catalog names, checkpoints under ``checkpoint_root``.
     """
     from quarantine.cli import _overrides, _parser
     from quarantine.config import load_config
@@ -303,8 +321,14 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
                 if not _is_catalog_name(args.table):
                     problems.append(f"{where}: init-demo --table {args.table} is not catalog.schema.table")
                 continue
+            conf_text = Path(args.conf).read_text(encoding="utf-8") if Path(args.conf).is_file() else ""
+            names = set(ENV_REFERENCE.findall(conf_text + " ".join(argv)))
+            cluster_env = {
+                k: substitute(v, root, target, variables, parameters)
+                for k, v in _cluster_environment_of(job, task).items()
+            }
             try:
-                with _cluster_environment(FAKE_CLUSTER_ENVIRONMENT):
+                with _only_environment(names, cluster_env):
                     config = load_config(args.conf, _overrides(args.set))
             except ConfigError as exc:
                 problems.append(f"{where}: {exc}")
