@@ -68,15 +68,18 @@ def create_table(
         return False
     # create, not createIfNotExists: the latter also "succeeds" when the table already
     # exists, and then this call could not tell that it did not create it.
-    builder = DeltaTable.create(spark)
-    builder = builder.location(name) if is_path(name) else builder.tableName(name)
-    builder = builder.addColumns(schema).comment(comment)
-    for key, value in (properties or {}).items():
-        builder = builder.property(key, value)
-    if cluster_by:
-        builder = builder.clusterBy(*cluster_by)
     try:
-        builder.execute()
+        if is_path(name):
+            builder = DeltaTable.create(spark).location(name).addColumns(schema).comment(comment)
+            for key, value in (properties or {}).items():
+                builder = builder.property(key, value)
+            if cluster_by:
+                builder = builder.clusterBy(*cluster_by)
+            builder.execute()
+        else:
+            # SQL, not DeltaTable.create().tableName(): the builder parses the name as a
+            # two-part identifier, so catalog.schema.table failed with PARSE_SYNTAX_ERROR
+            spark.sql(_create_table_sql(name, schema, comment, cluster_by, properties or {}))
     except Exception:
         # Another writer created it first: TABLE_OR_VIEW_ALREADY_EXISTS, or, when both
         # raced for version 0, ProtocolChangedException. Either way the table is there.
@@ -84,6 +87,30 @@ def create_table(
             return False
         raise
     return True
+
+
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _create_table_sql(
+    name: str, schema: StructType, comment: str, cluster_by: Sequence[str], properties: Mapping[str, str]
+) -> str:
+    """``CREATE TABLE`` for a catalog name (``db.table`` or ``catalog.schema.table``)."""
+    columns = ", ".join(
+        f"{_quote(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in schema.fields
+    )
+    sql = f"CREATE TABLE {'.'.join(_quote(p) for p in name.split('.'))} ({columns}) USING delta"
+    if cluster_by:
+        sql += f" CLUSTER BY ({', '.join(_quote(c) for c in cluster_by)})"
+    sql += f" COMMENT {_literal(comment)}"
+    if properties:
+        sql += " TBLPROPERTIES (" + ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items()) + ")"
+    return sql
 
 
 def delta_table(spark: SparkSession, name: str) -> DeltaTable:

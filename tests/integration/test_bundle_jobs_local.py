@@ -16,8 +16,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from quarantine.cli import main
 from tests.support.bundle_checks import Bundle, substitute, target_variables
 
@@ -31,15 +29,6 @@ def _argv(job: str, task_key: str, variables: dict[str, str], parameters: dict[s
     return [substitute(str(p), REPO, "dev", variables, parameters) for p in task["python_wheel_task"]["parameters"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "found by this test, not fixed yet: on local Delta the quarantine and metrics tables cannot be "
-        "created under a three-part name (quarantine.sinks.create_table: DeltaTableBuilder.tableName("
-        "'spark_catalog.<db>.quarantine') -> PARSE_SYNTAX_ERROR at the second '.'), so the run exits 1"
-    ),
-)
 def test_the_batch_job_creates_its_source_then_runs_and_the_replay_job_replays(spark: Any, tmp_path: Path) -> None:
     schema = f"qt_bundle_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE DATABASE spark_catalog.{schema} LOCATION '{tmp_path / 'warehouse'}'")
