@@ -6,8 +6,8 @@ deliberately broken copies of it (the problem must be found and named), so that 
 check that cannot fail does not pass for one that works:
 
 * every bundle file validates against the Databricks CLI's bundle JSON schema
-  (``../shared/schemas/databricks-bundle.schema.json``; skipped when the checkout has
-  no ``../shared`` beside it), and every job loads into ``databricks.bundles.jobs.Job``;
+  (``../shared/schemas/databricks-bundle.schema.json``; a checkout without ``../shared``
+  beside it fails, never skips), and every job loads into ``databricks.bundles.jobs.Job``;
 * every ``${var.x}`` is declared, and every variable without a default is set by every target;
 * no credential is written in the bundle or in ``conf/``: only ``{{secrets/<scope>/<key>}}``
   (resolved by Databricks in a cluster's environment variables) and ``${env:NAME}``;
@@ -52,8 +52,8 @@ def _jobs(root: Path = REPO) -> dict[str, tuple[Path, dict[str, Any]]]:
 
 
 def _needs_schema() -> None:
-    if not SCHEMA.is_file():
-        pytest.skip(f"{SCHEMA} not present (a checkout without ../shared beside it)")
+    # never a skip: CI checks out ../shared beside the repository, and this check must run
+    assert SCHEMA.is_file(), f"{SCHEMA} not present: check out the project's shared/ folder beside the repository"
 
 
 # --------------------------------------------------------------------------- the repository's bundle
@@ -302,6 +302,6 @@ def test_a_table_that_is_not_a_unity_catalog_name_is_found(copy: Path) -> None:
 def test_a_misspelt_task_field_fails_the_schema_and_the_model(copy: Path) -> None:
     _edit(copy / "bundles" / "quarantine_orders.yml", "package_name: spark-quarantine", "pakage_name: spark-quarantine")
     assert any("pakage_name" in p for p in model_problems(copy))
-    if SCHEMA.is_file():
-        (problem,) = schema_problems(copy, SCHEMA)
-        assert "quarantine_orders.yml" in problem and "pakage_name" in problem
+    _needs_schema()
+    (problem,) = schema_problems(copy, SCHEMA)
+    assert "quarantine_orders.yml" in problem and "pakage_name" in problem
