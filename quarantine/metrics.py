@@ -342,14 +342,16 @@ def _exact_items(col: Column) -> Column:
     return F.transform(bins, entry)
 
 
-def _observed_items(col: Column) -> Column:
+def _observed_items(col: Column, *, exact: bool | None = None) -> Column:
     """:func:`_top_items` as a JSON string: ``Observation.get`` of pyspark 4.0 (classic)
     hands arrays of structs back as bare py4j objects; a string comes back as itself."""
-    return F.to_json(_top_items(col))
+    return F.to_json(_top_items(col, exact=exact))
 
 
-def _top_items(col: Column) -> Column:
-    if not _has_approx_top_k():
+def _top_items(col: Column, *, exact: bool | None = None) -> Column:
+    """Items and counts of ``col``; ``exact`` (default: the session lacks ``approx_top_k``)
+    picks :func:`_exact_items`."""
+    if exact if exact is not None else not _has_approx_top_k():
         return _exact_items(col)
     # k = MAX_TOPICS + 1: NULL (rows filtered out by a CASE WHEN) takes a slot of its own.
     return F.call_function("approx_top_k", col, F.lit(MAX_TOPICS + 1), F.lit(_MAX_ITEMS_TRACKED))
@@ -392,6 +394,7 @@ def observed_counts(
     attempts = F.greatest(F.coalesce(err.getField("attempts"), F.lit(1)), F.lit(1))
     zero = F.lit(0).cast("bigint")
     cell = F.concat(err.getField("stage"), F.lit(_SEP), topic)
+    exact = not _has_approx_top_k()  # one look at the session's version for both item columns
     cols: list[Column] = [
         F.count(F.lit(1)).alias(RECORDS_IN),
         F.count(err).alias(RECORDS_FAILED),
@@ -400,8 +403,8 @@ def observed_counts(
         F.count(F.when(err.getField("retriable"), 1)).alias(_RETRIABLE),
         F.count(F.when(err.getField("kind") == ErrorKind.EXPECTATION.value, 1)).alias(_EXPECTATION),
         F.max(F.when(failed, F.unix_millis(ts))).alias(_LAST_ERROR_TS),
-        _observed_items(topic).alias(_TOPICS_IN),
-        _observed_items(F.when(failed, cell)).alias(_CELLS_FAILED),
+        _observed_items(topic, exact=exact).alias(_TOPICS_IN),
+        _observed_items(F.when(failed, cell), exact=exact).alias(_CELLS_FAILED),
     ]
     for s in stages:
         mine = err.getField("stage") == s.name
