@@ -20,6 +20,7 @@ No Spark is started.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -305,3 +306,39 @@ def test_a_misspelt_task_field_fails_the_schema_and_the_model(copy: Path) -> Non
     _needs_schema()
     (problem,) = schema_problems(copy, SCHEMA)
     assert "quarantine_orders.yml" in problem and "pakage_name" in problem
+
+
+# --------------------------------------------------------------------------- the README's Databricks commands
+
+
+def _readme_databricks_block() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    (block,) = [b for b in blocks if "databricks bundle deploy" in b]
+    return block
+
+
+def test_the_readmes_databricks_commands_name_what_the_bundle_defines() -> None:
+    """The deploy commands cannot run here (no workspace, no Databricks CLI); what they
+    name can be checked: every job run exists, every --var and --params key is declared,
+    and the secrets created are the scope and keys the job clusters read."""
+    block = _readme_databricks_block()
+    root = yaml.safe_load((REPO / "databricks.yml").read_text(encoding="utf-8"))
+    jobs = _jobs()
+    runs = re.findall(r"databricks bundle run\s+-t (\w+) (\w+)", block)
+    assert runs and {job for _, job in runs} <= set(jobs), runs  # each job it runs exists
+    assert {t for t, _ in runs} <= set(root["targets"])
+    for name in re.findall(r"--var (\w+)=", block):
+        assert name in root["variables"], name
+    for job, params in re.findall(r"bundle run\s+-t \w+ (\w+) --params \"([^\"]+)\"", block):
+        declared = {p["name"] for p in jobs[job][1].get("parameters", [])}
+        assert {kv.split("=", 1)[0] for kv in params.split(",")} <= declared, (job, params)
+    scope = re.search(r"create-scope (\S+)", block)
+    assert scope and scope.group(1) == root["variables"]["secret_scope"]["default"]
+    put = set(re.findall(r"put-secret (\S+) (\S+)", block))
+    referenced = {
+        (scope.group(1), key)
+        for f in Bundle.load(REPO).files
+        for key in re.findall(r"\{\{secrets/\$\{var\.secret_scope\}/([\w-]+)\}\}", f.read_text(encoding="utf-8"))
+    }
+    assert referenced and put == referenced, (put, referenced)
