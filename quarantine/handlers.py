@@ -276,6 +276,11 @@ class ErrorHandlers:
         )
         return cls(explicit, specs, default, secrets)
 
+    @property
+    def may_fail(self) -> bool:
+        """Whether some handler could answer ``fail`` (or raise): any explicit one but the built-in continues."""
+        return any(not isinstance(h, (ContinueHandler, LogAndContinueHandler)) for h in self.explicit.values())
+
     def decide(
         self,
         counts: Mapping[ErrorKind, int],

@@ -78,6 +78,22 @@ class ErrorPolicy:
         """A new run's error count and rate-limit window (``errors.tolerance.*``)."""
         return ToleranceGuard(self.errors, pipeline=self.pipeline, run_id=run_id, store=self.window_store)
 
+    def may_stop(self, scope: Scope) -> bool:
+        """Whether any count of errors could stop a batch of ``scope``.
+
+        False when nothing in the policy looks at the counts to fail: a replay;
+        ``errors.tolerance=all`` with no ``limit``/``rate.limit`` and no handler
+        but the built-in ``continue``/``log_and_continue``. Then a runner may
+        write a batch before it knows the batch's counts (one pass over the batch,
+        :mod:`quarantine.run`), since the verdict is "go on" whatever they are.
+        """
+        if scope is Scope.REPLAY:
+            return False
+        cfg = self.errors
+        if cfg.tolerance is Tolerance.NONE or self.handlers.may_fail:
+            return True
+        return scope is Scope.RUN and (cfg.tolerance_limit >= 0 or cfg.tolerance_rate_limit >= 0)
+
     def decide(
         self,
         counts: Mapping[ErrorKind, int],

@@ -8,12 +8,19 @@ runner starts a run (:meth:`Pipeline.start_run`) and hands it each batch; the
 streaming runner starts one per query id (stable across restarts from the same
 checkpoint), so nothing changes the pipeline under a running query.
 
-Order of a batch (:meth:`Run.process_batch`), and why:
+Order of a batch (:meth:`Run.process_batch`), and why. The stages run and the
+batch is projected to what the two writes need (raw bytes kept only for failed
+rows), then persisted, so every record's outcome is computed once and both
+writes see the same one. Then it goes one of two ways, chosen by whether the
+policy could stop the batch at all (:meth:`ErrorPolicy.may_stop
+<quarantine.policy.ErrorPolicy.may_stop>`, or an expectation stage, whose
+batch-level verdicts GX gives on the persisted batch):
 
-1. Stages run and the batch is projected to what the two writes need (raw
-   bytes kept only for failed rows), then persisted; one noop pass builds the
-   cache and observes every count (records in, failed per stage…) — the only
-   pass over the source data.
+*Count, decide, write* (``errors.tolerance=none``, limits, handlers that may
+fail, expectation stages):
+
+1. One noop pass builds the cache and observes every count (records in, failed
+   per stage…) — the only pass over the source data.
 2. The error policy decides from those counts (:mod:`quarantine.policy`):
    handlers, the error-context log, ``errors.tolerance`` and its limits, and
    expectations with ``on_breach: fail``.
@@ -23,10 +30,20 @@ Order of a batch (:meth:`Run.process_batch`), and why:
    exactly once (txn append in streaming, insert-only MERGE in batch) only when
    the policy let the batch go on. The two writes are made at once (two Delta
    commits to two tables, independent of each other): a batch pays one commit's
-   latency, not two. Both are durable before :meth:`Run.process_batch` returns,
-   i.e. before a stream commits the batch's offsets; if either fails, the batch
-   fails, and its re-run or restart completes the other without writing
-   anything twice.
+   latency, not two.
+
+*Write while counting* (a policy that goes on whatever the counts, and replays):
+
+1. The target write is the pass that builds the cache and observes every count
+   (one Spark job for a batch without failures).
+2. The failed rows, if any, go to the quarantine table from the cache.
+3. Handlers and the error-context log run (they cannot fail the batch here).
+
+Either way both writes are durable before :meth:`Run.process_batch` returns,
+i.e. before a stream commits the batch's offsets; if one fails, the batch
+fails, and its re-run or restart completes the other without writing anything
+twice. Then:
+
 4. Records open in quarantine that passed are closed (after the target write:
    a crash in between leaves them open, and the next run closes them).
 5. Listeners (metrics table, MLflow, logs) get the batch report.
@@ -39,6 +56,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -46,13 +64,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction
 from quarantine.errorlog import ErrorContextLogger, sample_errors
 from quarantine.errors import ExpectationBreachError, HandlerError, ToleranceExceededError
-from quarantine.expectations.stage import expectation_counts, validate_expectations
+from quarantine.expectations.stage import (
+    ExpectationBatchResult,
+    expectation_counts,
+    expectation_stages,
+    validate_expectations,
+)
 from quarantine.handlers import counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
 from quarantine.policy import Scope
@@ -86,6 +109,55 @@ def _all_of(calls: Sequence[Callable[[], T]]) -> list[T]:
         futures = [pool.submit(call) for call in calls]
         wait(futures)
     return [f.result() for f in futures]
+
+
+def _collected(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] | None:
+    """``obs``'s metrics once the action that carried it has run; None if none ran it.
+
+    A classic session completes observations from its listener bus, a moment
+    after the action returns: wait up to ``timeout_s`` for them (``Observation.get``
+    would wait for ever if the action skipped its job). Spark Connect returns them
+    with the action's result.
+    """
+    jo = getattr(obs, "_jo", None)
+    if jo is None:
+        try:
+            return obs.get
+        except Exception:
+            return None
+    future = jo.future()
+    deadline = time.monotonic() + timeout_s
+    while not future.isCompleted():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
+    return obs.get
+
+
+@dataclass
+class _Batch:
+    """One batch on its way through :meth:`Run.process_batch` (the persisted split and its flags)."""
+
+    split: DataFrame
+    chain: Sequence[Stage]
+    batch_id: int
+    now: dt.datetime
+    streaming: bool
+    replaying: bool
+    watermark: OffsetWatermark | None
+    append: bool
+
+
+@dataclass
+class _Outcome:
+    """What the writes of a batch left: its counts, GX's verdicts, the policy's failure if any."""
+
+    counts: Mapping[str, Any]
+    quarantined: int
+    expect: ExpectationBatchResult
+    failure: BaseException | None = None
+    logged: int = 0
+    dlq_attempts: int = 1
 
 
 @dataclass
@@ -137,6 +209,7 @@ class Run:
         replaying: bool = False,
         watermark: OffsetWatermark | None = None,
         staged: bool = False,
+        resumed: bool = False,
     ) -> BatchReport:
         """Split one batch and write both tables from one read of it.
 
@@ -154,6 +227,10 @@ class Run:
                 Kafka stream stages its streaming DataFrame once per query, see
                 :meth:`Pipeline.stage_stream`, instead of building the same plan for
                 every micro-batch).
+            resumed: the first micro-batch after a stream (re)started: it may be a
+                batch whose target append Delta already committed (then skipped under
+                its ``txnVersion``, running no job), so it is counted before it is
+                written.
 
         Returns:
             The batch report (also sent to the listeners, also when the batch fails
@@ -163,8 +240,7 @@ class Run:
             ToleranceExceededError: after the quarantine write; the target is not written.
             TableWriteError: a write failed after its retries (``QuarantineWriteError``
                 for the quarantine table, raised first when both failed); the other
-                write, made at the same time, may have committed; records open in
-                quarantine are not closed.
+                write may have committed; records open in quarantine are not closed.
         """
         run = self.info
         now = self.pipeline.clock()
@@ -175,63 +251,20 @@ class Run:
         split = persisted = (prepared if staged else self.pipeline.split_frame(prepared)).persist(
             StorageLevel.MEMORY_AND_DISK
         )
-        failure: BaseException | None = None
-        logged = 0
-        dlq_attempts = 1
-        append = watermark is not None and watermark.passed
+        batch = _Batch(
+            split=split, chain=chain, batch_id=batch_id, now=now, streaming=streaming, replaying=replaying,
+            watermark=watermark, append=watermark is not None and watermark.passed,
+        )
         try:
-            obs = Observation(f"quarantine_{uuid.uuid4().hex}")
-            # The one pass: builds the persisted batch and counts everything on the way.
-            observed = [
-                *observed_counts(chain, ERROR), *expectation_counts(chain, F.col(ERROR)),
-                F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
-                *(watermark.observed() if watermark is not None and not append else ()),
-            ]
-            split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
-            counts: Mapping[str, Any] = obs.get
-            quarantined = int(counts["records_quarantined"])
-            if watermark is not None and not append:
-                watermark.advance(counts)
-
-            # GX validates the expectation stages' input on the persisted batch (not the source).
-            expect = validate_expectations(split, chain, batch_id)
-            whole_batch_error = expect.batch_error(chain)
-            if whole_batch_error is not None:
-                # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
-                split = split.withColumn(ERROR, F.coalesce(F.col(ERROR), whole_batch_error))
-                obs = Observation(f"quarantine_{uuid.uuid4().hex}")
-                split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
-                counts = obs.get
-                quarantined = int(counts["records_quarantined"])
-
-            # The policy decides from the counts, before anything is written: failed rows
-            # go to quarantine either way; good rows only when the batch goes on.
-            try:
-                logged = self._check_tolerance(counts, chain, quarantined, now, batch_id, split, replaying)
-                failing = () if replaying else expect.with_action(BreachAction.FAIL)
-                if failing:
-                    raise ExpectationBreachError(
-                        "expectation breach (on_breach=fail): " + "; ".join(b.message for b in failing)
-                        + f"; failed records are in {self.pipeline.quarantine_table}; the target was not written",
-                        breaches=failing, count=len(failing),
-                    )
-            except (ToleranceExceededError, HandlerError) as exc:
-                failure = exc  # published with the batch's metrics below, then raised
-            writes: list[Callable[[], int | None]] = []
-            if quarantined:
-                writes.append(lambda: self._write_quarantine(split, run.run_id, batch_id, now, append=append))
-            if failure is None:
-                writes.append(lambda: self._write_target(split, run.run_id, batch_id, streaming))
-            # The two tables' commits are independent: made at once, a batch pays one commit's
-            # latency. Both are durable before this returns (before a stream commits its offsets);
-            # if either fails the batch fails, and its re-run writes neither twice.
-            done = _all_of(writes)
-            if quarantined:
-                dlq_attempts = int(done[0] or 1)
-            if failure is None and int(counts[CLOSING]):
-                self._close_passed(split, replaying, now)
+            scope = Scope.REPLAY if replaying else Scope.RUN
+            if resumed or self.pipeline.policy().may_stop(scope) or expectation_stages(chain):
+                outcome = self._count_then_write(batch)
+            else:
+                outcome = self._write_then_count(batch)
         finally:
             persisted.unpersist()
+        counts, quarantined, expect, failure = outcome.counts, outcome.quarantined, outcome.expect, outcome.failure
+        logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
 
         # a tolerance/handler breach is one more breach than the expectation breaches GX found
         broke = failure is not None and not isinstance(failure, ExpectationBreachError)
@@ -263,17 +296,108 @@ class Run:
             raise failure
         return report
 
-    def _write_quarantine(
-        self, split: DataFrame, run_id: str, batch_id: int, now: dt.datetime, *, append: bool = False
-    ) -> int:
+    def _observed(self, b: _Batch) -> list[Column]:
+        """Every count the batch's report and policy need, as ``observe`` columns."""
+        return [
+            *observed_counts(b.chain, ERROR), *expectation_counts(b.chain, F.col(ERROR)),
+            F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
+            *(b.watermark.observed() if b.watermark is not None and not b.append else ()),
+        ]
+
+    def _count_pass(self, split: DataFrame, observed: Sequence[Column]) -> Mapping[str, Any]:
+        """One noop pass over ``split`` (building its cache) that observes ``observed``."""
+        obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+        split.observe(obs, *observed).write.format("noop").mode("overwrite").save()
+        return obs.get
+
+    def _count_then_write(self, b: _Batch) -> _Outcome:
+        """Count, let the policy decide, then write: for a policy that may stop the batch.
+
+        One noop pass builds the persisted batch and observes every count; GX
+        validates the expectation stages' input; the policy decides (handlers,
+        error log, tolerance, ``on_breach: fail``); then the quarantine write
+        (always) and the target write (if the batch goes on) are made at once.
+        """
+        observed = self._observed(b)
+        counts = self._count_pass(b.split, observed)
+        if b.watermark is not None and not b.append:
+            b.watermark.advance(counts)
+        # GX validates the expectation stages' input on the persisted batch (not the source).
+        expect = validate_expectations(b.split, b.chain, b.batch_id)
+        whole_batch_error = expect.batch_error(b.chain)
+        if whole_batch_error is not None:
+            # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
+            b.split = b.split.withColumn(ERROR, F.coalesce(F.col(ERROR), whole_batch_error))
+            counts = self._count_pass(b.split, observed)
+        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=expect)
+        # The policy decides from the counts, before anything is written: failed rows
+        # go to quarantine either way; good rows only when the batch goes on.
+        try:
+            out.logged = self._check_tolerance(
+                counts, b.chain, out.quarantined, b.now, b.batch_id, b.split, b.replaying
+            )
+            failing = () if b.replaying else expect.with_action(BreachAction.FAIL)
+            if failing:
+                raise ExpectationBreachError(
+                    "expectation breach (on_breach=fail): " + "; ".join(x.message for x in failing)
+                    + f"; failed records are in {self.pipeline.quarantine_table}; the target was not written",
+                    breaches=failing, count=len(failing),
+                )
+        except (ToleranceExceededError, HandlerError) as exc:
+            out.failure = exc  # published with the batch's metrics, then raised
+        writes: list[Callable[[], int | None]] = []
+        if out.quarantined:
+            writes.append(lambda: self._write_quarantine(b))
+        if out.failure is None:
+            writes.append(lambda: self._write_target(b.split, b.batch_id, b.streaming))
+        # The two tables' commits are independent: made at once, a batch pays one commit's
+        # latency. Both are durable before this returns (before a stream commits its offsets);
+        # if either fails the batch fails, and its re-run writes neither twice.
+        done = _all_of(writes)
+        if out.quarantined:
+            out.dlq_attempts = int(done[0] or 1)
+        if out.failure is None and int(counts[CLOSING]):
+            self._close_passed(b.split, b.replaying, b.now)
+        return out
+
+    def _write_then_count(self, b: _Batch) -> _Outcome:
+        """Write the target while counting, then the quarantine: for a policy that cannot stop the batch.
+
+        The verdict is "go on" whatever the counts (:meth:`ErrorPolicy.may_stop`), so
+        the target write is the pass that builds the persisted batch and observes
+        every count: one Spark job for a batch with no failures, one more (over the
+        cache) for its failed rows. A write that fails fails the batch before the
+        other is made; its re-run writes nothing twice (as in :meth:`_count_then_write`).
+        """
+        observed = self._observed(b)
+        obs = Observation(f"quarantine_{uuid.uuid4().hex}")
+        self._write_target(b.split.observe(obs, *observed), b.batch_id, b.streaming)
+        counts = _collected(obs)
+        if counts is None:
+            # the write ran no job over the batch (a stream's micro-batch Delta had already
+            # committed under its txnVersion): count over the cache instead
+            counts = self._count_pass(b.split, observed)
+        if b.watermark is not None and not b.append:
+            b.watermark.advance(counts)
+        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=ExpectationBatchResult())
+        if out.quarantined:
+            out.dlq_attempts = self._write_quarantine(b)
+        # handlers and the error-context log; nothing in this policy fails the batch
+        out.logged = self._check_tolerance(counts, b.chain, out.quarantined, b.now, b.batch_id, b.split, b.replaying)
+        if int(counts[CLOSING]):
+            self._close_passed(b.split, b.replaying, b.now)
+        return out
+
+    def _write_quarantine(self, b: _Batch) -> int:
         """Write the batch's failed rows to the quarantine table; returns the attempts made."""
-        failed = split.where(F.col(ERROR).isNotNull())
+        failed = b.split.where(F.col(ERROR).isNotNull())
         return self.pipeline.quarantine_writer().write(
-            failed, run_id=run_id, batch_id=batch_id, now=now, error=ERROR, append=append
+            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
         )
 
-    def _write_target(self, split: DataFrame, run_id: str, batch_id: int, streaming: bool) -> None:
+    def _write_target(self, split: DataFrame, batch_id: int, streaming: bool) -> None:
         """Write the batch's good rows to the target exactly once."""
+        run_id = self.run_id
         good = self.pipeline.target_rows(split)
         if streaming:
             self.pipeline.write(

@@ -163,12 +163,15 @@ class _BatchRunner:
     _ready: threading.Event = field(default_factory=threading.Event)
     #: Kafka sources: loaded at the first batch of each query start (see OffsetWatermark).
     _watermark: OffsetWatermark | None = None
+    #: the next batch is the first of a query start (it may replay a committed batch)
+    _resumed: bool = True
 
     def start(self, query_id: str) -> Run:
         """The query (re)started with ``query_id``: its run (the same one after a restart)."""
         if self.run is None or self.run.run_id != query_id:
             self.run = self.pipeline.start_run(query_id, listeners=self.run.listeners if self.run else None)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
+        self._resumed = True
         self._ready.set()
         return self.run
 
@@ -182,8 +185,10 @@ class _BatchRunner:
             if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
                 self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
             report = run.process_batch(
-                df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged
+                df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged,
+                resumed=self._resumed,
             )
+            self._resumed = False
         except BaseException as exc:
             self.error = self.error or exc
             raise

@@ -23,13 +23,14 @@ def _policy(**kw: Any) -> ErrorPolicy:
     return ErrorPolicy(cfg, "orders", ErrorHandlers.from_config(cfg), window_store=store)
 
 
-_GUARDS: dict[int, ToleranceGuard] = {}
+#: one run per policy; the policy is kept alive with its guard so that its id is never reused
+_GUARDS: dict[int, tuple[ErrorPolicy, ToleranceGuard]] = {}
 
 
 def _verdict(policy: ErrorPolicy, scope: Scope, n: int, kind: ErrorKind = ErrorKind.TRANSFORM,
              batch_id: int = 0) -> None:
     decision = policy.decide({kind: n}, run_id="r1", batch_id=batch_id)
-    guard = _GUARDS.setdefault(id(policy), policy.tolerance("r1"))  # one run per policy
+    _, guard = _GUARDS.setdefault(id(policy), (policy, policy.tolerance("r1")))
     policy.enforce(decision, scope=scope, errors=n, now=T0, batch_id=batch_id, tolerance=guard)
 
 
@@ -82,3 +83,40 @@ def test_a_runs_batch_without_its_guard_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="tolerance guard"):
         policy.enforce(policy.decide({ErrorKind.TRANSFORM: 1}, run_id="a", batch_id=0),
                        scope=Scope.RUN, errors=1, now=T0, batch_id=0)
+
+
+
+@pytest.mark.parametrize(
+    ("settings", "scope", "may_stop"),
+    [
+        ({"tolerance": "all"}, Scope.RUN, False),
+        ({"tolerance": "all", "handler.transform": "continue", "handler.deserialize": "log_and_continue"},
+         Scope.RUN, False),
+        ({"tolerance": "none"}, Scope.RUN, True),  # Kafka's default
+        ({"tolerance": "none"}, Scope.SINK, True),
+        ({"tolerance": "none"}, Scope.REPLAY, False),
+        ({"tolerance": "all", "tolerance.limit": "1000000"}, Scope.RUN, True),
+        ({"tolerance": "all", "tolerance.limit": "1000000"}, Scope.SINK, False),  # limits count a run's reads
+        ({"tolerance": "all", "tolerance.rate.limit": "5"}, Scope.RUN, True),
+        ({"tolerance": "all", "handler.transform": "fail"}, Scope.RUN, True),
+        ({"tolerance": "all", "handler.transform": "fail"}, Scope.SINK, True),
+        ({"tolerance": "all", "tolerance.limit": "0", "handler.transform": "fail"}, Scope.REPLAY, False),
+    ],
+)
+def test_may_stop_is_false_exactly_where_no_count_of_errors_fails_the_batch(
+    settings: dict[str, str], scope: Scope, may_stop: bool
+) -> None:
+    """The runner writes a batch before it counts it only when may_stop is False (quarantine.run)."""
+    assert _policy(**settings).may_stop(scope) is may_stop
+    if may_stop:
+        with pytest.raises(ToleranceExceededError):
+            _verdict(_policy(**settings), scope, 10**7)
+    else:
+        _verdict(_policy(**settings), scope, 10**7)  # returns, whatever the count
+
+
+def test_a_custom_handler_may_stop_a_batch_whatever_it_answers_today() -> None:
+    """Its answer depends on the batch (and it may raise), so it is asked before anything is written."""
+    policy = _policy(**{"tolerance": "all", "handler.transform": "tests.canary.CanaryHandler"})
+    assert policy.may_stop(Scope.RUN) and policy.may_stop(Scope.SINK)
+    assert not policy.may_stop(Scope.REPLAY)
