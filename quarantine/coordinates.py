@@ -100,6 +100,8 @@ class SourceCheck(Stage):
     kind = ErrorKind.VALIDATE
     input = "value"
 
+    deterministic = True  # pure Column expressions of the record
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         variants = F.col(VARIANTS)
         failed = variants > 1

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "ExpectationBreachError",
     "HandlerError",
+    "InconsistentBatchError",
     "QuarantineError",
     "QuarantineWriteError",
     "RetriesExhaustedError",
@@ -84,6 +85,15 @@ class RetriesExhaustedError(QuarantineError):
 
 class HandlerError(QuarantineError):
     """A handler raised or returned something other than a HandlerResponse."""
+
+
+class InconsistentBatchError(QuarantineError):
+    """A batch run twice (target pass, then quarantine pass) failed different records.
+
+    Raised before the quarantine write, so no record is in both tables; records
+    that failed only the first time are in neither, and the batch is not
+    committed: a re-run (or the stream's restart) runs them again.
+    """
 
 
 class TableWriteError(QuarantineError):

@@ -69,7 +69,12 @@ from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction
 from quarantine.errorlog import ErrorContextLogger, sample_errors
-from quarantine.errors import ExpectationBreachError, HandlerError, ToleranceExceededError
+from quarantine.errors import (
+    ExpectationBreachError,
+    HandlerError,
+    InconsistentBatchError,
+    ToleranceExceededError,
+)
 from quarantine.expectations.stage import (
     ExpectationBatchResult,
     expectation_counts,
@@ -134,6 +139,16 @@ def _collected(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] |
     return obs.get
 
 
+#: the observed fingerprint of an uncached batch's failed rows (see ``_rerun_quarantine``)
+_FAILED_FINGERPRINT = "_q_failed_fingerprint"
+
+
+def _fingerprint(where: Column) -> Column:
+    """An order-free fingerprint of the coordinates of the rows ``where`` holds: a sum of 32-bit hashes."""
+    h = F.xxhash64("topic", "partition", "offset").bitwiseAND(F.lit(0xFFFFFFFF))
+    return F.sum(F.when(where, h))
+
+
 @dataclass
 class _Batch:
     """One batch on its way through :meth:`Run.process_batch` (the persisted split and its flags)."""
@@ -146,6 +161,8 @@ class _Batch:
     replaying: bool
     watermark: OffsetWatermark | None
     append: bool
+    #: whether ``split`` is persisted (else its stages run again for each write that reads it)
+    cached: bool = True
 
 
 @dataclass
@@ -181,6 +198,8 @@ class Run:
     tolerance: ToleranceGuard
     listeners: Listeners
     _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
+    #: whether this run's last batch had failed records (None before its first; see process_batch)
+    _last_failed: bool | None = field(default=None, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -246,23 +265,33 @@ class Run:
         now = self.pipeline.clock()
         prepared = df if staged else self.pipeline.prepare(df, streaming=streaming)
         chain = self.pipeline.chain(prepared)
+        split = prepared if staged else self.pipeline.split_frame(prepared)
+        scope = Scope.REPLAY if replaying else Scope.RUN
+        count_first = resumed or self.pipeline.policy().may_stop(scope) or bool(expectation_stages(chain))
+        # Without a cache, the stages run again for the quarantine write: only where they give
+        # every record the same outcome, and only after a clean batch of this run. The bet, measured
+        # on 1M records (benchmarks/README.md): a clean batch saves the cache's ~3.5 s (12.4 -> 8.4 s),
+        # a 10%-poison batch pays the stages twice (16.3 -> 27.4 s).
+        rerun = not count_first and self._last_failed is False and all(s.deterministic for s in chain)
+        # A cached batch is built by a plain job: Delta's MERGE (a batch run's target write) plans
+        # its source anew and does not fill the cache, so a stage that is not deterministic would
+        # give the MERGE and the quarantine write different outcomes (records lost; see
+        # tests/integration/test_runner_paths.py). Streaming appends build it as they write.
+        count_first = count_first or (not rerun and not streaming)
         # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
         # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
-        split = persisted = (prepared if staged else self.pipeline.split_frame(prepared)).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        persisted = None if rerun else split.persist(StorageLevel.MEMORY_AND_DISK)
         batch = _Batch(
-            split=split, chain=chain, batch_id=batch_id, now=now, streaming=streaming, replaying=replaying,
-            watermark=watermark, append=watermark is not None and watermark.passed,
+            split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
+            streaming=streaming, replaying=replaying, watermark=watermark,
+            append=watermark is not None and watermark.passed, cached=persisted is not None,
         )
         try:
-            scope = Scope.REPLAY if replaying else Scope.RUN
-            if resumed or self.pipeline.policy().may_stop(scope) or expectation_stages(chain):
-                outcome = self._count_then_write(batch)
-            else:
-                outcome = self._write_then_count(batch)
+            outcome = self._count_then_write(batch) if count_first else self._write_then_count(batch)
         finally:
-            persisted.unpersist()
+            if persisted is not None:
+                persisted.unpersist()
+        self._last_failed = outcome.quarantined > 0
         counts, quarantined, expect, failure = outcome.counts, outcome.quarantined, outcome.expect, outcome.failure
         logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
 
@@ -302,6 +331,7 @@ class Run:
             *observed_counts(b.chain, ERROR), *expectation_counts(b.chain, F.col(ERROR)),
             F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
             *(b.watermark.observed() if b.watermark is not None and not b.append else ()),
+            *(() if b.cached else (_fingerprint(F.col(ERROR).isNotNull()).alias(_FAILED_FINGERPRINT),)),
         ]
 
     def _count_pass(self, split: DataFrame, observed: Sequence[Column]) -> Mapping[str, Any]:
@@ -380,13 +410,46 @@ class Run:
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
         out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=ExpectationBatchResult())
-        if out.quarantined:
+        if out.quarantined and b.cached:
             out.dlq_attempts = self._write_quarantine(b)
+        elif out.quarantined:
+            out.dlq_attempts = self._rerun_quarantine(b, counts)
         # handlers and the error-context log; nothing in this policy fails the batch
         out.logged = self._check_tolerance(counts, b.chain, out.quarantined, b.now, b.batch_id, b.split, b.replaying)
         if int(counts[CLOSING]):
             self._close_passed(b.split, b.replaying, b.now)
         return out
+
+    def _rerun_quarantine(self, b: _Batch, counts: Mapping[str, Any]) -> int:
+        """The quarantine write of an uncached batch: its stages run again, once, for the failed rows.
+
+        Those rows are cached (a small part of a mostly clean batch) and checked
+        against the target pass (count and a fingerprint of their coordinates)
+        before anything is written.
+
+        Raises:
+            InconsistentBatchError: the second run failed other records than the
+                first (see the class): nothing was written to quarantine.
+        """
+        failed = b.split.where(F.col(ERROR).isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            again = failed.agg(F.count(F.lit(1)).alias("n"), _fingerprint(F.lit(True)).alias("fp")).first()
+            assert again is not None
+            first = (int(counts["records_quarantined"]), int(counts[_FAILED_FINGERPRINT] or 0))
+            if (int(again["n"]), int(again["fp"] or 0)) != first:
+                raise InconsistentBatchError(
+                    f"batch {b.batch_id} of pipeline {self.pipeline.config.pipeline}: the target pass failed "
+                    f"{first[0]} record(s), the quarantine pass {int(again['n'])} (or other ones): a stage is not "
+                    "deterministic, or the source changed while it was read twice. Nothing was written to "
+                    f"{self.pipeline.quarantine_table}; the target has the first pass's good rows; the batch "
+                    "is not committed, so a re-run (or the stream's restart) runs its records again, writing "
+                    "nothing twice"
+                )
+            return self.pipeline.quarantine_writer().write(
+                failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
+            )
+        finally:
+            failed.unpersist()
 
     def _write_quarantine(self, b: _Batch) -> int:
         """Write the batch's failed rows to the quarantine table; returns the attempts made."""

@@ -143,6 +143,11 @@ class Stage(ABC):
     kind: ErrorKind
     #: A source column or an earlier stage's name; None means the previous stage.
     input: str | None = None
+    #: Whether the stage gives every record the same outcome each time it runs (pure
+    #: expressions of the record). The runner may then run it twice over a batch instead
+    #: of caching the batch (:mod:`quarantine.run`); False (the default, and the python
+    #: stage's: user code, retries) keeps the batch cached so both writes see one outcome.
+    deterministic: bool = False
 
     @abstractmethod
     def evaluate(self, value: Column, ctx: StageContext) -> Column:

@@ -11,7 +11,7 @@ from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
 from quarantine.report import RunStatus, RunSummary
 from quarantine.schema import check_kafka_shaped
-from quarantine.sinks import read_table
+from quarantine.sinks import read_table_pinned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,7 +35,8 @@ def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
             assert source.path is not None
             df = spark.read.parquet(source.path)
         else:
-            df = read_table(spark, source.path or source.table or "")
+            # pinned: the runner may read the batch twice (quarantine.run), and must see one version
+            df = read_table_pinned(spark, source.path or source.table or "")
     except AnalysisException as exc:
         key = "source.path" if source.path else "source.table"
         raise SourceError(

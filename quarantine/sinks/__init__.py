@@ -13,7 +13,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql.types import StructType
 
-__all__ = ["create_table", "delta_table", "is_path", "read_table", "save", "table_exists"]
+__all__ = ["create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "table_exists"]
 
 #: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
@@ -121,6 +121,22 @@ def delta_table(spark: SparkSession, name: str) -> DeltaTable:
 def read_table(spark: SparkSession, name: str) -> DataFrame:
     """Read a Delta table by path or name."""
     return spark.read.format("delta").load(name) if is_path(name) else spark.table(name)
+
+
+def read_table_pinned(spark: SparkSession, name: str) -> DataFrame:
+    """Read a Delta table as of its current version, by path or name.
+
+    A DataFrame over a Delta table reads the latest version each time it runs;
+    this one reads the same version every time (``versionAsOf``), so a batch
+    read twice holds the same records while others append to the table.
+    """
+    version = delta_table(spark, name).history(1).select("version").first()
+    if version is None:  # no commit to pin (cannot happen for a readable table)
+        return read_table(spark, name)
+    v = int(version[0])
+    if is_path(name):
+        return spark.read.format("delta").option("versionAsOf", v).load(name)
+    return spark.read.format("delta").option("versionAsOf", v).table(name)
 
 
 def save(writer: DataFrameWriter, name: str) -> None:

@@ -101,6 +101,8 @@ class Cast(Stage):
     input: str | None = None
     kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
 
+    deterministic = True  # pure Column expressions of the record
+
     def __post_init__(self) -> None:
         if not self.fields:
             raise ConfigError(f"stage {self.name}: options.columns", {}, "at least one field: TYPE")

@@ -538,6 +538,11 @@ class Checks(Stage):
         if not self.rules:
             raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
 
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """Built-in rules are pure; an ``expr`` rule is the author's SQL (it might call ``rand()``)."""
+        return not any(isinstance(r, ExprRule) for r in self.rules)
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         # every rule built for its value's type, so that no value can fail the job
         input_type = ctx.type_of(value)

@@ -40,6 +40,8 @@ class DecodeUtf8(Stage):
     nullable: bool = False
     kind: ErrorKind = ErrorKind.DESERIALIZE
 
+    deterministic = True  # pure Column expressions of the record
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         is_null = value.isNull()
         valid = ctx.once("valid", F.is_valid_utf8(value))

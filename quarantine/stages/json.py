@@ -64,6 +64,8 @@ class JsonParse(Stage):
     input: str | None = None
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
+    deterministic = True  # pure Column expressions of the record
+
     def __post_init__(self) -> None:
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:

@@ -1,9 +1,13 @@
-"""The runner's two ways through a batch give the same tables and reports (quarantine.run).
+"""The runner's ways through a batch give the same tables and reports (quarantine.run).
 
 A policy that may stop a batch counts it first (a noop pass builds the cache),
 then writes; one that goes on whatever the counts (``errors.tolerance=all``, no
-limits) writes the target while counting, with no extra pass. Both must split,
-count, close and report alike, on new records, re-runs and re-sent micro-batches.
+limits) writes the target while counting, with no extra pass, and, when every
+stage is deterministic, without caching the batch (its stages run again for the
+failed rows, checked against the first run). All must split, count, close and
+report alike, on new records, re-runs and re-sent micro-batches; a stage that
+claims determinism falsely fails the batch before quarantine is written, and
+loses nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from pyspark.sql import functions as F
 
 from quarantine import run as run_module
 from quarantine.config import parse_config
+from quarantine.errors import InconsistentBatchError
 from quarantine.pipeline import Pipeline
 from quarantine.report import BatchReport
 from quarantine.run import Run
+from quarantine.schema import ErrorKind
+from quarantine.stage import Stage, StageContext, outcome
 from tests.helpers import kafka_df
 
 SCHEMA = "order_id STRING, amount DOUBLE"
@@ -26,7 +33,7 @@ GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}']
 POISON = [b"\xff\xfe", b'{"order_id":"c"', b'{"order_id":"d","amount":"x"}', b"", None]
 
 
-def _pipeline(spark: Any, d: Path, **errors: Any) -> Pipeline:
+def _pipeline(spark: Any, d: Path, stages: list[Stage] | None = None, **errors: Any) -> Pipeline:
     cfg = {
         "pipeline": "paths",
         "source": {"format": "delta", "path": str(d / "source")},
@@ -37,7 +44,7 @@ def _pipeline(spark: Any, d: Path, **errors: Any) -> Pipeline:
             {"name": "parse", "type": "json", "options": {"schema": SCHEMA, "required": ["order_id"]}},
         ],
     }
-    return Pipeline.from_config(parse_config(cfg), spark, listeners=[])
+    return Pipeline.from_config(parse_config(cfg), spark, listeners=[], stages=stages)
 
 
 def _append(spark: Any, d: Path, values: list[bytes | None], start: int = 0) -> None:
@@ -73,19 +80,21 @@ def count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_both_ways_split_count_and_report_a_run_and_its_re_run_alike(
+def test_both_ways_split_count_and_report_a_stream_alike(
     spark: Any, tmp_path: Path, count_passes: list[int]
 ) -> None:
     reports: dict[str, list[BatchReport]] = {}
     tables = {}
-    for way, errors in (("write_then_count", {}), ("count_then_write", {"tolerance.limit": "1000000000"})):
+    ways = {"write_then_count": {}, "count_then_write": {"tolerance.limit": "1000000000"}}
+    for way, errors in ways.items():
         d = tmp_path / way
-        _append(spark, d, GOOD + POISON)
+        _append(spark, d, [b"x"])  # the pipeline's source (not read: the batches are handed in)
+        run = _pipeline(spark, d, **errors).start_run("query")
         before = len(count_passes)
-        first = _pipeline(spark, d, **errors).run().batches[0]
-        _append(spark, d, [b'{"order_id":"e","amount":5}', b"\xc3"], start=len(GOOD + POISON))
-        # the re-run runs the new records and those still open in quarantine, not the delivered ones
-        second = _pipeline(spark, d, **errors).run().batches[0]
+        first = run.process_batch(kafka_df(spark, GOOD + POISON), 0, streaming=True)
+        second = run.process_batch(
+            kafka_df(spark, [b'{"order_id":"e","amount":5}', b"\xc3"], start_offset=7), 1, streaming=True
+        )
         reports[way] = [first, second]
         tables[way] = _tables(spark, d)
         # no counting pass where the policy cannot stop the batch; one per batch where it can
@@ -95,7 +104,23 @@ def test_both_ways_split_count_and_report_a_run_and_its_re_run_alike(
     target, quarantine = tables["write_then_count"]
     assert [t[0] for t in target] == [0, 1, 7]
     assert [q[0] for q in quarantine] == [2, 3, 4, 5, 6, 8]
-    assert (reports["write_then_count"][1].records_in, reports["write_then_count"][1].records_quarantined) == (7, 6)
+
+
+def test_a_batch_run_and_its_re_run_split_and_report_the_same_whichever_way(spark: Any, tmp_path: Path) -> None:
+    reports: dict[str, list[BatchReport]] = {}
+    tables = {}
+    for way, errors in {"all": {}, "limited": {"tolerance.limit": "1000000000"}}.items():
+        d = tmp_path / way
+        _append(spark, d, GOOD + POISON)
+        first = _pipeline(spark, d, **errors).run().batches[0]
+        _append(spark, d, [b'{"order_id":"e","amount":5}', b"\xc3"], start=len(GOOD + POISON))
+        # the re-run runs the new records and those still open in quarantine, not the delivered ones
+        second = _pipeline(spark, d, **errors).run().batches[0]
+        reports[way] = [first, second]
+        tables[way] = _tables(spark, d)
+    assert [_figures(r) for r in reports["all"]] == [_figures(r) for r in reports["limited"]]
+    assert tables["all"] == tables["limited"]
+    assert (reports["all"][1].records_in, reports["all"][1].records_quarantined) == (7, 6)
 
 
 def test_a_re_sent_micro_batch_that_delta_skips_is_still_counted(
@@ -123,3 +148,79 @@ def test_a_re_sent_micro_batch_that_delta_skips_is_still_counted(
 
 
 _real_collected = run_module._collected
+
+
+class CoinFlip(Stage):
+    """Fails about half the records whose value starts with "flip", differently each time it runs,
+    and claims otherwise."""
+
+    name = "coin"
+    kind = ErrorKind.VALIDATE
+    input = "value"
+    deterministic = True  # the lie under test
+
+    def evaluate(self, value: Any, ctx: StageContext) -> Any:
+        flips = value.startswith(F.lit(b"flip")) & (F.rand() < 0.5)
+        return outcome(value, F.coalesce(flips, F.lit(False)), self.error("Tails", "the coin said no"))
+
+
+def _source(spark: Any, prefix: str, start: int, n: int = 200) -> Any:
+    return kafka_df(spark, [f"{prefix}{i}".encode() for i in range(n)], start_offset=start)
+
+
+def test_after_a_clean_batch_the_next_is_not_cached_and_a_lying_stage_fails_it_before_quarantine(
+    spark: Any, tmp_path: Path, count_passes: list[int]
+) -> None:
+    run = _pipeline(spark, tmp_path, stages=[CoinFlip()]).start_run()
+    calm = run.process_batch(_source(spark, "calm", 0), 0)  # first batch: cached (nothing known yet)
+    assert (calm.records_in, calm.records_quarantined) == (200, 0)
+    with pytest.raises(InconsistentBatchError, match="not deterministic") as info:
+        run.process_batch(_source(spark, "flip", 200), 1)  # after a clean one: stages run twice
+    assert "Nothing was written to" in str(info.value)
+    assert not (tmp_path / "quarantine").exists()  # no record in both tables
+    target, _ = _tables_any(spark, tmp_path)
+    assert 200 < len(target) < 400
+    # the records the first pass failed are in neither table: running the batch again runs them again
+    again = _pipeline(spark, tmp_path, stages=[Heads()]).start_run().process_batch(_source(spark, "flip", 200), 0)
+    assert again.records_in == 400 - len(target)
+    target, quarantine = _tables_any(spark, tmp_path)
+    assert sorted(target) == list(range(400)) and quarantine == []
+    # each run's first batch is cached and counted first; the batch after a clean one is neither
+    assert count_passes == [1, 1]
+
+
+class Heads(CoinFlip):
+    """The coin, fixed: passes every record, every time."""
+
+    def evaluate(self, value: Any, ctx: StageContext) -> Any:
+        return outcome(value, F.lit(False), self.error("Tails", "the coin said no"))
+
+
+def test_a_stage_that_is_not_deterministic_keeps_every_batch_cached(spark: Any, tmp_path: Path) -> None:
+    """Undeclared stages (the default, and the python stage) get one outcome per record, cached."""
+    undeclared = type("Undeclared", (CoinFlip,), {"deterministic": False})()
+    run = _pipeline(spark, tmp_path, stages=[undeclared]).start_run()
+    run.process_batch(_source(spark, "calm", 0), 0)
+    report = run.process_batch(_source(spark, "flip", 200), 1)
+    target, quarantine = _tables_any(spark, tmp_path)
+    assert 0 < report.records_quarantined == len(quarantine) and report.records_ok + 200 == len(target)
+    assert sorted(target + quarantine) == list(range(400))
+
+
+def test_the_stages_that_ship_say_whether_they_are_deterministic(spark: Any, tmp_path: Path) -> None:
+    pipeline = _pipeline(spark, tmp_path)
+    assert [s.deterministic for s in pipeline.stages] == [True, True]
+    from quarantine.stage import Stage as Base
+    from quarantine.stages.python import PythonStage
+
+    assert Base.deterministic is False and PythonStage.deterministic is False
+
+
+def _tables_any(spark: Any, d: Path) -> tuple[list[int], list[int]]:
+    """Offsets in the target and in quarantine (any payload)."""
+    q = d / "quarantine"
+    target = [r[0] for r in spark.read.format("delta").load(str(d / "target")).select("_source_offset").collect()]
+    quarantined = (
+        [r[0] for r in spark.read.format("delta").load(str(q)).select("offset").collect()] if q.exists() else []
+    )
+    return target, quarantined
