@@ -1,12 +1,4 @@
-"""The ``quarantine`` command line.
-
-    quarantine run --conf conf/orders_demo.yml [--set key=value ...]
-    quarantine replay --conf conf/orders_demo.yml [--pipeline orders_demo] [--where "stage = 'parse_order'"]
-    quarantine discard --conf conf/orders_demo.yml --where "..." --reason "..."
-    quarantine init-demo --out data/demo [--records N] [--poison-rate F]
-    quarantine init-demo --table catalog.schema.orders_raw [--if-missing]
-    quarantine validate --conf conf/orders_demo.yml
-    quarantine schema [--out FILE]
+"""The ``quarantine`` command line: ``quarantine --help`` lists the commands with examples.
 
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 2 bad usage or bad config (nothing was read or written).
@@ -24,7 +16,7 @@ import yaml
 
 from quarantine.errors import ConfigError, QuarantineError
 
-__all__ = ["console", "main"]
+__all__ = ["COMMANDS", "console", "main"]
 
 
 def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
@@ -42,41 +34,118 @@ def _predicate(where: str | None) -> str | None:
     return where if where and where.strip() else None
 
 
+#: Each command: its one-line help, then the examples ``--help`` shows (plain text).
+_COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "run": ("run a pipeline from a YAML config", (
+        "quarantine run --conf data/demo/orders_demo.yml",
+        "quarantine run --conf conf/local.yml --set source.path=/data/orders_raw",
+    )),
+    "validate": ("load and check a config and its stages; write nothing", (
+        "quarantine validate --conf data/demo/orders_demo.yml",
+    )),
+    "replay": ("re-run open quarantine rows through the current stages", (
+        "quarantine replay --conf data/demo/orders_demo.yml",
+        "quarantine replay --conf data/demo/orders_demo.yml --where \"stage = 'parse_order'\"",
+    )),
+    "discard": ("mark open quarantine rows as discarded (kept, with the reason)", (
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
+        "--reason \"producer bug, resent\"",
+    )),
+    "init-demo": ("write a Kafka-shaped sample source (orders with poison records) and the demo's config", (
+        "quarantine init-demo --out data/demo",
+        "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
+    )),
+    "schema": ("print (or write) the JSON Schema of a pipeline config, for editors", (
+        "quarantine schema --out .vscode/quarantine.schema.json",
+    )),
+}
+
+#: The command names, in the order ``--help`` lists them.
+COMMANDS: tuple[str, ...] = tuple(_COMMANDS)
+
+_EXIT_CODES = (
+    "Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed); "
+    "2 bad usage or bad config (nothing was read or written)."
+)
+
+
+def _examples(lines: Sequence[str]) -> str:
+    return "Examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="quarantine", description=__doc__.split("\n")[0] if __doc__ else None)
-    sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a pipeline from a YAML config")
+    raw = argparse.RawDescriptionHelpFormatter
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
+                        help="show Spark's, Great Expectations' and MLflow's INFO logs too")
+    ap = argparse.ArgumentParser(
+        prog="quarantine", formatter_class=raw, parents=[common],
+        description="Error handling for Spark pipelines on Delta Lake: failed records go to a quarantine "
+                    "table with their raw bytes, good rows to the target.",
+        epilog=_examples([ex for _, examples in _COMMANDS.values() for ex in examples[:1]]) + "\n\n" + _EXIT_CODES,
+    )
+    ap.add_argument("--version", action="version", version=f"quarantine (spark-quarantine) {_version()}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str) -> argparse.ArgumentParser:
+        summary, examples = _COMMANDS[name]
+        return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                              epilog=_examples(examples), formatter_class=raw, parents=[common])
+
+    run = command("run")
     run.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set source.path=/data/x (repeatable)")
-    val = sub.add_parser("validate", help="load and check a config and its stages; write nothing")
-    val.add_argument("--conf", required=True)
-    val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    rep = sub.add_parser("replay", help="re-run open quarantine rows through the current stages")
-    rep.add_argument("--conf", required=True)
-    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    val = command("validate")
+    val.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    rep = command("replay")
+    rep.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns (empty: every open row)")
     rep.add_argument("--pipeline", default=None,
                      help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
-    dis = sub.add_parser("discard", help="mark open quarantine rows as discarded")
-    dis.add_argument("--conf", required=True)
-    dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    dis = command("discard")
+    dis.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
-    dis.add_argument("--reason", required=True)
-    sch = sub.add_parser("schema", help="print (or write) the JSON Schema of a pipeline config, for editors")
-    sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
-    demo = sub.add_parser(
-        "init-demo", help="write a Kafka-shaped sample source (orders with poison records) and the demo's config"
-    )
+    dis.add_argument("--reason", required=True, help="why, kept in the rows' resolution")
+    demo = command("init-demo")
     demo.add_argument("--out", default="data/demo",
                       help="directory; the source goes to OUT/source, the config to OUT/orders_demo.yml")
-    demo.add_argument("--records", type=int, default=10_000)
-    demo.add_argument("--poison-rate", type=float, default=0.04)
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--records", type=int, default=10_000, help="how many records (default 10000)")
+    demo.add_argument("--poison-rate", type=float, default=0.04, help="the fraction of poison records (0.04)")
+    demo.add_argument("--seed", type=int, default=7, help="the random seed (7)")
     demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
                       help="write the source as this catalog table instead (no config is written)")
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
+    sch = command("schema")
+    sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
     return ap
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("spark-quarantine")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from quarantine import __version__
+
+        return __version__
+
+
+#: Loggers whose INFO lines are other projects' chatter: WARNING unless ``--verbose``.
+_THIRD_PARTY = ("py4j", "urllib3", "alembic", "mlflow", "great_expectations", "pyspark", "httpx", "git")
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Our own INFO lines (progress, summaries) always; other projects' INFO only when ``verbose``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("quarantine").setLevel(logging.INFO)
+    for name in _THIRD_PARTY:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def console() -> None:
@@ -94,10 +163,8 @@ def console() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``quarantine`` command (``argv`` default ``sys.argv[1:]``); its exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("py4j", "urllib3", "alembic", "mlflow"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     args = _parser().parse_args(argv)
+    _configure_logging(getattr(args, "verbose", False))
     _stop_retries_on_sigterm()
     try:
         if args.command == "init-demo":
