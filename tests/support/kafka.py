@@ -145,8 +145,15 @@ def broker_classpath() -> str:
 
 
 def _kafka_uuid() -> str:
-    """A cluster id in Kafka's form: 16 random bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A cluster id in Kafka's form: 16 random bytes, URL-safe base64, no padding.
+
+    Never starting with "-" (Kafka's ``Uuid.randomUuid`` draws again then too): the
+    storage tool's argument parser would take "-t -Xyz…" for a missing value.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @dataclass
