@@ -139,7 +139,7 @@ def _collected(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] |
     return obs.get
 
 
-#: the observed fingerprint of an uncached batch's failed rows (see ``_rerun_quarantine``)
+#: the observed fingerprint of an uncached batch's failed rows (see ``Run._failed_again``)
 _FAILED_FINGERPRINT = "_q_failed_fingerprint"
 
 
@@ -410,50 +410,54 @@ class Run:
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
         out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=ExpectationBatchResult())
-        if out.quarantined and b.cached:
-            out.dlq_attempts = self._write_quarantine(b)
-        elif out.quarantined:
-            out.dlq_attempts = self._rerun_quarantine(b, counts)
-        # handlers and the error-context log; nothing in this policy fails the batch
-        out.logged = self._check_tolerance(counts, b.chain, out.quarantined, b.now, b.batch_id, b.split, b.replaying)
+        # an uncached batch's failed rows, run again and cached: its quarantine write and its
+        # error-log sample read them, not the whole batch a third time
+        failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
+        try:
+            if out.quarantined:
+                out.dlq_attempts = self._write_quarantine(b, failed)
+            # handlers and the error-context log; nothing in this policy fails the batch
+            out.logged = self._check_tolerance(
+                counts, b.chain, out.quarantined, b.now, b.batch_id, b.split if failed is None else failed,
+                b.replaying,
+            )
+        finally:
+            if failed is not None:
+                failed.unpersist()
         if int(counts[CLOSING]):
             self._close_passed(b.split, b.replaying, b.now)
         return out
 
-    def _rerun_quarantine(self, b: _Batch, counts: Mapping[str, Any]) -> int:
-        """The quarantine write of an uncached batch: its stages run again, once, for the failed rows.
+    def _failed_again(self, b: _Batch, counts: Mapping[str, Any]) -> DataFrame:
+        """An uncached batch's failed rows, its stages run again once, cached (the caller unpersists).
 
-        Those rows are cached (a small part of a mostly clean batch) and checked
-        against the target pass (count and a fingerprint of their coordinates)
-        before anything is written.
+        They are a small part of a mostly clean batch, and are checked against the
+        target pass (count and a fingerprint of their coordinates) before anything
+        is written.
 
         Raises:
             InconsistentBatchError: the second run failed other records than the
                 first (see the class): nothing was written to quarantine.
         """
         failed = b.split.where(F.col(ERROR).isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            again = failed.agg(F.count(F.lit(1)).alias("n"), _fingerprint(F.lit(True)).alias("fp")).first()
-            assert again is not None
-            first = (int(counts["records_quarantined"]), int(counts[_FAILED_FINGERPRINT] or 0))
-            if (int(again["n"]), int(again["fp"] or 0)) != first:
-                raise InconsistentBatchError(
-                    f"batch {b.batch_id} of pipeline {self.pipeline.config.pipeline}: the target pass failed "
-                    f"{first[0]} record(s), the quarantine pass {int(again['n'])} (or other ones): a stage is not "
-                    "deterministic, or the source changed while it was read twice. Nothing was written to "
-                    f"{self.pipeline.quarantine_table}; the target has the first pass's good rows; the batch "
-                    "is not committed, so a re-run (or the stream's restart) runs its records again, writing "
-                    "nothing twice"
-                )
-            return self.pipeline.quarantine_writer().write(
-                failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
-            )
-        finally:
+        again = failed.agg(F.count(F.lit(1)).alias("n"), _fingerprint(F.lit(True)).alias("fp")).first()
+        assert again is not None
+        first = (int(counts["records_quarantined"]), int(counts[_FAILED_FINGERPRINT] or 0))
+        if (int(again["n"]), int(again["fp"] or 0)) != first:
             failed.unpersist()
+            raise InconsistentBatchError(
+                f"batch {b.batch_id} of pipeline {self.pipeline.config.pipeline}: the target pass failed "
+                f"{first[0]} record(s), the quarantine pass {int(again['n'])} (or other ones): a stage is not "
+                "deterministic, or the source changed while it was read twice. Nothing was written to "
+                f"{self.pipeline.quarantine_table}; the target has the first pass's good rows; the batch "
+                "is not committed, so a re-run (or the stream's restart) runs its records again, writing "
+                "nothing twice"
+            )
+        return failed
 
-    def _write_quarantine(self, b: _Batch) -> int:
-        """Write the batch's failed rows to the quarantine table; returns the attempts made."""
-        failed = b.split.where(F.col(ERROR).isNotNull())
+    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None) -> int:
+        """Write the batch's failed rows (``failed``, or those of ``b.split``) to quarantine; the attempts made."""
+        failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.pipeline.quarantine_writer().write(
             failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
         )

@@ -36,3 +36,19 @@ def kafka_rows(
 def kafka_df(spark: Any, values: Iterable[bytes | None], **kw: Any) -> Any:
     """A Kafka-shaped DataFrame (see :func:`kafka_rows`)."""
     return spark.createDataFrame(kafka_rows(values, **kw), KAFKA_SOURCE_SCHEMA)
+
+
+def orders_config(d: Any, pipeline: str = "orders_test", **errors: Any) -> dict[str, Any]:
+    """A decode + json pipeline over ``d/source`` (Delta) into ``d/target`` and ``d/quarantine``;
+    ``errors.tolerance: all`` unless ``errors`` says otherwise."""
+    return {
+        "pipeline": pipeline,
+        "source": {"format": "delta", "path": str(d / "source")},
+        "target": {"table": str(d / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"), **errors},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json",
+             "options": {"schema": "order_id STRING, amount DOUBLE", "required": ["order_id"]}},
+        ],
+    }

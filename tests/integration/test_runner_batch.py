@@ -14,22 +14,13 @@ from quarantine.errors import ConfigError, SourceError
 from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
 from quarantine.sinks import table_exists
-from tests.helpers import kafka_df
+from tests.helpers import kafka_df, orders_config
 
 SCHEMA = "order_id STRING, amount DOUBLE"
 
 
 def _config(d: Path, **errors: Any) -> dict[str, Any]:
-    return {
-        "pipeline": "orders_test",
-        "source": {"format": "delta", "path": str(d / "source")},
-        "target": {"table": str(d / "target")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"), **errors},
-        "stages": [
-            {"name": "decode", "type": "decode_utf8"},
-            {"name": "parse", "type": "json", "options": {"schema": SCHEMA, "required": ["order_id"]}},
-        ],
-    }
+    return orders_config(d, **errors)
 
 
 def _pipeline(spark: Any, d: Path, **errors: Any) -> Pipeline:

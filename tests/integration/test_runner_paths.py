@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from quarantine import run as run_module
 from quarantine.config import parse_config
 from quarantine.errors import InconsistentBatchError
 from quarantine.pipeline import Pipeline
@@ -26,24 +25,14 @@ from quarantine.report import BatchReport
 from quarantine.run import Run
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
-from tests.helpers import kafka_df
+from tests.helpers import kafka_df, orders_config
 
-SCHEMA = "order_id STRING, amount DOUBLE"
 GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}']
 POISON = [b"\xff\xfe", b'{"order_id":"c"', b'{"order_id":"d","amount":"x"}', b"", None]
 
 
 def _pipeline(spark: Any, d: Path, stages: list[Stage] | None = None, **errors: Any) -> Pipeline:
-    cfg = {
-        "pipeline": "paths",
-        "source": {"format": "delta", "path": str(d / "source")},
-        "target": {"table": str(d / "target")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"), **errors},
-        "stages": [
-            {"name": "decode", "type": "decode_utf8"},
-            {"name": "parse", "type": "json", "options": {"schema": SCHEMA, "required": ["order_id"]}},
-        ],
-    }
+    cfg = orders_config(d, pipeline="paths", **errors)
     return Pipeline.from_config(parse_config(cfg), spark, listeners=[], stages=stages)
 
 
@@ -124,12 +113,11 @@ def test_a_batch_run_and_its_re_run_split_and_report_the_same_whichever_way(spar
 
 
 def test_a_re_sent_micro_batch_that_delta_skips_is_still_counted(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_passes: list[int]
+    spark: Any, tmp_path: Path, count_passes: list[int]
 ) -> None:
     """A micro-batch sent again under the same txnVersion appends nothing, so the target write
     runs no job and observes nothing: the batch is counted over its cache instead (the stream
     runner counts first the first batch after a start, which is where this happens)."""
-    monkeypatch.setattr(run_module, "_collected", lambda obs, timeout_s=0.5: _real_collected(obs, 0.5))
     _append(spark, tmp_path, GOOD + POISON)
     pipeline = _pipeline(spark, tmp_path)
     run = pipeline.start_run("query-1")
@@ -146,8 +134,6 @@ def test_a_re_sent_micro_batch_that_delta_skips_is_still_counted(
     assert [q[0] for q in quarantine] == [2, 3, 4, 5, 6]  # quarantined once
     assert spark.read.format("delta").load(str(tmp_path / "target")).where(F.col("_source_offset") == 0).count() == 1
 
-
-_real_collected = run_module._collected
 
 
 class CoinFlip(Stage):
