@@ -10,11 +10,14 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from quarantine.errors import ConfigError, QuarantineError
+
+if TYPE_CHECKING:
+    from quarantine.config import PipelineConfig
 
 __all__ = ["COMMANDS", "console", "main"]
 
@@ -179,9 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from quarantine.pipeline import Pipeline
 
         if args.command == "validate":
-            pipe = Pipeline.from_config(config, listeners=[])
-            print(f"config ok: pipeline {config.pipeline}, {len(pipe.stages)} stages: "
-                  + " -> ".join(f"{s.name}({type(s).__name__})" for s in pipe.stages))
+            stages = Pipeline.check_config(config)
+            print(f"config ok: pipeline {config.pipeline}, {len(stages)} stages: "
+                  + " -> ".join(f"{s.name}({type(s).__name__})" for s in stages))
+            print(_tables(config))
+            print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
             return 0
         if args.command == "replay":
             from quarantine.replay import replay
@@ -197,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pipe = Pipeline.from_config(config)
         summary = pipe.run()
         print(summary.render())
+        print(_tables(config))
+        if summary.records_quarantined:
+            print(f"next: quarantine inspect --conf {args.conf}")
         return 0
     except ConfigError as exc:
         print(f"quarantine: bad config: {exc}", file=sys.stderr)
@@ -210,6 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("quarantine").debug("run failed", exc_info=True)
         print(f"quarantine: run failed: {type(exc).__name__}: {describe_failure(exc)}", file=sys.stderr)
         return 1
+
+
+def _tables(config: PipelineConfig) -> str:
+    """Where a pipeline's records are: its target, quarantine and metrics tables, one per line."""
+    rows = [
+        ("target", config.target.table),
+        ("quarantine", config.errors.dlq_table_name),
+        ("metrics", config.metrics.table or "(off: metrics.table is not set)"),
+    ]
+    return "tables:\n" + "\n".join(f"  {what:<11}{name}" for what, name in rows)
 
 
 def _stop_retries_on_sigterm() -> None:

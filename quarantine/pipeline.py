@@ -130,6 +130,33 @@ class Pipeline:
         pipe.error_policy = pipe.policy()
         return pipe
 
+    @staticmethod
+    def check_config(config: PipelineConfig) -> list[Stage]:
+        """Check a config as :meth:`from_config` would, without starting Spark.
+
+        Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
+        loaded and translated) and the error handlers, and checks this Python and the
+        installed pyspark against the support matrix. What only Spark can check, SQL
+        expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
+        run builds its pipeline.
+
+        Returns:
+            The stages the pipeline would run.
+
+        Raises:
+            ConfigError: a stage option or handler is bad (naming its key).
+            QuarantineError: this Python or pyspark is outside the support matrix.
+        """
+        import pyspark
+
+        from quarantine.runtime import check_runtime
+        from quarantine.stages import build_stages
+
+        check_runtime(pyspark.__version__)
+        stages = build_stages(config.stages)
+        ErrorHandlers.from_config(config.errors, config.secrets())
+        return stages
+
     def with_stages(self, stages: Sequence[Stage]) -> Pipeline:
         """A copy of this pipeline running ``stages`` instead."""
         return replace(self, stages=list(stages))

@@ -3,9 +3,9 @@
 * :func:`parse_spark_type` turns a type written in YAML (``TIMESTAMP``,
   ``DECIMAL(10,2)``, ``ARRAY<INT>``, ``a INT, b STRING``) into a Spark
   :class:`~pyspark.sql.types.DataType`, raising a :class:`ConfigError` that
-  names the key. Atomic types are parsed in pure Python (no Spark needed, so
-  option validation is unit-testable); complex types are parsed by Spark's own
-  DDL parser and therefore need an active SparkSession.
+  names the key. Atomic types are parsed in pure Python; complex types by
+  Spark's own DDL parser when a session is active, else by :mod:`quarantine.ddl`
+  (``quarantine validate`` starts no Spark).
 * :func:`render_value` is the one way a stage quotes the value it found in an
   error message: as JSON (strings in double quotes, numbers bare, NULL as
   ``null``), cut to :data:`SNIPPET_CHARS` characters.
@@ -48,6 +48,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from quarantine.ddl import ATOMIC_TYPES, DDLError, parse_ddl_type
 from quarantine.errors import ConfigError
 
 __all__ = [
@@ -70,30 +71,8 @@ __all__ = [
 #: Found values longer than this are cut (with ``…``) in error messages.
 SNIPPET_CHARS = 64
 
-_ATOMIC: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "integer": IntegerType(),
-    "bigint": LongType(),
-    "long": LongType(),
-    "smallint": ShortType(),
-    "short": ShortType(),
-    "tinyint": ByteType(),
-    "byte": ByteType(),
-    "double": DoubleType(),
-    "float": FloatType(),
-    "real": FloatType(),
-    "boolean": BooleanType(),
-    "bool": BooleanType(),
-    "date": DateType(),
-    "timestamp": TimestampType(),
-    "timestamp_ltz": TimestampType(),
-    "timestamp_ntz": TimestampNTZType(),
-    "binary": BinaryType(),
-    "decimal": DecimalType(10, 0),
-    "dec": DecimalType(10, 0),
-    "numeric": DecimalType(10, 0),
-}
+#: The atomic names Spark's parser reads, and ``bool`` (a config's long-standing alias).
+_ATOMIC: dict[str, DataType] = {**ATOMIC_TYPES, "bool": BooleanType()}
 _DECIMAL = re.compile(
     r"^(?:decimal|dec|numeric)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)$", re.IGNORECASE
 )
@@ -133,10 +112,11 @@ def parse_spark_type(text: object, key: str) -> DataType:
 def _parse_with_spark(s: str, key: str) -> DataType:
     from pyspark.sql import SparkSession
 
-    if SparkSession.getActiveSession() is None:
-        raise ConfigError(
-            key, s, f"{_EXAMPLES} (complex types are parsed by Spark: start a SparkSession first)"
-        )
+    if SparkSession.getActiveSession() is None:  # quarantine validate: no Spark; the same grammar
+        try:
+            return parse_ddl_type(s)
+        except DDLError as exc:
+            raise ConfigError(key, s, f"{_EXAMPLES} ({exc})") from None
     try:
         return DataType.fromDDL(s)
     except Exception as exc:  # Spark raises ParseException, AnalysisException…; re-raise as ours

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
@@ -173,18 +173,27 @@ def _field(variant: Column, name: str) -> Column:
 
 
 def _parse_schema(spec: StageSpec, raw: object) -> StructType:
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import _parse_datatype_string
+
+    from quarantine.ddl import DDLError, parse_ddl_type
 
     key = spec.key("options.schema")
     if not isinstance(raw, str) or not raw.strip():
         raise ConfigError(key, raw, "a DDL string such as 'order_id STRING, amount DOUBLE'")
-    try:
-        parsed = StructType.fromDDL(raw)
-    except Exception as exc:  # pyspark raises several types; re-raise as ours
+    if SparkSession.getActiveSession() is None:  # quarantine validate: no Spark
         try:
-            parsed = _parse_datatype_string(raw)
-        except Exception:
-            raise ConfigError(key, raw, f"a valid Spark DDL schema ({type(exc).__name__}: {exc})") from None
+            parsed: DataType = parse_ddl_type(raw)
+        except DDLError as exc:
+            raise ConfigError(key, raw, f"a valid Spark DDL schema ({exc})") from None
+    else:
+        try:
+            parsed = StructType.fromDDL(raw)
+        except Exception as exc:  # pyspark raises several types; re-raise as ours
+            try:
+                parsed = _parse_datatype_string(raw)
+            except Exception:
+                raise ConfigError(key, raw, f"a valid Spark DDL schema ({type(exc).__name__}: {exc})") from None
     if not isinstance(parsed, StructType) or not parsed.fields:
         raise ConfigError(key, raw, "a struct DDL with at least one field")
     return parsed
