@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
+from quarantine.progress import Progress
 from quarantine.report import RunStatus, RunSummary
 from quarantine.schema import check_kafka_shaped
 from quarantine.sinks import read_table_pinned
@@ -18,7 +19,10 @@ if TYPE_CHECKING:
 
     from quarantine.pipeline import Pipeline
 
-__all__ = ["read_source", "run_batch"]
+__all__ = ["PROGRESS_EVERY_S", "read_source", "run_batch"]
+
+#: Seconds between the progress lines of a running batch (:class:`~quarantine.progress.Progress`).
+PROGRESS_EVERY_S = 15.0
 
 
 def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
@@ -51,12 +55,14 @@ def run_batch(pipeline: Pipeline) -> RunSummary:
     """Run ``pipeline`` once over its whole source, as batch 0.
 
     The listeners hear the run start and end (``failed`` with the exception, which
-    is then re-raised).
+    is then re-raised). While the batch runs, a progress line is logged every
+    :data:`PROGRESS_EVERY_S` seconds.
     """
     run = pipeline.start_run()
     run.begin()
     try:
-        report = run.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
+        with Progress(pipeline.spark, f"batch run of {pipeline.config.pipeline}", every_s=PROGRESS_EVERY_S):
+            report = run.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
     except BaseException as exc:
         run.end(RunStatus.FAILED, exc)
         raise
