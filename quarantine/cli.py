@@ -43,7 +43,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine run --conf data/demo/orders_demo.yml",
         "quarantine run --conf conf/local.yml --set source.path=/data/orders_raw",
     )),
-    "validate": ("load and check a config and its stages; write nothing", (
+    "validate": ("load and check a config and its stages without starting Spark; write nothing", (
         "quarantine validate --conf data/demo/orders_demo.yml",
     )),
     "replay": ("re-run open quarantine rows through the current stages", (

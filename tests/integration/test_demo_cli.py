@@ -31,6 +31,11 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     conf = out / "orders_demo.yml"
     config = load_config(conf)
     assert main(["run", "--conf", str(conf)]) == 0
+    ran = capsys.readouterr().out  # the summary ends with where the tables are and what to run next
+    tables = (("target", config.target.table), ("quarantine", config.errors.dlq_table_name),
+              ("metrics", config.metrics.table))
+    assert all(f"\n  {what:<11}{name}\n" in ran for what, name in tables), ran
+    assert f"\nnext: quarantine inspect --conf {conf}\n" in ran
 
     target = spark.read.format("delta").load(config.target.table)
     quarantine = spark.read.format("delta").load(config.errors.dlq_table_name)
