@@ -26,7 +26,7 @@ from quarantine.errors import QuarantineError
 from quarantine.pipeline import Pipeline
 from quarantine.report import BatchReport
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QuarantineStatus
-from quarantine.sinks import delta_table, is_path, table_exists
+from quarantine.sinks import is_path, table_exists, table_version
 from quarantine.sinks.quarantine import close_records
 
 __all__ = ["ReplayResult", "discard", "open_records", "replay"]
@@ -56,9 +56,7 @@ class ReplayResult:
 
 
 def _version(pipe: Pipeline) -> int:
-    hist = delta_table(pipe.spark, pipe.quarantine_table).history(1).select("version").first()
-    assert hist is not None
-    return int(hist[0])
+    return table_version(pipe.spark, pipe.quarantine_table)
 
 
 def open_records(pipe: Pipeline, where: str | None = None, *, version: int | None = None) -> DataFrame:

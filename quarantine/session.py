@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import sys
+import warnings
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -19,7 +20,11 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime
 
-__all__ = ["JVM_OPTIONS", "get_spark", "on_databricks"]
+__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks"]
+
+#: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
+#: Spark Connect instead of a classic local session.
+REMOTE_ENV = "QUARANTINE_SPARK_REMOTE"
 
 #: Local-mode settings sized for a 2-core, 24 GiB machine; tests add UI off.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -82,6 +87,9 @@ def get_spark(
 ) -> SparkSession:
     """Return the active session on Databricks, else build a local Delta-enabled one.
 
+    With ``$QUARANTINE_SPARK_REMOTE`` set (and no active session, not on Databricks),
+    a Spark Connect session instead (:data:`REMOTE_ENV`).
+
     Args:
         app_name: the Spark application name (local only).
         conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
@@ -94,6 +102,9 @@ def get_spark(
             on Databricks before a setting is changed.
     """
     active = SparkSession.getActiveSession()
+    remote = os.environ.get(REMOTE_ENV, "").strip()
+    if remote and active is None and not on_databricks():
+        return _connect_session(remote, app_name, conf)
     if on_databricks() or active is not None:
         spark = active or SparkSession.builder.getOrCreate()
         check_runtime(spark.version)
@@ -112,6 +123,16 @@ def get_spark(
     builder = SparkSession.builder.appName(app_name).master(
         master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
     )
+    for k, v in _local_settings(conf).items():
+        builder = builder.config(k, v)
+    with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
+    """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf`` on top, the JVM options."""
     settings = dict(LOCAL_DEFAULTS)
     jars = local_jars()
     settings["spark.jars"] = ",".join(jars)
@@ -121,12 +142,47 @@ def get_spark(
     settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
     settings["spark.driver.extraJavaOptions"] = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
+    return settings
+
+
+def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None) -> SparkSession:
+    """A Spark Connect session to ``remote`` (``$QUARANTINE_SPARK_REMOTE``).
+
+    ``local`` / ``local[N]`` starts a Spark Connect server in a local JVM with the same
+    settings and jars as a classic local session (what a test of the Connect path
+    needs); ``sc://host:port`` connects to a running server, whose settings are its
+    own (``conf`` is applied where the server allows).
+
+    Raises:
+        QuarantineError: the Connect client's packages are missing
+            (``pip install "spark-quarantine[connect]"``), or the runtime is outside
+            the support matrix.
+    """
+    import pyspark
+
+    from quarantine.errors import QuarantineError
+
+    check_runtime(pyspark.__version__, databricks=False)
+    try:
+        import grpc  # noqa: F401  (pyspark[connect]'s client)
+    except ImportError:
+        raise QuarantineError(
+            f"{REMOTE_ENV}={remote} asks for Spark Connect, whose client packages are not installed: "
+            'pip install "spark-quarantine[connect]"'
+        ) from None
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    if remote.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings = _local_settings(conf)
+    else:
+        settings = dict(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)
-    with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
-    return spark
+    with warnings.catch_warnings(), unlogged_jvm_calls():
+        # the local server starts with every setting; the client then tries to set each
+        # again at runtime and warns for each static one ("Cannot modify the value…")
+        warnings.simplefilter("ignore", UserWarning)
+        return builder.getOrCreate()
 
 
 def _with_jvm_options(options: str) -> str:

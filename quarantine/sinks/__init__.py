@@ -2,18 +2,39 @@
 
 A table is named either by a path (contains ``/`` or a URI scheme) or by a
 catalog name (``catalog.schema.table``). Helpers here hide that difference.
+
+Spark Connect (Databricks serverless, shared clusters, Databricks Connect) serves
+the DataFrame API and SQL but not ``delta.tables.DeltaTable`` unless the server
+loads Delta's Connect plugin. So what runs on every batch goes through the
+DataFrame API and SQL only: MERGE is :meth:`DataFrame.mergeInto` on
+:func:`table_ref`, a table's version is ``DESCRIBE HISTORY``. Only a classic
+session uses ``DeltaTable`` (to see a path table another process just created,
+see :func:`table_exists`, and to create a path table).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-__all__ = ["create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "table_exists"]
+__all__ = [
+    "create_table",
+    "is_connect",
+    "is_path",
+    "read_table",
+    "read_table_pinned",
+    "save",
+    "table_column",
+    "table_exists",
+    "table_ref",
+    "table_version",
+]
 
 #: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
@@ -24,6 +45,39 @@ def is_path(name: str) -> bool:
     return "/" in name or "://" in name or name.startswith((".", "~"))
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def table_ref(name: str) -> str:
+    """How SQL and :meth:`DataFrame.mergeInto` name a table: ``delta.`/abs/path``` or the quoted name.
+
+    A local path is made absolute (Spark refuses a relative path in ``delta.`…```); a
+    URI (``s3://…``, ``abfss://…``, ``dbfs:/…``) is kept as it is.
+    """
+    if is_path(name):
+        path = name if "://" in name or name.startswith("dbfs:") else os.path.abspath(os.path.expanduser(name))
+        return "delta." + _quote(path)
+    return ".".join(_quote(p) for p in name.split("."))
+
+
+def table_column(name: str, column: str) -> Column:
+    """The target table's ``column`` in a MERGE on ``name`` (qualified by :func:`table_ref`)."""
+    return F.col(f"{table_ref(name)}.{_quote(column)}")
+
+
+def table_version(spark: SparkSession, name: str) -> int:
+    """The table's latest commit version (``DESCRIBE HISTORY … LIMIT 1``).
+
+    Raises:
+        AnalysisException: no Delta table there.
+    """
+    row = spark.sql(f"DESCRIBE HISTORY {table_ref(name)} LIMIT 1").select("version").first()
+    assert row is not None  # a Delta table has at least its version 0
+    return int(row[0])
+
+
 def table_exists(spark: SparkSession, name: str) -> bool:
     """Whether a Delta table exists at the path / under the catalog name, as of now.
 
@@ -31,10 +85,18 @@ def table_exists(spark: SparkSession, name: str) -> bool:
     snapshot: once this process has looked at a table another writer was still
     creating (a ``_delta_log`` without a first commit), it keeps answering False
     after that commit. A False is therefore confirmed with ``DeltaTable.forPath``,
-    which reads the log again.
+    which reads the log again. Over Spark Connect the table's schema is asked for.
     """
     if not is_path(name):
         return bool(spark.catalog.tableExists(name))
+    if is_connect(spark):
+        try:
+            _ = spark.read.format("delta").load(name).schema
+        except AnalysisException as exc:
+            if exc.getCondition() in _NO_DELTA_TABLE or exc.getCondition() == "PATH_NOT_FOUND":
+                return False
+            raise
+        return True
     if DeltaTable.isDeltaTable(spark, name):
         return True
     try:
@@ -69,7 +131,7 @@ def create_table(
     # create, not createIfNotExists: the latter also "succeeds" when the table already
     # exists, and then this call could not tell that it did not create it.
     try:
-        if is_path(name):
+        if is_path(name) and not is_connect(spark):
             builder = DeltaTable.create(spark).location(name).addColumns(schema).comment(comment)
             for key, value in (properties or {}).items():
                 builder = builder.property(key, value)
@@ -78,7 +140,8 @@ def create_table(
             builder.execute()
         else:
             # SQL, not DeltaTable.create().tableName(): the builder parses the name as a
-            # two-part identifier, so catalog.schema.table failed with PARSE_SYNTAX_ERROR
+            # two-part identifier, so catalog.schema.table failed with PARSE_SYNTAX_ERROR;
+            # and over Spark Connect there is no DeltaTable builder
             spark.sql(_create_table_sql(name, schema, comment, cluster_by, properties or {}))
     except Exception:
         # Another writer created it first: TABLE_OR_VIEW_ALREADY_EXISTS, or, when both
@@ -100,22 +163,17 @@ def _literal(text: str) -> str:
 def _create_table_sql(
     name: str, schema: StructType, comment: str, cluster_by: Sequence[str], properties: Mapping[str, str]
 ) -> str:
-    """``CREATE TABLE`` for a catalog name (``db.table`` or ``catalog.schema.table``)."""
+    """``CREATE TABLE`` for a catalog name (``db.table`` or ``catalog.schema.table``) or a path."""
     columns = ", ".join(
         f"{_quote(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in schema.fields
     )
-    sql = f"CREATE TABLE {'.'.join(_quote(p) for p in name.split('.'))} ({columns}) USING delta"
+    sql = f"CREATE TABLE {table_ref(name)} ({columns}) USING delta"
     if cluster_by:
         sql += f" CLUSTER BY ({', '.join(_quote(c) for c in cluster_by)})"
     sql += f" COMMENT {_literal(comment)}"
     if properties:
         sql += " TBLPROPERTIES (" + ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items()) + ")"
     return sql
-
-
-def delta_table(spark: SparkSession, name: str) -> DeltaTable:
-    """The :class:`DeltaTable` for a path or a catalog name."""
-    return DeltaTable.forPath(spark, name) if is_path(name) else DeltaTable.forName(spark, name)
 
 
 def read_table(spark: SparkSession, name: str) -> DataFrame:
@@ -130,10 +188,7 @@ def read_table_pinned(spark: SparkSession, name: str) -> DataFrame:
     this one reads the same version every time (``versionAsOf``), so a batch
     read twice holds the same records while others append to the table.
     """
-    version = delta_table(spark, name).history(1).select("version").first()
-    if version is None:  # no commit to pin (cannot happen for a readable table)
-        return read_table(spark, name)
-    v = int(version[0])
+    v = table_version(spark, name)
     if is_path(name):
         return spark.read.format("delta").option("versionAsOf", v).load(name)
     return spark.read.format("delta").option("versionAsOf", v).table(name)

@@ -26,7 +26,7 @@ from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhauste
 from quarantine.redaction import redact_error
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import ERROR, QUARANTINE_SCHEMA, SOURCE_KEY, WATERMARK_PREFIX, QuarantineStatus
-from quarantine.sinks import create_table, delta_table, is_path, read_table, save, table_exists
+from quarantine.sinks import create_table, is_path, read_table, save, table_column, table_exists, table_ref
 
 __all__ = [
     "HISTORY_FIRST",
@@ -123,9 +123,11 @@ def _history(existing: Column, new: Column) -> Column:
     )
 
 
-def _key_match(pipeline: str) -> Column:
+def _key_match(name: str, pipeline: str) -> Column:
     """The MERGE condition: this pipeline's row with the same coordinates (NULL-safe, no SQL text)."""
-    return (F.col("t.pipeline") == F.lit(pipeline)) & null_safe_key_match("t", "s", ("pipeline", *SOURCE_KEY))
+    return (table_column(name, "pipeline") == F.lit(pipeline)) & null_safe_key_match(
+        table_ref(name), "s", ("pipeline", *SOURCE_KEY)
+    )
 
 
 def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str) -> None:
@@ -152,24 +154,26 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     _add_missing_columns(spark, name)
     # The same write again: a replayed micro-batch (same run, batch and error) changes nothing.
     # A different error in the same batch (a sink reporting a record twice) is a new failure.
-    same_write = null_safe_key_match("t", "s", ("run_id", "batch_id", "stage", "error_class", "message"))
-    update: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in _LATEST}
+    def t(c: str) -> Column:
+        return table_column(name, c)
+
+    same_write = null_safe_key_match(table_ref(name), "s", ("run_id", "batch_id", "stage", "error_class", "message"))
+    update: dict[str, Column] = {c: F.col(f"s.{c}") for c in _LATEST}
     update.update(
         {
-            "error_history": _history(F.col("t.error_history"), F.col("s.error_history")),
-            "error_count": F.coalesce(F.col("t.error_count"), F.size(F.col("t.error_history"))) + F.lit(1),
+            "error_history": _history(t("error_history"), F.col("s.error_history")),
+            "error_count": F.coalesce(t("error_count"), F.size(t("error_history"))) + F.lit(1),
             "last_seen_at": F.col("s.last_seen_at"),
             "run_id": F.col("s.run_id"),
             "batch_id": F.col("s.batch_id"),
         }
     )
-    open_row = F.col("t.status") == F.lit(QuarantineStatus.OPEN.value)
+    open_row = t("status") == F.lit(QuarantineStatus.OPEN.value)
     (
-        delta_table(spark, name).alias("t")
-        .merge(rows.alias("s"), _key_match(pipeline))
-        .whenMatchedUpdate(condition=open_row & ~same_write, set=update)
-        .whenNotMatchedInsertAll()
-        .execute()
+        rows.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        .whenMatched(open_row & ~same_write).update(update)
+        .whenNotMatched().insertAll()
+        .merge()
     )
 
 
@@ -356,17 +360,14 @@ def close_records(
     """
     source = keys.select(F.lit(pipeline).alias("pipeline"), *SOURCE_KEY)
     (
-        delta_table(spark, name).alias("t")
-        .merge(source.alias("s"), _key_match(pipeline))
-        .whenMatchedUpdate(
-            condition=F.col("t.status") == F.lit(QuarantineStatus.OPEN.value),
-            set={
-                "status": F.lit(status.value),
-                "resolved_at": F.lit(now).cast("timestamp"),
-                "resolution": F.lit(resolution),
-            },
-        )
-        .execute()
+        source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        .whenMatched(table_column(name, "status") == F.lit(QuarantineStatus.OPEN.value))
+        .update({
+            "status": F.lit(status.value),
+            "resolved_at": F.lit(now).cast("timestamp"),
+            "resolution": F.lit(resolution),
+        })
+        .merge()
     )
 
 

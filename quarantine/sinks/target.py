@@ -13,9 +13,13 @@ Two idempotence strategies, both Delta-native:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from functools import reduce
+from operator import and_
 
-from quarantine.sinks import delta_table, save, table_exists
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine.sinks import save, table_column, table_exists, table_ref
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "merge_new_rows", "txn_app_id"]
 
@@ -48,10 +52,5 @@ def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str) -> None:
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
         return
-    cond = " AND ".join(f"t.{c} = s.{c}" for c in SOURCE_COLUMNS[:3])
-    (
-        delta_table(spark, table).alias("t")
-        .merge(rows.alias("s"), cond)
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    cond = reduce(and_, (table_column(table, c) == F.col(f"s.{c}") for c in SOURCE_COLUMNS[:3]))
+    rows.alias("s").mergeInto(table_ref(table), cond).whenNotMatched().insertAll().merge()
