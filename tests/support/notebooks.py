@@ -13,7 +13,7 @@ widgets, ``notebook.exit``, ``secrets.get``), ``display`` and ``displayHTML``.
   that only fails when it runs fails its cell.
 * ``%sql`` cells run statement by statement with ``spark.sql``, each result
   materialised; ``${name}`` is replaced by the widget's value and ``:name`` markers
-  are bound to widget values, as Databricks does.
+  are bound to widget values, as Databricks does (see :data:`PARAMETERS_WORKAROUND`).
 * ``%md`` cells are skipped; ``%pip``, ``%run``, ``%sh`` and other magics are refused
   with a :class:`NotebookError` (declare a dependency in pyproject.toml, import code
   from the package).
@@ -39,6 +39,7 @@ from typing import Any
 
 __all__ = [
     "HEADER",
+    "PARAMETERS_WORKAROUND",
     "SEPARATOR",
     "Cell",
     "DbutilsStub",
@@ -366,7 +367,31 @@ def _run_sql(cell: Cell, ns: dict[str, Any], widgets: _Widgets) -> None:
             raise NotebookError(f"SQL parameter marker(s) {[':' + n for n in missing]} name no widget "
                                 f"(widgets: {sorted(values) or 'none'})")
         args = {n: values[n] for n in names}
-        ns["display"](spark.sql(statement, args=args) if args else spark.sql(statement))
+        if not args:
+            ns["display"](spark.sql(statement))
+            continue
+        with _sql_conf(spark, PARAMETERS_WORKAROUND, "true"):
+            ns["display"](spark.sql(statement, args=args))
+
+
+#: Delta's SQL parser (delta-spark 4.1) drops named parameter markers on Spark 4.1
+#: (UNBOUND_SQL_PARAMETER; delta-io/delta#7640, apache/spark#55392); Spark's legacy
+#: constants-only substitution binds them. Databricks binds them natively, so the harness
+#: sets it around a ``%sql`` statement that has markers, and nowhere else.
+PARAMETERS_WORKAROUND = "spark.sql.legacy.parameterSubstitution.constantsOnly"
+
+
+@contextlib.contextmanager
+def _sql_conf(spark: Any, key: str, value: str) -> Iterator[None]:
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 _REFUSED = {
