@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from quarantine.cli import main
-from tests.support.notebooks import PARAMETERS_WORKAROUND, NotebookCellError, NotebookRun, run_notebook
+from tests.support.notebooks import (
+    PARAMETERS_WORKAROUND,
+    NotebookCellError,
+    NotebookRun,
+    parse_notebook,
+    run_notebook,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.py"))
@@ -63,10 +69,12 @@ def test_notebook_runs_every_cell_with_its_default_widgets(
     notebook: str, default_run: Callable[[str], NotebookRun], workspace: Path
 ) -> None:
     run = default_run(notebook)
-    assert run.exit_value is None and run.cells_run and run.displays
+    code = [c.number for c in parse_notebook((REPO / "notebooks" / notebook).read_text(encoding="utf-8"))
+            if c.kind != "md"]
+    assert run.exit_value is None and run.cells_run == code  # every code cell ran, in order
     # every default that is a path points into the bundle root, not the test's working directory
     paths = [v for v in run.widgets.values() if v.startswith("/")]
-    assert paths and all(Path(v).is_relative_to(workspace.parent) for v in paths), run.widgets
+    assert all(Path(v).is_relative_to(workspace.parent) for v in paths), run.widgets
 
 
 def test_ingest_reads_the_bundle_roots_config_from_the_notebooks_folder(
@@ -109,6 +117,23 @@ def test_getting_started_replays_the_fixed_records_and_loses_none(
     assert {r["records"] for r in run.displays[-1] if r["status"] == "replayed"} == {
         by_stage[("replayed", "expect_order")]}  # nothing else was replayed
     assert (workspace.parent / "data" / "getting_started" / "quarantine" / "_delta_log").is_dir()
+
+
+def test_getting_started_runs_on_catalog_tables_given_by_its_widgets(
+    spark: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """The Unity Catalog form (``catalog``, ``schema`` widgets), on the local session's catalog."""
+    spark.sql(f"CREATE SCHEMA nb_getting_started LOCATION '{tmp_path / 'schema'}'")
+    try:
+        run = run_notebook(REPO / "notebooks" / "getting_started.py", spark, cwd=workspace,
+                           params={"catalog": "spark_catalog", "schema": "nb_getting_started"})
+        ns = run.namespace
+        assert ns["quarantine_table"] == "spark_catalog.nb_getting_started.getting_started_quarantine"
+        assert ns["in_source"] == 2000 == ns["in_target"] + ns["still_open"]
+        assert {r["status"] for r in run.displays[-1]} == {"open", "replayed"}
+        assert spark.catalog.tableExists("spark_catalog.nb_getting_started.getting_started_orders")
+    finally:
+        spark.sql("DROP SCHEMA IF EXISTS nb_getting_started CASCADE")
 
 
 BROKEN_SQL = """# Databricks notebook source
