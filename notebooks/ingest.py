@@ -12,6 +12,7 @@
 # COMMAND ----------
 
 import os
+from pathlib import Path
 
 import yaml
 
@@ -33,7 +34,19 @@ def show(df, n: int = 50) -> None:
         df.show(n, truncate=False)
 
 
-conf_path = widget("conf", "conf/orders_demo.yml", "pipeline config (YAML)")
+def repo_path(relative: str) -> str:
+    """``relative`` (to the repository, the bundle root in a workspace) as an absolute path.
+
+    Locally notebooks run from the repository root; in a Databricks workspace the working
+    directory is the notebook's folder (notebooks/), where conf/orders_demo.yml is not.
+    """
+    for base in (Path.cwd(), Path.cwd().parent):
+        if (base / "conf").is_dir():
+            return str((base / relative).resolve())
+    return str(Path(relative).resolve())
+
+
+conf_path = widget("conf", repo_path("conf/orders_demo.yml"), "pipeline config (YAML)")
 overrides_text = widget("overrides", "", "overrides: key=value per line")
 
 # COMMAND ----------

@@ -20,7 +20,7 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 HEADER = "# Databricks notebook source"
 SEPARATOR = "# COMMAND ----------"
-EXPECTED = ("ingest.py", "triage.py", "replay.py")
+EXPECTED = ("ingest.py", "triage.py", "replay.py", "getting_started.py")
 DATABRICKS_ONLY = {"dbutils", "display"}
 
 
@@ -29,7 +29,7 @@ def _cells(text: str) -> list[str]:
     return body.split(f"\n{SEPARATOR}\n")
 
 
-def test_the_three_notebooks_exist() -> None:
+def test_the_notebooks_exist() -> None:
     assert {p.name for p in NOTEBOOKS.glob("*.py")} >= set(EXPECTED)
 
 
@@ -118,13 +118,13 @@ def _widget_cell(name: str) -> str:
 
 
 @pytest.mark.parametrize("cwd", ["repo root (local)", "notebooks/ (a Databricks workspace)"])
-def test_replay_and_triage_default_to_absolute_paths_wherever_they_run(
+def test_ingest_replay_and_triage_default_to_absolute_paths_wherever_they_run(
     cwd: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12: the replay notebook kept the local demo's relative paths and the triage
     notebook's default failed on a relative delta.`path`; a workspace runs a notebook from
     its own folder, not the repository root."""
-    for var in ("QUARANTINE_CONF", "QUARANTINE_QUARANTINE_TABLE", "QUARANTINE_CATALOG"):
+    for var in ("QUARANTINE_CONF", "QUARANTINE_QUARANTINE_TABLE", "QUARANTINE_CATALOG", "QUARANTINE_OVERRIDES"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(NOTEBOOKS.parent if cwd.startswith("repo") else NOTEBOOKS)
     replay: dict[str, object] = {}
@@ -134,6 +134,9 @@ def test_replay_and_triage_default_to_absolute_paths_wherever_they_run(
     triage: dict[str, object] = {}
     exec(compile(_widget_cell("triage.py"), "triage.py", "exec"), triage)
     assert triage["source_ref"] == f"delta.`{NOTEBOOKS.parent / 'data' / 'demo' / 'quarantine'}`"
+    ingest: dict[str, object] = {}  # it kept a relative conf/orders_demo.yml, missing from notebooks/
+    exec(compile(_widget_cell("ingest.py"), "ingest.py", "exec"), ingest)
+    assert ingest["conf_path"] == str(NOTEBOOKS.parent / "conf" / "orders_demo.yml")
 
 
 def test_triage_makes_a_relative_path_absolute_and_quotes_catalog_names() -> None:
