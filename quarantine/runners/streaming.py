@@ -41,6 +41,7 @@ from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, RunSummary
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
+from quarantine.sinks import is_connect
 from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
@@ -232,10 +233,19 @@ def run_stream(
 
     Raises:
         QuarantineError: a batch failed in the pipeline (tolerance exceeded, a
-            write failed); the failing batch's offsets are not committed.
+            write failed); the failing batch's offsets are not committed. Also, before
+            anything starts, over Spark Connect (not supported for streaming yet).
         StreamFailedError: the query failed outside the pipeline (e.g. the broker
             is unreachable); restart from the same checkpoint to resume.
     """
+    if is_connect(pipeline.spark):
+        # foreachBatch over Connect runs the function in a server-side Python worker with its
+        # own session: the pipeline's listeners, tolerance state and run id would not follow it.
+        raise QuarantineError(
+            "a streaming source (source.format: kafka) is not supported over Spark Connect yet: "
+            "run the streaming job on a classic cluster (a job cluster, not serverless or shared "
+            "access mode); batch runs, replay and discard work over Spark Connect"
+        )
     cfg = pipeline.config
     secrets = cfg.secrets()
     runner = _BatchRunner(pipeline)
