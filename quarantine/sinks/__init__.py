@@ -6,6 +6,8 @@ catalog name (``catalog.schema.table``). Helpers here hide that difference.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 
 from delta.tables import DeltaTable
@@ -13,15 +15,35 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql.types import StructType
 
-__all__ = ["create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "table_exists"]
+__all__ = [
+    "create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "sql_name", "table_exists",
+]
 
 #: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
+
+#: A URI scheme such as ``dbfs:`` (two letters or more: one letter is a Windows drive).
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
 
 
 def is_path(name: str) -> bool:
     """Whether a table reference is a filesystem/URI path rather than a catalog name."""
     return "/" in name or "://" in name or name.startswith((".", "~"))
+
+
+def sql_name(name: str) -> str:
+    """A table reference as SQL text: ``delta.`/abs/path``` for a path, a quoted name otherwise.
+
+    A local path is made absolute (``~`` expanded) first: Spark reads
+    ``delta.`data/demo/quarantine``` as a table name, not a folder
+    (``UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY``). A URI (``s3://…``, ``dbfs:/…``)
+    is kept as given. A catalog name (``catalog.schema.table``, ``schema.table``)
+    has each part quoted, so no name can be read as more SQL.
+    """
+    if is_path(name):
+        path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
+        return "delta." + _quote(path)
+    return ".".join(_quote(part) for part in name.split("."))
 
 
 def table_exists(spark: SparkSession, name: str) -> bool:
