@@ -1,19 +1,23 @@
-"""The SQL library and the views, each read over tables a real pipeline filled.
+"""The SQL library, the views and the triage commands, each read over tables a real pipeline filled.
 
 One module fixture runs the ``orders_test`` pipeline (decode + JSON, metrics table on)
 over two partitions of a Kafka-shaped source, discards the invalid UTF-8 record, runs
 the batch again (the open records fail a second time), then replays with a fix that
 lets the records without ``order_id`` through (the malformed ones fail a third time).
-Every query and view is then checked row by row against what that history must give.
+Every query and view, and ``quarantine inspect / stats / sql / views``, is then checked
+row by row against what that history must give.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from quarantine.cli import main
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline
@@ -26,22 +30,30 @@ from tests.helpers import kafka_rows, orders_config
 GOOD = b'{"order_id": "o", "amount": 1.5}'
 #: partition 0: malformed at 2 and 3, invalid UTF-8 at 4, no order_id at 7
 P0 = [GOOD, GOOD, b"not json", b"{oops", b"\xff\xfe\x00", GOOD, GOOD, b'{"amount": 1}', GOOD, GOOD]
-#: partition 1: malformed at 1, no order_id at 4
-P1 = [GOOD, b"nope", GOOD, GOOD, b'{"amount": 2}']
+#: partition 1: malformed at 1 (a long value), no order_id at 4
+LONG = b"nope " * 40
+P1 = [GOOD, LONG, GOOD, GOOD, b'{"amount": 2}']
+#: the invalid UTF-8 record's headers: one value is not UTF-8 either
+HEADERS = [("trace", b"\x80abc"), ("src", b"web")]
 PIPELINE = "orders_test"
 
 
-def _config(d: Path, *, required: list[str]) -> Any:
+def _config_dict(d: Path, *, required: list[str]) -> dict[str, Any]:
     cfg = orders_config(d)
     cfg["metrics"] = {"table": str(d / "metrics")}
     cfg["stages"][1]["options"]["required"] = required
-    return parse_config(cfg)
+    return cfg
+
+
+def _config(d: Path, *, required: list[str]) -> Any:
+    return parse_config(_config_dict(d, required=required))
 
 
 @pytest.fixture(scope="module")
 def filled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     d = tmp_path_factory.mktemp("sql_library")
-    rows = kafka_rows(P0, partition=0) + kafka_rows(P1, partition=1)
+    headers = [HEADERS if i == 4 else None for i in range(len(P0))]
+    rows = kafka_rows(P0, partition=0, headers=headers) + kafka_rows(P1, partition=1)
     spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
     strict = _config(d, required=["order_id"])
     Pipeline.from_config(strict, spark).run()
@@ -50,7 +62,10 @@ def filled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     Pipeline.from_config(strict, spark).run()  # the open records run (and fail) again
     result = replay(Pipeline.from_config(_config(d, required=[]), spark))
     assert (result.replayed, result.still_failing) == (2, 3)
-    return {"dir": d, "tables": {"quarantine": str(d / "quarantine"), "metrics": str(d / "metrics")}}
+    conf = d / "orders.yml"
+    conf.write_text(yaml.safe_dump(_config_dict(d, required=["order_id"])), encoding="utf-8")
+    return {"dir": d, "conf": str(conf),
+            "tables": {"quarantine": str(d / "quarantine"), "metrics": str(d / "metrics")}}
 
 
 def _rows(spark: Any, filled: dict[str, Any], name: str, **params: str) -> list[dict[str, Any]]:
@@ -178,3 +193,90 @@ def test_views_over_a_catalog_name_go_next_to_the_table(spark: Any, filled: Any)
     assert sorted(v.name for v in views)[0] == "spark_catalog.triage_db.q_offsets"
     assert spark.table("triage_db.q_open").count() == 3
     assert spark.table("triage_db.q_resolved").count() == 3
+
+
+# --------------------------------------------------------------------------- the triage commands
+
+
+def _cli(capsys: Any, *argv: str) -> str:
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return str(capsys.readouterr().out)
+
+
+def test_inspect_shows_the_open_records_as_a_table_with_long_values_cut(spark: Any, filled: Any, capsys: Any) -> None:
+    out = _cli(capsys, "inspect", "--conf", filled["conf"])
+    assert out.startswith(f"open records of pipeline {PIPELINE} in ")
+    lines = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(lines) == 3 and all("MalformedJson" in line for line in lines)
+    assert "not json" in out and "{oops" in out
+    long_line = next(line for line in lines if "nope nope" in line)
+    assert "…" in long_line and LONG.decode() not in out  # cut in the table
+
+
+def test_inspect_shows_undecodable_payloads_as_hex(spark: Any, filled: Any, capsys: Any) -> None:
+    out = _cli(capsys, "inspect", "--conf", filled["conf"], "--status", "discarded")
+    (line,) = [line for line in out.splitlines() if line.startswith("│")]
+    assert "hex:fffe00" in line and "trace=hex:80616263" in line and "src=web" in line
+    assert "InvalidUtf8" in line and "discarded" in line
+
+
+def test_inspect_json_has_every_record_uncut_with_its_payload_encoding(spark: Any, filled: Any, capsys: Any) -> None:
+    records = json.loads(_cli(capsys, "inspect", "--conf", filled["conf"], "--status", "all", "--json"))
+    by_key = {(r["partition"], r["offset"]): r for r in records}
+    assert sorted(by_key) == [(0, 2), (0, 3), (0, 4), (0, 7), (1, 1), (1, 4)]
+    bad = by_key[(0, 4)]
+    assert bad["value"] == {"text": "fffe00", "encoding": "hex"}
+    assert bad["headers"] == [{"key": "trace", "value": {"text": "80616263", "encoding": "hex"}},
+                              {"key": "src", "value": {"text": "web", "encoding": "utf-8"}}]
+    assert (bad["status"], bad["resolution"]) == ("discarded", "discarded: producer bug")
+    assert by_key[(1, 1)]["value"] == {"text": LONG.decode(), "encoding": "utf-8"}  # never cut in JSON
+    assert by_key[(0, 2)]["key"] == {"text": "k2", "encoding": "utf-8"}
+    assert by_key[(0, 2)]["error_count"] == 3 and by_key[(0, 7)]["status"] == "replayed"
+
+
+def test_inspect_filters_by_stage_error_class_time_and_limit(spark: Any, filled: Any, capsys: Any) -> None:
+    def offsets(*argv: str) -> list[tuple[int, int]]:
+        out = _cli(capsys, "inspect", "--conf", filled["conf"], "--json", *argv)
+        return sorted((r["partition"], r["offset"]) for r in json.loads(out))
+
+    replayed = ["--status", "replayed"]
+    assert offsets(*replayed, "--stage", "parse", "--error-class", "MissingRequiredField") == [(0, 7), (1, 4)]
+    assert offsets(*replayed, "--stage", "decode") == []
+    assert offsets("--since", "1h") == [(0, 2), (0, 3), (1, 1)]
+    assert offsets("--until", "2000-01-01") == []
+    assert len(offsets("--status", "all", "--limit", "2")) == 2
+    assert offsets("--pipeline", "another") == []
+    assert len(offsets("--pipeline", "", "--status", "all")) == 6
+
+
+def test_stats_counts_by_status_error_and_partition(spark: Any, filled: Any, capsys: Any) -> None:
+    stats = json.loads(_cli(capsys, "stats", "--conf", filled["conf"], "--json"))
+    assert {r["status"]: r["records"] for r in stats["records by status"]} == {
+        "open": 3, "discarded": 1, "replayed": 2}
+    assert [(r["stage"], r["error_class"], r["records"]) for r in stats["open records by stage and error class"]] == [
+        ("parse", "MalformedJson", 3)]
+    assert [(r["topic"], r["partition"], r["records"], r["min_offset"], r["max_offset"])
+            for r in stats["open records per topic partition"]] == [("orders", 0, 2, 2, 3), ("orders", 1, 1, 1, 1)]
+    out = _cli(capsys, "stats", "--conf", filled["conf"])
+    assert out.count(f"(pipeline {PIPELINE})") == 3
+    assert any("open" in line and "3" in line for line in out.splitlines() if line.startswith("│"))
+
+
+def test_sql_runs_a_library_query_with_the_configs_tables(spark: Any, filled: Any, capsys: Any) -> None:
+    rows = json.loads(_cli(capsys, "sql", "offset_ranges", "--conf", filled["conf"], "--param", "status=", "--json"))
+    assert [(r["partition"], r["first_offset"], r["last_offset"]) for r in rows] == [
+        (0, 2, 4), (0, 7, 7), (1, 1, 1), (1, 4, 4)]
+    out = _cli(capsys, "sql", "open_records", "--conf", filled["conf"])
+    assert out.startswith("open_records: Open records by pipeline")
+    (line,) = [line for line in out.splitlines() if line.startswith("│")]
+    assert PIPELINE in line and "MalformedJson" in line and " 3 " in line
+    limited = json.loads(_cli(capsys, "sql", "top_errors", "--conf", filled["conf"], "--param", "status=",
+                              "--limit", "1", "--json"))
+    assert len(limited) == 1
+
+
+def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -> None:
+    out = _cli(capsys, "views", "--conf", filled["conf"])
+    assert out.count("created view quarantine_") == 4
+    assert spark.table("quarantine_summary").where("status = 'open'").count() == 1
