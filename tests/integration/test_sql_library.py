@@ -11,6 +11,8 @@ row by row against what that history must give.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +282,63 @@ def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -
     out = _cli(capsys, "views", "--conf", filled["conf"])
     assert out.count("created view quarantine_") == 4
     assert spark.table("quarantine_summary").where("status = 'open'").count() == 1
+
+
+# --------------------------------------------------------------------------- the README
+
+
+def _readme_section(title: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index(f"\n{title}\n")
+    level = title.split(" ")[0]
+    end = readme.find(f"\n{level} ", start + len(title) + 2)
+    return readme[start:end]
+
+
+def _blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+
+
+def test_the_readmes_looking_at_quarantine_commands_run(spark: Any, filled: Any, capsys: Any) -> None:
+    section = _readme_section("## Looking at quarantine")
+    (commands,) = _blocks(section, "bash")
+    lines = [line for line in commands.splitlines() if line.strip()]
+    assert len(lines) == 9
+    for line in lines:
+        argv = shlex.split(line.replace("data/demo/orders_demo.yml", filled["conf"]))
+        assert argv[0] == "quarantine"
+        out = _cli(capsys, *argv[1:])
+        assert out.strip(), line
+        if "--json" in argv:
+            assert len(json.loads(out)) == 6  # every record of the pipeline, seen in the last 24 hours
+
+
+def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, capsys: Any) -> None:
+    table = filled["tables"]["quarantine"]
+    spark.sql("CREATE DATABASE IF NOT EXISTS triage_db")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS triage_db.q USING delta LOCATION '{table}'")
+
+    def runnable(sql: str) -> list[str]:
+        sql = (sql.replace("/abs/path/data/demo/quarantine", table).replace("main.ops.quarantine", "triage_db.q")
+               .replace("'orders_demo'", f"'{PIPELINE}'"))
+        return [s for s in (re.sub(r"--[^\n]*", "", part).strip() for part in sql.split(";")) if s]
+
+    (over_table,) = _blocks(_readme_section("### SQL over the quarantine table"), "sql")
+    results = [spark.sql(s).collect() for s in runnable(over_table)]
+    today, look, failed_more, changes = results
+    assert [tuple(r) for r in today] == [("parse", "MalformedJson", "orders", 3)]
+    assert look == []  # no SchemaMismatch in this pipeline
+    assert {(r["offset"], r["error_class"]) for r in failed_more} >= {(2, "MalformedJson"), (7, "MissingRequiredField")}
+    # the Change Data Feed since version 1: the discard, the re-run and the replay updated rows
+    assert {r[0] for r in changes} >= {"update_preimage", "update_postimage"}
+
+    section = _readme_section("### Views")
+    (python,) = _blocks(section, "python")
+    capsys.readouterr()
+    exec(python.replace("data/demo/quarantine", table), {"spark": spark})  # the README's own code
+    shown = capsys.readouterr().out
+    assert shown.count("MalformedJson") == 3  # the three records that failed three times
+    (views_sql,) = _blocks(section, "sql")
+    summary, open_ = (spark.sql(s).collect() for s in runnable(views_sql))
+    assert [(r["stage"], r["error_class"], r["records"]) for r in summary] == [("parse", "MalformedJson", 3)]
+    assert len(open_) == 3 and {r["value_text"] for r in open_} >= {"not json", "{oops"}
