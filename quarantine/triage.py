@@ -317,7 +317,8 @@ def _list_queries(as_json: bool) -> int:
     queries = catalogue()
     if as_json:
         print_json([{"name": q.name, "summary": q.summary, "tables": list(q.tables),
-                     "params": [{"name": p.name, "type": p.type.value, "default": p.default, "doc": p.doc}
+                     "params": [{"name": p.name, "type": p.type.value, "default": p.default, "doc": p.doc,
+                                 "choices": list(p.choices)}
                                 for p in q.params]} for q in queries.values()])
         return 0
     print_table("the SQL library (quarantine sql NAME --conf FILE [--param NAME=VALUE ...])",

@@ -8,6 +8,7 @@ starts with a comment header that documents it::
     -- @table quarantine
     -- @param pipeline string = '' — the pipeline ('' = every pipeline)
     -- @param hours int = 24 — open longer than this many hours
+    -- @param bucket string(hour|day) = 'hour' — the period (one of the choices in brackets)
 
 then one ``SELECT``. In the body, ``{{quarantine}}`` and ``{{metrics}}`` stand for
 the tables, and ``:name`` for a parameter's value (Databricks SQL's named
@@ -18,7 +19,8 @@ Binding (:func:`bind`) is the one place SQL text is built:
 * a table becomes :func:`quarantine.sinks.sql_name` of the configured table:
   ``delta.`/abs/path``` for a path (relative paths made absolute), each part
   back-quoted for a catalog name;
-* a value is checked against its declared type (``string``, ``int``, ``double``)
+* a value is checked against its declared type (``string``, ``int``, ``double``;
+  ``string(a|b)``: one of those)
   and written as a SQL literal: a number as the number Python parsed, a string
   single-quoted with ``\\`` and ``'`` escaped, so no value can end the literal.
   Spark's own parameter markers (``spark.sql(text, args=…)``) are not used: with
@@ -82,12 +84,15 @@ class Param:
         type: what a value must be.
         default: the default as written in the header (a SQL literal), or None: required.
         doc: what it means.
+        choices: the values a ``string`` parameter may take (``string(hour|day)``;
+            empty: any text). ``''`` is a choice when written (``string(|open)``).
     """
 
     name: str
     type: ParamType
     default: str | None
     doc: str
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,8 @@ class Query:
 
 
 _PARAM = re.compile(
-    r"^@param (?P<name>[A-Za-z_]\w*) (?P<type>\w+)(?: = (?P<default>'[^'\\]*'|-?\d+(?:\.\d+)?))? — (?P<doc>.+)$"
+    r"^@param (?P<name>[A-Za-z_]\w*) (?P<type>\w+)(?:\((?P<choices>[\w|]*)\))?"
+    r"(?: = (?P<default>'[^'\\]*'|-?\d+(?:\.\d+)?))? — (?P<doc>.+)$"
 )
 _TABLE = re.compile(r"\{\{(\w+)\}\}")
 #: SQL text with the parts where a ``:name`` is not a marker taken out: string literals,
@@ -144,7 +150,10 @@ def _parse(name: str, text: str) -> Query:
             m = _PARAM.match(h)
             if m is None or m["type"] not in ParamType.__members__.values():
                 raise ValueError(f"{name}.sql: bad @param line {h!r}: expected '@param NAME TYPE [= DEFAULT] — DOC'")
-            params.append(Param(m["name"], ParamType(m["type"]), m["default"], m["doc"].strip()))
+            choices = tuple(m["choices"].split("|")) if m["choices"] is not None else ()
+            if choices and m["type"] != ParamType.STRING:
+                raise ValueError(f"{name}.sql: @param {m['name']}: only a string parameter has choices")
+            params.append(Param(m["name"], ParamType(m["type"]), m["default"], m["doc"].strip(), choices))
         elif h.startswith("@"):
             raise ValueError(f"{name}.sql: unknown header line {h!r} (expected @table or @param)")
     if not prose or not prose[0] or not body:
@@ -236,6 +245,9 @@ def _value(query: Query, param: Param, text: str) -> str:
     """A given value as a SQL literal of ``param``'s type."""
     key = f"--param {param.name}"
     if param.type is ParamType.STRING:
+        if param.choices and text not in param.choices:
+            shown = " | ".join(c if c else "'' (every)" for c in param.choices)
+            raise ConfigError(key, text, f"one of {shown} ({query.name}: {param.doc})")
         return sql_literal(text)
     try:
         number: int | float = int(text) if param.type is ParamType.INT else float(text)

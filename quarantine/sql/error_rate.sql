@@ -9,7 +9,7 @@
 -- @table quarantine
 -- @table metrics
 -- @param pipeline string = '' — only this pipeline ('' = every pipeline)
--- @param bucket string = 'hour' — the period: minute, hour, day, week or month
+-- @param bucket string(minute|hour|day|week|month) = 'hour' — the period
 WITH failures AS (
   SELECT q.pipeline, q.topic, q.partition,
          CASE WHEN lower(:bucket) IN ('minute', 'hour', 'day', 'week', 'month')

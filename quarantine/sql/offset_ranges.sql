@@ -5,7 +5,7 @@
 --
 -- @table quarantine
 -- @param pipeline string = '' — only this pipeline ('' = every pipeline)
--- @param status string = 'open' — only records with this status: open, replayed, discarded ('' = any)
+-- @param status string(|open|replayed|discarded) = 'open' — only records with this status ('' = any)
 WITH picked AS (
   SELECT pipeline, topic, partition, offset,
          offset - row_number() OVER (PARTITION BY pipeline, topic, partition ORDER BY offset) AS run

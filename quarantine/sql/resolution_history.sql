@@ -6,7 +6,7 @@
 --
 -- @table quarantine
 -- @param pipeline string = '' — only this pipeline ('' = every pipeline)
--- @param status string = '' — only replayed or only discarded ('' = both)
+-- @param status string(|replayed|discarded) = '' — only replayed or only discarded ('' = both)
 SELECT date(resolved_at) AS resolved_date, pipeline, status, resolution,
        count(*) AS records,
        min(resolved_at) AS first_resolved_at,

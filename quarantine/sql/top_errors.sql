@@ -5,7 +5,7 @@
 --
 -- @table quarantine
 -- @param pipeline string = '' — only this pipeline ('' = every pipeline)
--- @param status string = 'open' — only records with this status: open, replayed, discarded ('' = any)
+-- @param status string(|open|replayed|discarded) = 'open' — only records with this status ('' = any)
 SELECT pipeline, stage, error_class, message,
        count(*) AS records,
        min(first_seen_at) AS first_seen_at,

@@ -44,6 +44,8 @@ def test_a_file_whose_header_and_body_disagree_is_rejected() -> None:
         _parse("bad", "-- A query.\n-- @table quarantine\n-- @param x int = 1 — x\nSELECT :y FROM {{quarantine}}")
     with pytest.raises(ValueError, match="bad @param line"):
         _parse("bad", "-- A query.\n-- @param x integer — x\nSELECT :x")
+    with pytest.raises(ValueError, match="only a string parameter has choices"):
+        _parse("bad", "-- A query.\n-- @param x int(1|2) = 1 — x\nSELECT :x")
     with pytest.raises(ValueError, match="unknown @table"):
         _parse("bad", "-- A query.\n-- @table target\nSELECT 1 FROM {{target}}")
     with pytest.raises(ValueError, match="header comment"):
@@ -76,6 +78,10 @@ def test_bad_parameters_are_config_errors_naming_them() -> None:
         bind(q, {"hour": "1"}, {"quarantine": "/q"})
     with pytest.raises(ConfigError, match=r"--param hours'.*an integer"):
         bind(q, {"hours": "a day"}, {"quarantine": "/q"})
+    with pytest.raises(ConfigError, match=r"--param status'.*one of '' \(every\) \| open \| replayed \| discarded"):
+        bind(get_query("top_errors"), {"status": "closed"}, {"quarantine": "/q"})
+    with pytest.raises(ConfigError, match=r"--param bucket'.*one of minute \| hour \| day \| week \| month"):
+        bind(get_query("error_rate"), {"bucket": "fortnight"}, {"quarantine": "/q", "metrics": "/m"})
     with pytest.raises(ConfigError, match=r"sql NAME'.*open_records"):
         get_query("open_recordz")
     required = Query("q", "A query.", "A query.", ("quarantine",),
