@@ -61,6 +61,21 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "schema": ("print (or write) the JSON Schema of a pipeline config, for editors", (
         "quarantine schema --out .vscode/quarantine.schema.json",
     )),
+    "inspect": ("show quarantined records, payloads decoded (UTF-8, else hex)", (
+        "quarantine inspect --conf data/demo/orders_demo.yml --stage parse_order --limit 5",
+        "quarantine inspect --conf data/demo/orders_demo.yml --status all --since 24h --json",
+    )),
+    "stats": ("count quarantined records by status, stage and error class, and per topic partition", (
+        "quarantine stats --conf data/demo/orders_demo.yml",
+    )),
+    "sql": ("run a query of the SQL library (without NAME: list them)", (
+        "quarantine sql",
+        "quarantine sql stuck_records --conf data/demo/orders_demo.yml --param hours=48 --param failures=2",
+    )),
+    "views": ("create views over the quarantine table (<table>_open, <table>_summary, ...)", (
+        "quarantine views --conf data/demo/orders_demo.yml --print",
+        "quarantine views --conf conf/prod.yml",
+    )),
 }
 
 #: The command names, in the order ``--help`` lists them.
@@ -124,6 +139,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
     sch = command("schema")
     sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
+    from quarantine import triage
+
+    for name in triage.COMMANDS:
+        triage.add_arguments(name, command(name))
     return ap
 
 
@@ -174,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _init_demo(args)
         if args.command == "schema":
             return _schema(args.out)
+        if args.command in ("inspect", "stats", "sql", "views"):
+            from quarantine.triage import run_command
+
+            return run_command(args, _overrides(args.set))
         from quarantine.config import load_config
 
         config = load_config(args.conf, _overrides(args.set))

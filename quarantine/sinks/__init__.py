@@ -15,6 +15,7 @@ see :func:`table_exists`, and to create a path table).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from delta.tables import DeltaTable
@@ -50,16 +51,23 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def table_ref(name: str) -> str:
-    """How SQL and :meth:`DataFrame.mergeInto` name a table: ``delta.`/abs/path``` or the quoted name.
+#: A URI scheme such as ``dbfs:`` (two letters or more: one letter is a Windows drive).
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
 
-    A local path is made absolute (Spark refuses a relative path in ``delta.`…```); a
-    URI (``s3://…``, ``abfss://…``, ``dbfs:/…``) is kept as it is.
+
+def table_ref(name: str) -> str:
+    """A table reference as SQL text (SQL, :meth:`DataFrame.mergeInto`): ``delta.`/abs/path``` or a quoted name.
+
+    A local path is made absolute (``~`` expanded) first: Spark reads
+    ``delta.`data/demo/quarantine``` as a table name, not a folder
+    (``UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY``). A URI (``s3://…``, ``dbfs:/…``)
+    is kept as given. A catalog name (``catalog.schema.table``, ``schema.table``)
+    has each part quoted, so no name can be read as more SQL.
     """
     if is_path(name):
-        path = name if "://" in name or name.startswith("dbfs:") else os.path.abspath(os.path.expanduser(name))
+        path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
         return "delta." + _quote(path)
-    return ".".join(_quote(p) for p in name.split("."))
+    return ".".join(_quote(part) for part in name.split("."))
 
 
 def table_column(name: str, column: str) -> Column:

@@ -93,6 +93,9 @@ def test_the_wheel_holds_the_library_its_data_and_metadata_only(wheel: Path) -> 
         "quarantine/demo_conf/orders_demo.yml",
         "quarantine/demo_conf/expectations/orders.json",
     } <= names
+    # the SQL library and the views' queries, every file of them
+    sql = {str(p.relative_to(REPO).as_posix()) for p in (REPO / "quarantine" / "sql").rglob("*.sql")}
+    assert sql and sql <= names
     assert not [n for n in names if "kafka_broker" in n or "/support/" in n]
     metadata = Parser().parsestr(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
     assert metadata["Name"] == DIST
