@@ -369,10 +369,11 @@ h1 { font-size: 1.5rem; margin-bottom: .2rem; } .meta { color: #666; margin-top:
 .summary { display: flex; gap: 1rem; flex-wrap: wrap; padding: 0; list-style: none; }
 .summary li { border: 1px solid #ddd; border-radius: 6px; padding: .5rem .8rem; }
 .summary b { display: block; font-size: 1.3rem; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 1rem; }
-section.figure { border: 1px solid #ddd; border-radius: 6px; padding: .5rem; }
+.grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 1rem; }
+@media (max-width: 900px) { .grid { grid-template-columns: minmax(0, 1fr); } }
+section.figure { border: 1px solid #ddd; border-radius: 6px; padding: .5rem; min-width: 0; overflow: hidden; }
 section.figure h2 { font-size: 1rem; margin: .2rem .4rem; }
-.chart { height: 360px; }
+.chart { height: 360px; width: 100%; }
 .no-data { height: 360px; display: flex; align-items: center; justify-content: center;
            color: #666; font-size: 1.1rem; background: #f6f6f6; border-radius: 4px; }
 """
