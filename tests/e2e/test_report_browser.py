@@ -21,7 +21,6 @@ import pytest
 
 from quarantine.cli import main
 from quarantine.html_report import FIGURES
-from tests.helpers import report_run
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
@@ -70,11 +69,10 @@ def _open(page: Any, path: Path) -> None:
 
 
 def test_the_report_of_a_run_draws_every_chart_without_console_errors(
-    spark: Any, tmp_path: Path, browser_page: tuple[Any, list[str]]
+    report_conf: Path, tmp_path: Path, browser_page: tuple[Any, list[str]]
 ) -> None:
-    conf = report_run(spark, tmp_path / "tables")
     out = tmp_path / "report.html"
-    assert main(["report", "--conf", str(conf), "--out", str(out)]) == 0
+    assert main(["report", "--conf", str(report_conf), "--out", str(out)]) == 0
 
     page, problems = browser_page
     _open(page, out)

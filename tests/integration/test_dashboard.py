@@ -3,7 +3,7 @@
 ``dashboards/quarantine.lvdash.json`` names the tables ``quarantine`` and
 ``quarantine_metrics`` without a catalog or schema (the bundle's ``dataset_catalog``
 and ``dataset_schema`` give them); here those names are temporary views over the
-Delta tables of :func:`tests.helpers.report_run`. Each dataset must return rows, have
+Delta tables of :func:`tests.helpers.report_run` (the ``report_conf`` fixture). Each dataset must return rows, have
 every column its widgets read, and agree with the HTML report's figures.
 """
 
@@ -17,7 +17,6 @@ import pytest
 
 from quarantine.config import load_config
 from quarantine.html_report import FIGURES, collect_report_data
-from tests.helpers import report_run
 from tests.support.bundle_checks import Bundle, dashboard_definition, dataset_sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +28,9 @@ def _definition() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def results(spark: Any, report_conf: Path) -> dict[str, Any]:
     """Each dataset's rows (as dicts) and columns, plus the report's data, over one run's tables."""
-    config = load_config(report_run(spark, tmp_path_factory.mktemp("dashboard")))
+    config = load_config(report_conf)
     spark.read.format("delta").load(config.errors.dlq_table_name).createOrReplaceTempView("quarantine")
     spark.read.format("delta").load(config.metrics.table).createOrReplaceTempView("quarantine_metrics")
     out: dict[str, Any] = {}
