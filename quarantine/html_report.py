@@ -41,7 +41,8 @@ from quarantine.config import PipelineConfig
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.metrics import MetricNames
 from quarantine.schema import QuarantineStatus
-from quarantine.sinks import read_table, table_exists
+from quarantine.sinks import read_table_pinned, table_exists
+from quarantine.sinks.quarantine import read_quarantine
 
 __all__ = [
     "FIGURES",
@@ -234,6 +235,9 @@ def collect_report_data(
 ) -> ReportData:
     """Aggregate both tables in Spark and collect the figures' rows.
 
+    Each table is read at one version (pinned), so the figures agree with each
+    other while a pipeline writes; one small Spark job per figure.
+
     Args:
         spark: the session.
         pipeline: the pipeline whose rows are reported.
@@ -241,11 +245,15 @@ def collect_report_data(
         metrics_table: ``metrics.table``, or None when the config has none.
         since: keep only records first seen, breaches recorded and rows resolved at or after it.
         now: the report's time stamp (injected for tests).
+
+    Raises:
+        ConfigError: ``quarantine_table`` is not a quarantine table.
     """
     at = now or dt.datetime.now(dt.UTC)
     data: dict[str, Any] = {"missing": {}}
     if table_exists(spark, quarantine_table):
-        q = read_table(spark, quarantine_table).where(F.col("pipeline") == F.lit(pipeline))
+        read_quarantine(spark, quarantine_table)  # its columns checked: a wrong table is a ConfigError
+        q = read_table_pinned(spark, quarantine_table).where(F.col("pipeline") == F.lit(pipeline))
         seen = q if since is None else q.where(F.col("first_seen_at") >= F.lit(since))
         span = seen.agg(F.min("first_seen_at"), F.max("first_seen_at")).first()
         unit = time_unit(*(span if span is not None else (None, None)))
@@ -266,7 +274,7 @@ def collect_report_data(
     elif not table_exists(spark, metrics_table):
         data["missing"]["breaches"] = f"the metrics table {metrics_table} does not exist yet"
     else:
-        m = read_table(spark, metrics_table).where(F.col("pipeline") == F.lit(pipeline))
+        m = read_table_pinned(spark, metrics_table).where(F.col("pipeline") == F.lit(pipeline))
         if since is not None:
             m = m.where(F.col("recorded_at") >= F.lit(since))
         data["breaches"] = _tuples(breaches_per_run(m))

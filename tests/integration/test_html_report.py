@@ -1,8 +1,8 @@
 """``quarantine report`` over tables from a real run: every figure's numbers, empty states, the CLI.
 
 The tables come from :func:`tests.helpers.report_run` (a run, a breaching run, a
-replay and a discard), so every figure has data; the browser test of the same page
-is ``tests/e2e/test_report_browser.py``.
+replay and a discard; built once per worker by the ``report_conf`` fixture), so every
+figure has data; the browser test of the same page is ``tests/e2e/test_report_browser.py``.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import pytest
 from quarantine.cli import main
 from quarantine.config import load_config
 from quarantine.html_report import FIGURES, ReportData, collect_report_data, write_report
-from tests.helpers import REPORT_SOURCE, kafka_df, orders_config, report_run
+from tests.helpers import REPORT_SOURCE, kafka_df, orders_config
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
 
 
-@pytest.fixture(scope="module")
-def run_conf(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    conf: Path = report_run(spark, tmp_path_factory.mktemp("report"))
-    return conf
+@pytest.fixture
+def run_conf(report_conf: Path) -> Path:
+    """The config of :func:`tests.helpers.report_run`'s tables (``report_conf``, tests/conftest.py)."""
+    return report_conf
 
 
 def _data(spark: Any, conf: Path, **kw: Any) -> ReportData:
@@ -127,4 +127,17 @@ def test_a_bad_since_is_a_usage_error_naming_the_option(run_conf: Path, tmp_path
     assert code == 2
     err = capsys.readouterr().err
     assert "--since" in err and "last week" in err and "ISO date" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_table_that_is_not_a_quarantine_table_is_a_config_error_naming_the_key(
+    spark: Any, run_conf: Path, tmp_path: Path, capsys: Any
+) -> None:
+    other = str(tmp_path / "not_quarantine")
+    spark.range(3).write.format("delta").save(other)
+    argv = ["report", "--conf", str(run_conf), "--out", str(tmp_path / "r.html"),
+            "--set", f"errors.deadletterqueue.table.name={other}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "errors.deadletterqueue.table.name" in err and "not_quarantine" in err
     assert not (tmp_path / "r.html").exists()
