@@ -296,6 +296,26 @@ def _label(value: Any) -> str:
     return "(none)" if value is None else str(value)
 
 
+def _counts(title: str) -> dict[str, Any]:
+    """A count axis from 0 with whole-number tick labels."""
+    return {"title": title, "rangemode": "tozero", "tickformat": ",d"}
+
+
+def _whole_ticks(fig: Any) -> None:
+    """Tick count axes every 1 below 10: Plotly would tick a count of 2 at halves (``,d``: 0, 1, 1, 2)."""
+    stacked = fig.layout.barmode == "stack"
+    for axis, letter, other in (("xaxis", "x", "y"), ("yaxis", "y", "x")):
+        if fig.layout[axis].tickformat != ",d":
+            continue
+        totals: dict[Any, float] = {}
+        for trace in fig.data:
+            values = list(trace[letter] or ())
+            for cat, v in zip(list(trace[other] or range(len(values))), values, strict=False):
+                totals[cat] = totals.get(cat, 0) + v if stacked else max(totals.get(cat, 0), v)
+        if max(totals.values(), default=0) < 10:
+            fig.layout[axis].dtick = 1
+
+
 def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
     """Each figure id with data: its Plotly figure (categorical x axes: a lone bar stays visible)."""
     figs: dict[str, Any] = {}
@@ -307,7 +327,7 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
             [go.Bar(name=_label(s), x=[_label(b) for b in buckets], y=[cell.get((b, s), 0) for b in buckets])
              for s in stages],
             layout={"barmode": "stack", "xaxis": {"title": f"first seen ({data.unit})", "type": "category"},
-                    "yaxis": {"title": "records"}, "legend": {"title": {"text": "stage"}}},
+                    "yaxis": _counts("records"), "legend": {"title": {"text": "stage"}}},
         )
     if data.error_classes:
         rows = list(reversed(data.error_classes))  # the largest at the top of a horizontal bar chart
@@ -317,7 +337,7 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                     marker={"color": _STATUS_COLOURS["open"]}),
              go.Bar(name="closed", orientation="h", y=names, x=[r[1] - r[2] for r in rows],
                     marker={"color": _STATUS_COLOURS["replayed"]})],
-            layout={"barmode": "stack", "xaxis": {"title": "records"}, "yaxis": {"type": "category"},
+            layout={"barmode": "stack", "xaxis": _counts("records"), "yaxis": {"type": "category"},
                     "margin": {"l": 220}},
         )
     if data.partitions:
@@ -326,21 +346,21 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                    text=[f"offsets {r[3]}..{r[4]}" for r in data.partitions], textposition="auto",
                    customdata=[[r[3], r[4]] for r in data.partitions],
                    hovertemplate="%{x}<br>%{y} records<br>offsets %{customdata[0]}..%{customdata[1]}<extra></extra>"),
-            layout={"xaxis": {"title": "topic / partition", "type": "category"}, "yaxis": {"title": "records"}},
+            layout={"xaxis": {"title": "topic / partition", "type": "category"}, "yaxis": _counts("records")},
         )
     if data.statuses:
         figs["statuses"] = go.Figure(
             go.Bar(x=list(_STATUSES), y=[data.count(s) for s in _STATUSES],
                    marker={"color": [_STATUS_COLOURS[s] for s in _STATUSES]}, text=[data.count(s) for s in _STATUSES],
                    textposition="auto"),
-            layout={"xaxis": {"title": "status", "type": "category"}, "yaxis": {"title": "records"}},
+            layout={"xaxis": {"title": "status", "type": "category"}, "yaxis": _counts("records")},
         )
     if data.breaches:
         figs["breaches"] = go.Figure(
             go.Bar(x=[f"{_label(r[1])} · {str(r[0])[:8]}" for r in data.breaches], y=[r[2] for r in data.breaches],
                    customdata=[str(r[0]) for r in data.breaches], marker={"color": "#ff7f0e"},
                    hovertemplate="run %{customdata}<br>%{y} breach(es)<extra></extra>"),
-            layout={"xaxis": {"title": "run (first breach)", "type": "category"}, "yaxis": {"title": "breaches"}},
+            layout={"xaxis": {"title": "run (first breach)", "type": "category"}, "yaxis": _counts("breaches")},
         )
     if data.replays:
         traces = []
@@ -354,7 +374,7 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                 ))
         figs["replays"] = go.Figure(
             traces, layout={"barmode": "stack", "xaxis": {"title": "resolved at", "type": "category"},
-                            "yaxis": {"title": "records"}},
+                            "yaxis": _counts("records")},
         )
     return figs
 
@@ -401,6 +421,7 @@ def render_html(data: ReportData) -> str:
     for fig_id, title in FIGURES:
         if fig_id in figs:
             fig = figs[fig_id]
+            _whole_ticks(fig)
             fig.update_layout(template="plotly_white", margin={"t": 20}, height=360)
             body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{fig_id}",
                                config={"displaylogo": False, "responsive": True})

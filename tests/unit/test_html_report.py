@@ -48,6 +48,7 @@ def test_every_figure_is_a_chart_with_plotly_inlined_once_and_nothing_fetched() 
     assert SRC.search(page) is None
     assert "<title>quarantine report: orders &lt;demo&gt;</title>" in page and "orders <demo>" not in page
     assert '"displaylogo": false' in page
+    assert page.count('"dtick":1') == len(FIGURES)  # small counts tick at whole numbers, never at halves
 
 
 def test_an_empty_report_says_no_data_and_why_in_every_figure() -> None:
