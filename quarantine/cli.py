@@ -54,6 +54,10 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
         "--reason \"producer bug, resent\"",
     )),
+    "report": ("write a self-contained HTML report of a pipeline's quarantine and metrics (charts)", (
+        "quarantine report --conf data/demo/orders_demo.yml --out report.html",
+        "quarantine report --conf data/demo/orders_demo.yml --out report.html --since 2026-11-01",
+    )),
     "init-demo": ("write a Kafka-shaped sample source (orders with poison records) and the demo's config", (
         "quarantine init-demo --out data/demo",
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
@@ -128,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", required=True, help="why, kept in the rows' resolution")
+    rpt = command("report")
+    rpt.add_argument("--conf", required=True, help="the pipeline config (YAML): its quarantine and metrics tables")
+    rpt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    rpt.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
+    rpt.add_argument("--since", default=None, metavar="DATE",
+                     help="only records first seen (breaches, resolutions) at or after this ISO date/time (UTC)")
     demo = command("init-demo")
     demo.add_argument("--out", default="data/demo",
                       help="directory; the source goes to OUT/source, the config to OUT/orders_demo.yml")
@@ -202,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.conf, _overrides(args.set))
         if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
             raise ConfigError("--pipeline", args.pipeline, f"{config.pipeline} (the pipeline of {args.conf})")
+        if args.command == "report":
+            from quarantine.html_report import report_command
+
+            return report_command(config, args.out, args.since)
         from quarantine.pipeline import Pipeline
 
         if args.command == "validate":

@@ -152,3 +152,13 @@ def table_dir(tmp_path: Path) -> Path:
     d = tmp_path / "tables"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="session")
+def report_conf(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The config of :func:`tests.helpers.report_run`'s tables (data in every report figure),
+    built once per worker for the report, dashboard and browser tests; they only read them."""
+    from tests.helpers import report_run
+
+    conf: Path = report_run(spark, tmp_path_factory.mktemp("report_run"))
+    return conf

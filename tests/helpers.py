@@ -52,3 +52,51 @@ def orders_config(d: Any, pipeline: str = "orders_test", **errors: Any) -> dict[
              "options": {"schema": "order_id STRING, amount DOUBLE", "required": ["order_id"]}},
         ],
     }
+
+
+#: The report run's source: two partitions; per record what happens to it (see :func:`report_run`).
+REPORT_SOURCE: dict[int, list[bytes]] = {
+    0: [b'{"order_id":"1","amount":1}', b"\xff", b"{", b'{"amount":1}', b'{"order_id":"5","amount":2.5}'],
+    1: [b'{"order_id":"10","amount":3}', b'{"order_id":"11","amount":4.5}', b"\xfe\xff", b"[1,"],
+}
+
+
+def report_run(spark: Any, d: Any) -> Any:
+    """Tables with data in every figure of ``quarantine report``; returns the config file (YAML).
+
+    Pipeline ``report_test`` (:func:`orders_config` with a metrics table) over
+    :data:`REPORT_SOURCE`: run 1 (``amount INT``) quarantines 7 records at
+    ``decode`` and ``parse``; run 2 (``errors.tolerance.limit: 1``) breaches and
+    fails; a replay with ``amount DOUBLE`` closes the 2 fractional amounts as
+    ``replayed``; a discard closes the 2 invalid UTF-8 records. 3 stay open.
+    The config file is the fixed one (``amount DOUBLE``), without the limit.
+    """
+    import yaml
+
+    from quarantine.config import parse_config
+    from quarantine.errors import ToleranceExceededError
+    from quarantine.pipeline import Pipeline
+    from quarantine.replay import discard, replay
+
+    rows = [r for p, values in REPORT_SOURCE.items() for r in kafka_rows(values, partition=p, start_offset=100 * p)]
+    spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
+
+    def config(schema: str, **errors: Any) -> dict[str, Any]:
+        cfg = orders_config(d, "report_test", **errors)
+        cfg["stages"][1]["options"]["schema"] = schema
+        cfg["metrics"] = {"table": str(d / "metrics")}
+        return cfg
+
+    Pipeline.from_config(parse_config(config("order_id STRING, amount INT")), spark).run()
+    try:
+        Pipeline.from_config(parse_config(config("order_id STRING, amount INT", **{"tolerance.limit": 1})), spark).run()
+    except ToleranceExceededError:
+        pass
+    else:
+        raise AssertionError("run 2 of the report run was meant to breach errors.tolerance.limit")
+    fixed = config("order_id STRING, amount DOUBLE")
+    replay(Pipeline.from_config(parse_config(fixed), spark, listeners=[]))
+    discard(Pipeline.from_config(parse_config(fixed), spark, listeners=[]), "stage = 'decode'", "producer bug")
+    conf = d / "report.yml"
+    conf.write_text(yaml.safe_dump(fixed), encoding="utf-8")
+    return conf

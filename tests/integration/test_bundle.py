@@ -13,7 +13,10 @@ check that cannot fail does not pass for one that works:
   (resolved by Databricks in a cluster's environment variables) and ``${env:NAME}``;
 * every notebook and workspace file a job names exists;
 * every wheel task's parameters, as each target runs them, parse with the ``quarantine``
-  CLI and load into a valid config on Unity Catalog tables.
+  CLI and load into a valid config on Unity Catalog tables;
+* the Lakeview dashboard resource names a ``.lvdash.json`` that holds together (its
+  datasets, widget queries and encodings); ``tests/integration/test_dashboard.py`` runs
+  its SQL on the tables of a local run.
 
 No Spark is started.
 """
@@ -32,6 +35,9 @@ import yaml
 from tests.support.bundle_checks import (
     FAKE_CLUSTER_ENVIRONMENT,
     Bundle,
+    dashboard_definition,
+    dashboard_problems,
+    dataset_sql,
     inline_secret_problems,
     model_problems,
     path_problems,
@@ -95,6 +101,29 @@ def test_no_secret_is_written_in_the_bundle_or_the_configs() -> None:
 
 def test_every_path_a_job_names_exists() -> None:
     assert path_problems(REPO) == []
+
+
+def test_the_dashboard_shows_the_reports_figures_over_the_targets_schema() -> None:
+    from quarantine.html_report import FIGURES
+
+    assert dashboard_problems(REPO) == []
+    (name,) = Bundle.load(REPO).dashboards()
+    path, dash = Bundle.load(REPO).dashboards()[name]
+    assert (dash["dataset_catalog"], dash["dataset_schema"]) == ("${var.catalog}", "${var.schema}")
+    assert dash["warehouse_id"] == "${var.warehouse_id}"
+    assert "lookup" in Bundle.load(REPO).config["variables"]["warehouse_id"]
+    _, definition = dashboard_definition(path, dash)
+    assert [d["name"] for d in definition["datasets"]] == [fig for fig, _ in FIGURES]
+    charts = {q["query"]["datasetName"] for item in definition["pages"][0]["layout"]
+              for q in item["widget"].get("queries", []) if q["name"] == "main_query"}
+    assert charts == {fig for fig, _ in FIGURES}, "one chart per figure"
+    # the tables it reads are the ones the jobs write (the file is not variable-substituted)
+    tables = set(re.findall(r"\bFROM\s+([A-Za-z_]\w*)", " ".join(dataset_sql(d) for d in definition["datasets"])))
+    quarantine_table = target_variables(REPO, "prod")["quarantine_table"]
+    assert tables == {quarantine_table, "quarantine_metrics"}
+    jobs_text = " ".join(f.read_text(encoding="utf-8") for f in Bundle.load(REPO).resource_files)
+    assert "metrics.table=${var.catalog}.${var.schema}.quarantine_metrics" in jobs_text
+    assert "deadletterqueue.table.name=${var.catalog}.${var.schema}.${var.quarantine_table}" in jobs_text
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -215,7 +244,7 @@ def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None
 def copy(tmp_path: Path) -> Path:
     """The bundle's files (root, resources, configs, notebooks) in a scratch folder."""
     shutil.copy2(REPO / "databricks.yml", tmp_path / "databricks.yml")
-    for folder in ("bundles", "conf", "notebooks"):
+    for folder in ("bundles", "conf", "notebooks", "dashboards"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     return tmp_path
 
@@ -228,6 +257,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def test_the_copy_itself_has_no_problem(copy: Path) -> None:
     assert variable_problems(copy) == inline_secret_problems(copy) == path_problems(copy) == []
+    assert dashboard_problems(copy) == []
     assert wheel_parameter_problems(copy, "dev") == []
 
 
@@ -306,6 +336,30 @@ def test_a_misspelt_task_field_fails_the_schema_and_the_model(copy: Path) -> Non
     _needs_schema()
     (problem,) = schema_problems(copy, SCHEMA)
     assert "quarantine_orders.yml" in problem and "pakage_name" in problem
+
+
+def test_a_missing_dashboard_file_is_found(copy: Path) -> None:
+    (copy / "dashboards" / "quarantine.lvdash.json").unlink()
+    (problem,) = dashboard_problems(copy)
+    assert "quarantine_dashboard.yml" in problem and "quarantine.lvdash.json does not exist" in problem
+
+
+def test_a_widget_reading_an_undefined_dataset_or_showing_an_unqueried_field_is_found(copy: Path) -> None:
+    file = copy / "dashboards" / "quarantine.lvdash.json"
+    _edit(file, '"datasetName": "partitions"', '"datasetName": "partition"')
+    _edit(file, '"fieldName": "error_class"', '"fieldName": "error_klass"')
+    problems = dashboard_problems(copy)
+    assert len(problems) == 2, problems
+    assert any("reads dataset partition," in p for p in problems)
+    assert any("shows error_klass, not a field of its queries" in p for p in problems)
+
+
+def test_a_misspelt_dashboard_field_fails_the_schema_and_the_model(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_dashboard.yml", "dataset_schema:", "dataset_shema:")
+    assert any("dataset_shema" in p and "dashboard quarantine_dashboard" in p for p in model_problems(copy))
+    _needs_schema()
+    (problem,) = schema_problems(copy, SCHEMA)
+    assert "quarantine_dashboard.yml" in problem and "dataset_shema" in problem
 
 
 # --------------------------------------------------------------------------- the README's Databricks commands

@@ -24,6 +24,9 @@ __all__ = [
     "ENV_REFERENCE",
     "FAKE_CLUSTER_ENVIRONMENT",
     "Bundle",
+    "dashboard_definition",
+    "dashboard_problems",
+    "dataset_sql",
     "inline_secret_problems",
     "model_problems",
     "path_problems",
@@ -90,6 +93,16 @@ class Bundle:
                 jobs[name] = (f, job)
         return jobs
 
+    def dashboards(self) -> dict[str, tuple[Path, dict[str, Any]]]:
+        """Every dashboard resource by its key, with the file that defines it."""
+        found: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for f in self.resource_files:
+            for name, dash in (_load(f).get("resources") or {}).get("dashboards", {}).items():
+                if name in found:
+                    raise ValueError(f"dashboard {name} is defined in {found[name][0].name} and {f.name}")
+                found[name] = (f, dash)
+        return found
+
 
 def _load(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -133,10 +146,17 @@ def schema_problems(root: Path, schema: Path) -> list[str]:
 
 
 def model_problems(root: Path) -> list[str]:
-    """Each job against the strict typed model ``databricks.bundles.jobs.Job`` (unknown fields are errors)."""
+    """Each job and dashboard against the strict typed models ``databricks.bundles.jobs.Job`` and
+    ``databricks.bundles.dashboards.Dashboard`` (unknown fields are errors)."""
+    from databricks.bundles.dashboards import Dashboard
     from databricks.bundles.jobs import Job
 
     problems = []
+    for name, (path, dash) in Bundle.load(root).dashboards().items():
+        try:
+            Dashboard.from_dict(dash)  # type: ignore[arg-type]
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{path.name}: dashboard {name}: {exc}")
     for name, (path, job) in Bundle.load(root).jobs().items():
         try:
             model = Job.from_dict(job)  # type: ignore[arg-type]
@@ -160,14 +180,16 @@ def target_variables(root: Path, target: str) -> dict[str, str]:
 
 
 def variable_problems(root: Path) -> list[str]:
-    """Every ``${var.x}`` is declared, and every variable without a default is set by every target."""
+    """Every ``${var.x}`` is declared, and every variable without a default (or a lookup) is set by every target."""
     bundle = Bundle.load(root)
     declared = set(bundle.config.get("variables", {}))
     problems = []
     for path in bundle.files:
         for name in sorted(set(VAR.findall(path.read_text(encoding="utf-8"))) - declared):
             problems.append(f"{path.name}: ${{var.{name}}} is used but not declared under variables")
-    required = {k for k, v in bundle.config.get("variables", {}).items() if "default" not in v}
+    required = {
+        k for k, v in bundle.config.get("variables", {}).items() if "default" not in v and "lookup" not in v
+    }
     for target, settings in bundle.config.get("targets", {}).items():
         for name in sorted(required - set((settings or {}).get("variables", {}))):
             problems.append(f"databricks.yml: target {target} does not set variable {name} (it has no default)")
@@ -236,6 +258,83 @@ def path_problems(root: Path) -> list[str]:
                         rel = Path(candidate).relative_to(root)
                         problems.append(f"{path.name}: job {name} {where} (target {target}): {rel} does not exist")
     return sorted(set(problems))
+
+
+# --------------------------------------------------------------------------- dashboards
+
+
+def dashboard_definition(path: Path, dash: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """The ``.lvdash.json`` a dashboard resource's ``file_path`` names (relative to its file), parsed."""
+    file = (path.parent / str(dash.get("file_path", ""))).resolve()
+    data = json.loads(file.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: expected a JSON object")
+    return file, data
+
+
+def dataset_sql(dataset: Mapping[str, Any]) -> str:
+    """A Lakeview dataset's SQL (``queryLines`` joined, or ``query``)."""
+    lines = dataset.get("queryLines")
+    return "".join(lines) if isinstance(lines, list) else str(dataset.get("query", ""))
+
+
+def dashboard_problems(root: Path) -> list[str]:
+    """Every dashboard resource names a ``.lvdash.json`` that exists and holds together.
+
+    Its datasets have unique names and SQL; every widget query reads a dataset that
+    exists; every field a widget's encodings name is a field of its queries (what
+    Lakeview shows as an empty chart otherwise). Whether the SQL runs is for a test
+    with tables (``tests/integration/test_dashboard.py``).
+    """
+    problems = []
+    for name, (path, dash) in Bundle.load(root).dashboards().items():
+        where = f"{path.name}: dashboard {name}"
+        for key in ("display_name", "warehouse_id", "file_path"):
+            if not dash.get(key):
+                problems.append(f"{where}: no {key}")
+        if not dash.get("file_path"):
+            continue
+        try:
+            file, data = dashboard_definition(path, dash)
+        except FileNotFoundError:
+            problems.append(f"{where}: {dash['file_path']} does not exist")
+            continue
+        except ValueError as exc:
+            problems.append(f"{where}: {dash['file_path']} is not a dashboard definition: {exc}")
+            continue
+        if not file.name.endswith(".lvdash.json"):
+            problems.append(f"{where}: {dash['file_path']} does not end in .lvdash.json")
+        names = [d.get("name") for d in data.get("datasets", [])]
+        if not names or len(set(names)) != len(names):
+            problems.append(f"{where}: dataset names {names} are missing or repeated")
+        for d in data.get("datasets", []):
+            if not dataset_sql(d).strip():
+                problems.append(f"{where}: dataset {d.get('name')} has no SQL")
+        pages = data.get("pages") or []
+        if not pages:
+            problems.append(f"{where}: no pages")
+        for page in pages:
+            for item in page.get("layout", []):
+                widget = item.get("widget", {})
+                fields: set[str] = set()
+                queries = {q.get("name") for q in widget.get("queries", [])}
+                for q in widget.get("queries", []):
+                    dataset = q.get("query", {}).get("datasetName")
+                    if dataset not in names:
+                        problems.append(f"{where}: widget {widget.get('name')} reads dataset {dataset}, not defined")
+                    fields |= {f.get("name") for f in q.get("query", {}).get("fields", [])}
+                for channel, enc in (widget.get("spec", {}).get("encodings") or {}).items():
+                    for e in enc if isinstance(enc, list) else [enc]:
+                        if not isinstance(e, Mapping) or "fieldName" not in e:
+                            continue
+                        if e["fieldName"] not in fields:
+                            problems.append(
+                                f"{where}: widget {widget.get('name')} {channel} shows {e['fieldName']}, "
+                                "not a field of its queries"
+                            )
+                        if "queryName" in e and e["queryName"] not in queries:
+                            problems.append(f"{where}: widget {widget.get('name')} names query {e['queryName']}")
+    return problems
 
 
 # --------------------------------------------------------------------------- wheel task parameters

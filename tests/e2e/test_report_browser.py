@@ -1,0 +1,113 @@
+"""``quarantine report``'s page in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+The page of a run with data in every figure (:func:`tests.helpers.report_run`: failures at
+two stages on two partitions, a breach, a replay and a discard) loads from ``file://`` with
+no console error and no request leaving the file, every chart is drawn with its bars, and
+a screenshot is saved to ``artifacts/report.png`` (CI keeps ``artifacts/``). The page of a
+pipeline with nothing to show says "No data" in every figure, also without an error.
+
+Chromium is the system's (``scripts/bootstrap.sh`` installs it); Playwright never downloads
+a browser here. A machine without it fails this test with that instruction; it never skips.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.cli import main
+from quarantine.html_report import FIGURES
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+#: Flags that work on the CI machines (no sandbox in containers, no GPU, nothing phoning home).
+FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[tuple[Any, list[str]]]:
+    """A page of a fresh headless Chromium profile, and a list collecting console errors,
+    page errors and every request that is not for a ``file://`` URL (each one is aborted)."""
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run scripts/bootstrap.sh (apt-get install -y chromium)"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1280, "height": 1000},
+        )
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+        def only_files(route: Any) -> None:
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:
+                problems.append(f"network request: {route.request.url}")
+                route.abort()
+
+        page.route("**/*", only_files)
+        try:
+            yield page, problems
+        finally:
+            context.close()
+
+
+def _open(page: Any, path: Path) -> None:
+    page.goto(path.as_uri(), wait_until="load")
+    page.wait_for_function("() => document.readyState === 'complete'")
+
+
+def test_the_report_of_a_run_draws_every_chart_without_console_errors(
+    report_conf: Path, tmp_path: Path, browser_page: tuple[Any, list[str]]
+) -> None:
+    out = tmp_path / "report.html"
+    assert main(["report", "--conf", str(report_conf), "--out", str(out)]) == 0
+
+    page, problems = browser_page
+    _open(page, out)
+    for fig, _ in FIGURES:
+        chart = f'section[data-figure="{fig}"] #chart-{fig}'
+        page.wait_for_selector(f"{chart} .main-svg g.trace", state="attached", timeout=30_000)
+        traces = page.locator(f"{chart} .main-svg g.trace").count()
+        bars = page.locator(f"{chart} .main-svg g.trace g.point path").count()
+        assert traces > 0 and bars > 0, (fig, traces, bars)
+    assert page.locator(".no-data").count() == 0
+    assert page.title() == "quarantine report: report_test"
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    assert problems == []
+
+
+def test_the_report_of_an_empty_pipeline_says_no_data_in_every_figure_without_errors(
+    spark: Any, tmp_path: Path, browser_page: tuple[Any, list[str]]
+) -> None:
+    import yaml
+
+    from tests.helpers import orders_config
+
+    conf = tmp_path / "empty.yml"
+    conf.write_text(yaml.safe_dump({**orders_config(tmp_path), "metrics": {"table": str(tmp_path / "metrics")}}))
+    out = tmp_path / "empty.html"
+    assert main(["report", "--conf", str(conf), "--out", str(out)]) == 0
+
+    page, problems = browser_page
+    _open(page, out)
+    texts = page.locator("section.figure .no-data").all_inner_texts()
+    assert len(texts) == len(FIGURES) and all(t.startswith("No data: ") for t in texts), texts
+    assert page.locator(".main-svg").count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-empty.png"), full_page=True)
+    assert problems == []

@@ -1,0 +1,91 @@
+"""The report page as rendered from collected rows (no Spark): structure, no network, empty states."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+
+import pytest
+
+from quarantine.errors import ConfigError
+from quarantine.html_report import (
+    FIGURES,
+    ReportData,
+    ReportDependencyError,
+    parse_since,
+    render_html,
+    require_plotly,
+    time_unit,
+)
+
+T0 = dt.datetime(2026, 11, 2, 10, 0)
+SRC = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
+
+
+def _full() -> ReportData:
+    return ReportData(
+        pipeline="orders <demo>", generated_at=dt.datetime(2026, 11, 2, 12, tzinfo=dt.UTC),
+        quarantine_table="/data/q", metrics_table="/data/m",
+        over_time=[(T0, "decode", 3), (T0, "parse", 2), (T0 + dt.timedelta(hours=1), "parse", 1)],
+        error_classes=[("InvalidUtf8", 3, 1), ("JsonParseError", 3, 3)],
+        partitions=[("orders", 0, 4, 1, 9), ("orders", 1, 2, 100, 101)],
+        statuses=[("open", 4), ("replayed", 1), ("discarded", 1)],
+        breaches=[("run-1234567890", T0, 2)],
+        replays=[(T0, "replayed", "replayed by run r2", 1), (T0, "discarded", "discarded: bug", 1)],
+        records_in=100,
+    )
+
+
+def test_every_figure_is_a_chart_with_plotly_inlined_once_and_nothing_fetched() -> None:
+    from plotly.offline import get_plotlyjs
+
+    page = render_html(_full())
+    assert page.count(get_plotlyjs()) == 1
+    assert page.count("Plotly.newPlot(") == len(FIGURES) and "no-data" not in page.split("<body>")[1]
+    for fig, title in FIGURES:
+        assert f'<section class="figure" data-figure="{fig}"><h2>{title}</h2>' in page
+    assert SRC.search(page) is None
+    assert "<title>quarantine report: orders &lt;demo&gt;</title>" in page and "orders <demo>" not in page
+    assert '"displaylogo": false' in page
+    assert page.count('"dtick":1') == len(FIGURES)  # small counts tick at whole numbers, never at halves
+
+
+def test_an_empty_report_says_no_data_and_why_in_every_figure() -> None:
+    empty = ReportData(
+        pipeline="p", generated_at=dt.datetime(2026, 11, 2, tzinfo=dt.UTC), quarantine_table="/q",
+        metrics_table=None, missing={"breaches": "the config has no metrics.table"},
+    )
+    page = render_html(empty)
+    assert "Plotly.newPlot(" not in page
+    assert page.count('<div class="no-data">No data: ') == len(FIGURES)
+    assert "No data: the config has no metrics.table." in page
+    assert "No data: no record replayed or discarded yet." in page
+
+
+def test_summary_lines_count_each_status_and_the_breaches() -> None:
+    lines = _full().summary_lines()
+    assert lines[0] == "pipeline orders <demo>: 6 quarantined record(s)"
+    assert any(re.fullmatch(r"  open\s+4", ln) for ln in lines)
+    assert any(re.fullmatch(r"  tolerance breaches\s+2 in 1 run\(s\)", ln) for ln in lines)
+
+
+def test_over_time_buckets_by_the_hour_up_to_three_days_then_by_the_day() -> None:
+    assert time_unit(None, None) == "hour"
+    assert time_unit(T0, T0 + dt.timedelta(days=3)) == "hour"
+    assert time_unit(T0, T0 + dt.timedelta(days=3, seconds=1)) == "day"
+
+
+def test_since_is_an_iso_date_in_utc_unless_it_has_an_offset() -> None:
+    assert parse_since("2026-11-01") == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    assert parse_since("2026-11-01T12:00+01:00").utcoffset() == dt.timedelta(hours=1)
+    with pytest.raises(ConfigError, match=r"--since.*yesterday.*ISO date"):
+        parse_since("yesterday")
+
+
+def test_without_plotly_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "plotly", None)
+    with pytest.raises(ReportDependencyError, match=r"pip install 'spark-quarantine\[report\]'"):
+        require_plotly()
+    with pytest.raises(ReportDependencyError):
+        render_html(_full())
