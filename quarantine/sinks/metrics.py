@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from quarantine.config import PipelineConfig
-from quarantine.errors import ToleranceExceededError, describe_failure
+from quarantine.errors import describe_failure
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.retry import RetryWithToleranceOperator
@@ -54,9 +54,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("quarantine.metrics")
-
-#: ``txnVersion`` of the run-end row (a breach): after any real batch id.
-_RUN_END_VERSION = 2**62
 
 Row = tuple[Any, ...]
 
@@ -113,17 +110,6 @@ class NoMetricsTable:
         """Nothing to write."""
 
 
-def _breach(error: BaseException | None) -> ToleranceExceededError | None:
-    seen: set[int] = set()
-    cur = error
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, ToleranceExceededError):
-            return cur
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return None
-
-
 class MetricsTableListener:
     """Appends each batch's metrics to a Delta table, once per ``(run_id, batch_id)``.
 
@@ -160,15 +146,12 @@ class MetricsTableListener:
         self._append(metric_rows(report), run.pipeline, run.run_id, report.batch_id)
 
     def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
-        """Record a tolerance breach that ended the run (its batch sent no report)."""
-        breach = _breach(error)
-        if breach is None:
-            return
-        row = (
-            run.pipeline, run.run_id, None, self.clock(),
-            MetricNames.TOLERANCE_BREACHES.value, None, None, 1.0,
-        )
-        self._append([row], run.pipeline, run.run_id, _RUN_END_VERSION)
+        """Nothing: a breach that ends a run is in its batch's report already.
+
+        The batch that breaches tolerance publishes its report (``tolerance-breaches``
+        included) before it raises (:meth:`quarantine.run.Run.process_batch`); a row
+        written here as well counted one breach twice.
+        """
 
     def _append(self, rows: Sequence[Row], pipeline: str, run_id: str, version: int) -> None:
         if not rows:

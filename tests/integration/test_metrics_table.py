@@ -98,14 +98,12 @@ def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_d
     by_run = _sql_totals(spark, table_dir / "metrics", "WHERE run_id = 'run-2'")
     assert by_run["records-in"] == 1
 
-    # a run that ended on a tolerance breach gets one tolerance-breaches row (its batch sent no report)
+    # the end of a run that failed on a breach adds nothing: the breaching batch reported it
+    # (test_a_run_that_breaches_tolerance_counts_one_breach_in_the_metrics_table)
     breach = ToleranceExceededError("errors.tolerance.limit: 6 > 5", limit="errors.tolerance.limit", count=6)
-    for _ in range(2):
-        listener.on_run_end(other_run.info, RunStatus.FAILED, breach)
-    rows = spark.sql(
-        f"SELECT batch_id, value FROM delta.`{metrics}` WHERE run_id = 'run-2' AND metric = 'tolerance-breaches'"
-    ).collect()
-    assert sorted((r["batch_id"] is None, r["value"]) for r in rows) == [(False, 0.0), (True, 1.0)]
+    n = spark.read.format("delta").load(metrics).count()
+    listener.on_run_end(other_run.info, RunStatus.FAILED, breach)
+    assert spark.read.format("delta").load(metrics).count() == n
 
 
 def test_without_a_metrics_table_the_listener_does_nothing(spark: Any, table_dir: Path) -> None:
@@ -118,3 +116,17 @@ def test_without_a_metrics_table_the_listener_does_nothing(spark: Any, table_dir
     report = run.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0)
     assert report.records_quarantined == 1
     assert not (table_dir / "metrics").exists()
+
+
+def test_a_run_that_breaches_tolerance_counts_one_breach_in_the_metrics_table(spark: Any, table_dir: Path) -> None:
+    """The breaching batch publishes its report (with the breach) before it raises; the run's
+    end must not add the same breach again (the report page showed 2 for one breach)."""
+    raw = _config(table_dir)
+    raw["errors"]["tolerance"] = "none"
+    kafka_df(spark, [GOOD, b"\xff", GOOD]).write.format("delta").save(str(table_dir / "source"))
+    pipe = Pipeline.from_config(parse_config(raw), spark)
+    with pytest.raises(ToleranceExceededError):
+        pipe.run()
+    totals = _sql_totals(spark, table_dir / "metrics")
+    assert totals["tolerance-breaches"] == 1, totals
+    assert totals["records-in"] == 3 and totals["records-quarantined"] == 1
