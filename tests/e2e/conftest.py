@@ -9,7 +9,10 @@ Topics are never auto-created: use ``new_topics`` for fresh, uniquely named ones
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,3 +40,50 @@ def new_topics(kafka_broker: KafkaBroker) -> Callable[..., list[str]]:
         return names
 
     return make
+
+
+# ----------------------------------------------------------------------------- headless Chromium
+
+CHROMIUM = "/usr/bin/chromium"
+#: Flags that work on the CI machines (no sandbox in containers, no GPU, nothing phoning home).
+FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[tuple[Any, list[str]]]:
+    """A page of a fresh headless Chromium profile, and a list collecting console errors,
+    page errors and every request that is not for a ``file://`` URL (each one is aborted)."""
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run scripts/bootstrap.sh (apt-get install -y chromium)"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1280, "height": 1000},
+        )
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+        def only_files(route: Any) -> None:
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:
+                problems.append(f"network request: {route.request.url}")
+                route.abort()
+
+        page.route("**/*", only_files)
+        try:
+            yield page, problems
+        finally:
+            context.close()
+
+
+def open_page(page: Any, path: Path) -> None:
+    """Open a local file in ``page`` and wait until it has loaded."""
+    page.goto(path.as_uri(), wait_until="load")
+    page.wait_for_function("() => document.readyState === 'complete'")

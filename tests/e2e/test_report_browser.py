@@ -12,60 +12,15 @@ a browser here. A machine without it fails this test with that instruction; it n
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from quarantine.cli import main
 from quarantine.html_report import FIGURES
+from tests.e2e.conftest import open_page as _open
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-#: Flags that work on the CI machines (no sandbox in containers, no GPU, nothing phoning home).
-FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]
-
-
-@pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[tuple[Any, list[str]]]:
-    """A page of a fresh headless Chromium profile, and a list collecting console errors,
-    page errors and every request that is not for a ``file://`` URL (each one is aborted)."""
-    assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run scripts/bootstrap.sh (apt-get install -y chromium)"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1280, "height": 1000},
-        )
-        page = context.new_page()
-        problems: list[str] = []
-        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-
-        def only_files(route: Any) -> None:
-            if route.request.url.startswith("file://"):
-                route.continue_()
-            else:
-                problems.append(f"network request: {route.request.url}")
-                route.abort()
-
-        page.route("**/*", only_files)
-        try:
-            yield page, problems
-        finally:
-            context.close()
-
-
-def _open(page: Any, path: Path) -> None:
-    page.goto(path.as_uri(), wait_until="load")
-    page.wait_for_function("() => document.readyState === 'complete'")
 
 
 def test_the_report_of_a_run_draws_every_chart_without_console_errors(
