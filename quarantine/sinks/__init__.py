@@ -13,7 +13,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql.types import StructType
 
-__all__ = ["create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "table_exists"]
+__all__ = [
+    "add_missing_columns",
+    "create_table", "delta_table", "is_path", "read_table", "read_table_pinned", "save", "table_exists",
+]
 
 #: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
@@ -145,3 +148,18 @@ def save(writer: DataFrameWriter, name: str) -> None:
         writer.save(name)
     else:
         writer.saveAsTable(name)
+
+
+def add_missing_columns(spark: SparkSession, name: str, schema: StructType) -> list[str]:
+    """Add the columns of ``schema`` that the existing table ``name`` lacks (a table of an older version).
+
+    Columns are added at the end, NULL in the table's existing rows; nothing else
+    changes. Returns the names added (empty: the table had them all).
+    """
+    have = set(read_table(spark, name).columns)
+    missing = [f for f in schema.fields if f.name not in have]
+    if missing:
+        ident = f"delta.`{name}`" if is_path(name) else name
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE {ident} ADD COLUMNS ({cols})")
+    return [f.name for f in missing]
