@@ -43,6 +43,7 @@ TIERS = ("unit", "spark", "kafka", "e2e")
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_kafka_crash.py",
+    "tests/e2e/test_replay_crash.py",
 })
 
 # The end-to-end subset ``make test-matrix`` runs on the second runtime pair (Python 3.12 +
