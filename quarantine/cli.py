@@ -46,10 +46,16 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "replay": ("re-run open quarantine rows through the current stages", (
         "quarantine replay --conf data/demo/orders_demo.yml",
         "quarantine replay --conf data/demo/orders_demo.yml --where \"stage = 'parse_order'\"",
+        "quarantine replay --conf data/demo/orders_demo.yml --dry-run",
     )),
     "discard": ("mark open quarantine rows as discarded (kept, with the reason)", (
         "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
         "--reason \"producer bug, resent\"",
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --reason x --dry-run",
+    )),
+    "maintain": ("delete old replayed/discarded quarantine rows, then OPTIMIZE and VACUUM the table", (
+        "quarantine maintain --conf data/demo/orders_demo.yml",
+        "quarantine maintain --conf data/demo/orders_demo.yml --set errors.deadletterqueue.retention.days=90",
     )),
     "init-demo": ("write a Kafka-shaped sample source (orders with poison records) and the demo's config", (
         "quarantine init-demo --out data/demo",
@@ -105,11 +111,17 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns (empty: every open row)")
     rep.add_argument("--pipeline", default=None,
                      help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
+    rep.add_argument("--dry-run", action="store_true", help="say what would be replayed and how; write nothing")
     dis = command("discard")
     dis.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", required=True, help="why, kept in the rows' resolution")
+    dis.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
+    mnt = command("maintain")
+    mnt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    mnt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    mnt.add_argument("--pipeline", default=None, help="the pipeline the config must be (a guard for jobs)")
     demo = command("init-demo")
     demo.add_argument("--out", default="data/demo",
                       help="directory; the source goes to OUT/source, the config to OUT/orders_demo.yml")
@@ -184,15 +196,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + " -> ".join(f"{s.name}({type(s).__name__})" for s in pipe.stages))
             return 0
         if args.command == "replay":
-            from quarantine.replay import replay
+            from quarantine.replay import preview_replay, replay
 
+            if args.dry_run:
+                print(preview_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
+                return 0
             print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
             return 0
         if args.command == "discard":
-            from quarantine.replay import discard
+            from quarantine.replay import discard, preview_discard
 
-            n = discard(Pipeline.from_config(config, listeners=[]), args.where, args.reason)
-            print(f"discarded {n:,} open record(s)")
+            if args.dry_run:
+                print(preview_discard(Pipeline.from_config(config, listeners=[]), args.where).render())
+                return 0
+            n = discard(Pipeline.from_config(config), args.where, args.reason)
+            print(f"discarded {n:,} open record(s) (run_kind discard)")
+            return 0
+        if args.command == "maintain":
+            from quarantine.maintain import maintain
+            from quarantine.session import get_spark
+
+            print(maintain(get_spark(f"quarantine:maintain:{config.pipeline}", config.spark_conf), config).render())
             return 0
         pipe = Pipeline.from_config(config)
         summary = pipe.run()
