@@ -49,10 +49,16 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "replay": ("re-run open quarantine rows through the current stages", (
         "quarantine replay --conf data/demo/orders_demo.yml",
         "quarantine replay --conf data/demo/orders_demo.yml --where \"stage = 'parse_order'\"",
+        "quarantine replay --conf data/demo/orders_demo.yml --dry-run",
     )),
     "discard": ("mark open quarantine rows as discarded (kept, with the reason)", (
         "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
         "--reason \"producer bug, resent\"",
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --reason x --dry-run",
+    )),
+    "maintain": ("delete old replayed/discarded quarantine rows, then OPTIMIZE and VACUUM the table", (
+        "quarantine maintain --conf data/demo/orders_demo.yml",
+        "quarantine maintain --conf data/demo/orders_demo.yml --set errors.deadletterqueue.retention.days=90",
     )),
     "report": ("write a self-contained HTML report of a pipeline's quarantine and metrics (charts)", (
         "quarantine report --conf data/demo/orders_demo.yml --out report.html",
@@ -127,11 +133,17 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--where", default=None, help="SQL predicate over quarantine columns (empty: every open row)")
     rep.add_argument("--pipeline", default=None,
                      help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
+    rep.add_argument("--dry-run", action="store_true", help="say what would be replayed and how; write nothing")
     dis = command("discard")
     dis.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", required=True, help="why, kept in the rows' resolution")
+    dis.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
+    mnt = command("maintain")
+    mnt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    mnt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    mnt.add_argument("--pipeline", default=None, help="the pipeline the config must be (a guard for jobs)")
     rpt = command("report")
     rpt.add_argument("--conf", required=True, help="the pipeline config (YAML): its quarantine and metrics tables")
     rpt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -226,15 +238,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
             return 0
         if args.command == "replay":
-            from quarantine.replay import replay
+            from quarantine.replay import preview_replay, replay
 
+            if args.dry_run:
+                print(preview_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
+                return 0
             print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
             return 0
         if args.command == "discard":
-            from quarantine.replay import discard
+            from quarantine.replay import discard, preview_discard
 
-            n = discard(Pipeline.from_config(config, listeners=[]), args.where, args.reason)
-            print(f"discarded {n:,} open record(s)")
+            if args.dry_run:
+                print(preview_discard(Pipeline.from_config(config, listeners=[]), args.where).render())
+                return 0
+            n = discard(Pipeline.from_config(config), args.where, args.reason)
+            print(f"discarded {n:,} open record(s) (run_kind discard)")
+            return 0
+        if args.command == "maintain":
+            from quarantine.maintain import maintain
+            from quarantine.session import get_spark
+
+            print(maintain(get_spark(f"quarantine:maintain:{config.pipeline}", config.spark_conf), config).render())
             return 0
         pipe = Pipeline.from_config(config)
         summary = pipe.run()

@@ -241,6 +241,16 @@ class ErrorsConfig(_Section):
         False, alias="deadletterqueue.context.stacktrace.enable"
     )
     """Keep stack traces in the quarantine table."""
+    dlq_retention_days: Annotated[int, integer(0, unlimited=True)] = Field(
+        30, alias="deadletterqueue.retention.days"
+    )
+    """quarantine maintain deletes this pipeline's replayed/discarded rows resolved more than N days ago
+    (-1: never); open rows are never deleted."""
+    dlq_vacuum_retention_hours: Annotated[int, integer(168)] = Field(
+        168, alias="deadletterqueue.vacuum.retention.hours"
+    )
+    """quarantine maintain's VACUUM keeps files removed in the last N hours (≥ 168, Delta's safety
+    check; more if the table's delta.deletedFileRetentionDuration says so)."""
     handler_deserialize: Annotated[str | None, _HANDLER] = Field(None, alias="handler.deserialize")
     """What a deserialize error does: continue | fail | log_and_continue | a dotted path module.Class."""
     handler_transform: Annotated[str | None, _HANDLER] = Field(None, alias="handler.transform")

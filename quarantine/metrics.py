@@ -173,6 +173,9 @@ class MetricNames(StrEnum):
     RECORDS_QUARANTINED = "records-quarantined"
     """Records written to the quarantine table by the pipeline's stages. Per stage x topic."""
 
+    RECORDS_DISCARDED = "records-discarded"
+    """Open quarantine rows a discard closed (``quarantine discard``; ``run_kind`` = ``discard``)."""
+
     TOLERANCE_BREACHES = "tolerance-breaches"
     """Tolerance breaches in the batch: aggregate-expectation breaches carried by
     the batch report, plus 1 when an error limit failed the run (recorded at

@@ -41,7 +41,7 @@ from quarantine.expectations.stage import (
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import RunMetrics, retry_column_names
 from quarantine.policy import ErrorPolicy
-from quarantine.report import Listeners, RunInfo, RunListener, RunSummary
+from quarantine.report import Listeners, RunInfo, RunKind, RunListener, RunSummary
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR, OPEN, RESULT, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
@@ -169,7 +169,9 @@ class Pipeline:
     def target_table(self) -> str:
         return self.config.target.table
 
-    def start_run(self, run_id: str | None = None, *, listeners: Listeners | None = None) -> Run:
+    def start_run(
+        self, run_id: str | None = None, *, listeners: Listeners | None = None, kind: RunKind = RunKind.RUN
+    ) -> Run:
         """A new run of this pipeline: its id (a new one by default), counts and tolerance.
 
         The batch runner starts one per run, the streaming runner one per query id
@@ -180,13 +182,14 @@ class Pipeline:
             run_id: the run's id (a new one by default).
             listeners: the listeners' dispatch to go on with (a restarted query's run);
                 by default a new one over :attr:`listeners`.
+            kind: what the run does (a replay and a discard are runs of their own kind).
         """
         from quarantine.run import Run
 
         rid = run_id or uuid.uuid4().hex
         info = RunInfo(
             pipeline=self.config.pipeline, run_id=rid, source=self.config.source.location,
-            config=self.config.redacted(), started_at=self.clock(),
+            config=self.config.redacted(), started_at=self.clock(), kind=kind,
         )
         return Run(
             pipeline=self, info=info, metrics=RunMetrics(run_id=rid), tolerance=self.policy().tolerance(rid),

@@ -11,25 +11,56 @@ its quarantine row.
 
 The rows to replay are read from one pinned version of the quarantine table,
 and only those rows are resolved, so rows written concurrently by a running
-pipeline are never touched. A crash mid-replay is repaired by replaying again.
+pipeline are never touched. A crash mid-replay is repaired by replaying again:
+a record whose target row was written before the crash, its quarantine row still
+open, runs again, adds nothing to the target and is closed (once).
+
+Replay and discard are runs of their own kind (:class:`~quarantine.report.RunKind`):
+their listeners (the metrics table with ``run_kind``, MLflow with the
+``quarantine.run_kind`` tag) hear of them like of a pipeline run. A dry run
+(:func:`preview_replay`, :func:`preview_discard`) says what either would do and
+writes nothing.
+
+A ``--where`` predicate is checked against the quarantine table's columns before
+anything is read (:func:`check_predicate`): an unknown column or bad SQL is a
+:class:`~quarantine.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from pyspark.sql import DataFrame
+from pyspark.errors import PySparkException
+from pyspark.logger import PySparkLogger
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.errors import QuarantineError
+from quarantine.errors import ConfigError, QuarantineError, describe_failure
+from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
-from quarantine.report import BatchReport
-from quarantine.schema import KAFKA_SOURCE_SCHEMA, QuarantineStatus
+from quarantine.report import BatchReport, RunKind, RunStatus
+from quarantine.schema import ERROR, KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import is_path, table_exists, table_version
 from quarantine.sinks.quarantine import close_records
 
-__all__ = ["ReplayResult", "discard", "open_records", "replay"]
+__all__ = [
+    "ErrorGroup",
+    "Preview",
+    "ReplayResult",
+    "check_predicate",
+    "discard",
+    "open_records",
+    "preview_discard",
+    "preview_replay",
+    "replay",
+    "replay_outcomes",
+]
+
+#: How many (stage, error class) groups a rendered preview lists; the rest are summed up in one line.
+SHOWN_GROUPS = 8
 
 
 @dataclass(frozen=True)
@@ -40,7 +71,7 @@ class ReplayResult:
         selected: open rows selected for replay.
         replayed: rows that now pass (written to the target, marked replayed).
         still_failing: rows that failed again (still open, history grown).
-        report: the batch report of the replay run.
+        report: the batch report of the replay run (its run id is the replay's).
     """
 
     selected: int
@@ -51,8 +82,107 @@ class ReplayResult:
     def render(self) -> str:
         return (
             f"replay: {self.selected:,} open record(s) selected, {self.replayed:,} replayed to the "
-            f"target, {self.still_failing:,} still failing (still open)"
+            f"target, {self.still_failing:,} still failing (still open)\n"
+            f"  run {self.report.run.run_id} (run_kind replay)"
         )
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Records with the same failing stage and error class, with one example message.
+
+    Attributes:
+        stage: the failing stage.
+        error_class: the error class.
+        records: how many records.
+        example: one of their messages (the smallest, so the same one each time).
+    """
+
+    stage: str | None
+    error_class: str | None
+    records: int
+    example: str | None
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a replay or a discard would do now; nothing was written.
+
+    Attributes:
+        kind: ``replay`` or ``discard``.
+        selected: the open rows the predicate selects.
+        would_pass: (replay) the selected records that pass the current stages now:
+            a replay would write them to the target and close them; 0 for a discard.
+        groups: (replay) the records that would still fail, by their *new* failure;
+            (discard) the records that would be discarded, by their current failure.
+            Largest first.
+    """
+
+    kind: RunKind
+    selected: int
+    would_pass: int
+    groups: tuple[ErrorGroup, ...]
+
+    def render(self) -> str:
+        """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`)."""
+        if self.kind is RunKind.REPLAY:
+            failing = self.selected - self.would_pass
+            head = (
+                f"replay --dry-run (nothing written): {self.selected:,} open record(s) selected, "
+                f"{self.would_pass:,} would be replayed to the target, {failing:,} would still fail"
+            )
+        else:
+            head = f"discard --dry-run (nothing written): {self.selected:,} open record(s) would be discarded"
+        lines = [head + (":" if self.groups else "")]
+        for g in self.groups[:SHOWN_GROUPS]:
+            example = (g.example or "").splitlines()[0][:100] if g.example else ""
+            lines.append(f"  {g.records:>10,}  {g.stage} / {g.error_class}: {example}")
+        rest = self.groups[SHOWN_GROUPS:]
+        if rest:
+            lines.append(f"  {sum(g.records for g in rest):>10,}  in {len(rest)} more (stage, error class) group(s)")
+        return "\n".join(lines)
+
+
+#: PySpark logs each analysis error with its query context (a JSON line on stderr) before raising it;
+#: a bad ``--where`` is reported by :func:`check_predicate` in one line instead.
+_QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextmanager
+def _quiet(names: tuple[str, ...]) -> Iterator[None]:
+    # PySpark's own class: a plain logging.Logger of that name would break its logger.exception(..., errorClass=)
+    loggers = [PySparkLogger.getLogger(n) for n in names]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before, strict=True):
+            lg.disabled = was
+
+
+def check_predicate(spark: SparkSession, where: str) -> None:
+    """Check a ``--where`` predicate against the quarantine table's columns; run no Spark job.
+
+    The predicate is parsed and analysed over an empty frame with
+    :data:`~quarantine.schema.QUARANTINE_SCHEMA` (Spark Connect analyses lazily:
+    asking for the schema forces it).
+
+    Raises:
+        ConfigError: ``--where`` is not SQL, names a column the quarantine table does
+            not have, or is not a boolean condition; the message has Spark's reason.
+    """
+    try:
+        with _quiet(_QUERY_CONTEXT_LOGGERS):
+            spark.createDataFrame([], QUARANTINE_SCHEMA).where(where).schema  # noqa: B018 - forces analysis
+    except PySparkException as exc:
+        reason = describe_failure(exc).split("\n")[0][:400]
+        columns = ", ".join(f.name for f in QUARANTINE_SCHEMA.fields if f.name not in ("key", "value", "headers"))
+        raise ConfigError(
+            "--where", where,
+            f"a SQL condition over the quarantine table's columns ({columns}, …); Spark says: {reason}",
+        ) from None
 
 
 def _version(pipe: Pipeline) -> int:
@@ -60,7 +190,14 @@ def _version(pipe: Pipeline) -> int:
 
 
 def open_records(pipe: Pipeline, where: str | None = None, *, version: int | None = None) -> DataFrame:
-    """The pipeline's open quarantine rows (optionally filtered by a SQL predicate)."""
+    """The pipeline's open quarantine rows (optionally filtered by a SQL predicate).
+
+    Raises:
+        ConfigError: ``where`` is not a condition over the quarantine columns (:func:`check_predicate`).
+        QuarantineError: the quarantine table does not exist yet.
+    """
+    if where:
+        check_predicate(pipe.spark, where)
     name = pipe.quarantine_table
     if not table_exists(pipe.spark, name):
         raise QuarantineError(f"quarantine table {name} does not exist yet: nothing to replay")
@@ -74,15 +211,87 @@ def open_records(pipe: Pipeline, where: str | None = None, *, version: int | Non
     return df.where(where) if where else df
 
 
+def _needs_source_columns(pipe: Pipeline) -> None:
+    if not pipe.config.target.source_columns:
+        raise QuarantineError(
+            "replay needs target.source_columns: true (the target is de-duplicated on them)"
+        )
+
+
+def replay_outcomes(pipe: Pipeline, where: str | None = None) -> DataFrame:
+    """Per selected open record, its outcome through the current stages now (lazy; writes nothing).
+
+    Columns: the source coordinates (``topic``, ``partition``, ``offset``), the
+    record's quarantined failure (``stage``, ``error_class``), ``would_pass``, and its
+    new failure if it would still fail (``new_stage``, ``new_error_class``,
+    ``new_message``; NULL when it would pass). Row-level outcomes only: a replay
+    does not apply batch-level expectation verdicts either (see :func:`replay`).
+    """
+    _needs_source_columns(pipe)
+    selected = open_records(pipe, where, version=_version(pipe))
+    old = selected.select(*[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")])
+    split = pipe.split_frame(pipe.prepare(selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
+    new = split.select(
+        *SOURCE_KEY,
+        F.col(ERROR).isNull().alias("would_pass"),
+        F.col(f"{ERROR}.stage").alias("new_stage"),
+        F.col(f"{ERROR}.error_class").alias("new_error_class"),
+        F.col(f"{ERROR}.message").alias("new_message"),
+    )
+    joined = new.join(old, [new[c].eqNullSafe(old[f"_old_{c}"]) for c in SOURCE_KEY], "left")
+    return joined.select(
+        *SOURCE_KEY, F.col("_old_stage").alias("stage"), F.col("_old_error_class").alias("error_class"),
+        "would_pass", "new_stage", "new_error_class", "new_message",
+    )
+
+
+def _groups(df: DataFrame, stage: str, error_class: str, message: str) -> list[tuple[int, ErrorGroup]]:
+    rows = df.groupBy(F.col(stage).alias("s"), F.col(error_class).alias("c")).agg(
+        F.count(F.lit(1)).alias("n"), F.min(message).alias("m")
+    ).collect()
+    return [(int(r["n"]), ErrorGroup(r["s"], r["c"], int(r["n"]), r["m"])) for r in rows]
+
+
+def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ...]:
+    return tuple(g for _, g in sorted(groups, key=lambda x: (-x[0], str(x[1].stage), str(x[1].error_class))))
+
+
+def preview_replay(pipe: Pipeline, where: str | None = None) -> Preview:
+    """What :func:`replay` would do now (``quarantine replay --dry-run``): nothing is written.
+
+    One Spark job over the selected records: how many would pass, and those that
+    would still fail grouped by their new stage and error class.
+    """
+    outcomes = replay_outcomes(pipe, where)
+    groups = _groups(outcomes, "new_stage", "new_error_class", "new_message")
+    passing = sum(n for n, g in groups if g.stage is None and g.error_class is None)
+    failing = [(n, g) for n, g in groups if not (g.stage is None and g.error_class is None)]
+    return Preview(
+        kind=RunKind.REPLAY, selected=sum(n for n, _ in groups), would_pass=passing, groups=_largest_first(failing)
+    )
+
+
+def preview_discard(pipe: Pipeline, where: str) -> Preview:
+    """What :func:`discard` would close now (``quarantine discard --dry-run``): nothing is written."""
+    _check_discard(where, "dry run")
+    groups = _groups(open_records(pipe, where, version=_version(pipe)), "stage", "error_class", "message")
+    return Preview(kind=RunKind.DISCARD, selected=sum(n for n, _ in groups), would_pass=0,
+                   groups=_largest_first(groups))
+
+
 def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:
-    """Re-run open quarantine rows through the pipeline's stages.
+    """Re-run open quarantine rows through the pipeline's stages, as a run of kind ``replay``.
 
     Each selected record's outcome is its own result in this replay: one that
     passes is written to the target (insert-only MERGE on the source
     coordinates) and then closed as ``replayed``; one that fails again stays
     ``open`` with the new error. Replay has its own policy: tolerance, limits,
-    ``errors.handler.*: fail`` and ``on_breach: fail`` never fail it for a record
-    that still fails. Replaying twice is a no-op for records already closed.
+    ``errors.handler.*: fail`` and ``on_breach`` never act on a replay, and
+    expectation stages' batch-level verdicts (row counts, means) are not taken
+    over a replay's selection, which is not a batch of the source: each record
+    passes or fails its row-level checks. Replaying twice is a no-op for records
+    already closed. The pipeline's listeners get the replay as a run (start, one
+    batch report, end).
 
     Args:
         pipe: the pipeline (its current stages and tables); use a fresh run id.
@@ -92,16 +301,25 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
 
     Returns:
         Counts of selected / replayed / still failing rows.
+
+    Raises:
+        ConfigError: ``where`` is not a condition over the quarantine columns (before any job).
     """
-    if not pipe.config.target.source_columns:
-        raise QuarantineError(
-            "replay needs target.source_columns: true (the target is de-duplicated on them)"
-        )
+    _needs_source_columns(pipe)
+    if where:
+        check_predicate(pipe.spark, where)
     if now is not None:
         pipe = replace(pipe, clock=lambda: now)
     selected = open_records(pipe, where, version=_version(pipe))
     source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
-    report = pipe.start_run().process_batch(source, 0, replaying=True)
+    run = pipe.start_run(kind=RunKind.REPLAY)
+    run.begin()
+    try:
+        report = run.process_batch(source, 0, replaying=True)
+    except BaseException as exc:
+        run.end(RunStatus.FAILED, exc)
+        raise
+    run.end(RunStatus.SUCCEEDED)
     return ReplayResult(
         selected=report.records_in,
         replayed=report.records_ok,
@@ -110,30 +328,53 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
     )
 
 
-def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
-    """Mark open quarantine rows matching ``where`` as discarded, with a reason.
-
-    A discarded record stays discarded: batch re-runs leave it out, and it is
-    never written to the target (only an explicit replay of it could be).
-
-    Returns:
-        How many rows were discarded.
-    """
+def _check_discard(where: str, reason: str) -> None:
     if not where.strip():
         raise QuarantineError("discard needs a --where predicate; refusing to discard every open row")
     if not reason.strip():
         raise QuarantineError("discard needs a --reason (it is kept in the resolution column)")
+
+
+def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
+    """Mark open quarantine rows matching ``where`` as discarded, with a reason, as a run of kind ``discard``.
+
+    A discarded record stays discarded: batch re-runs leave it out, and it is
+    never written to the target (only an explicit replay of it could be). The
+    pipeline's listeners get the discard as a run whose one batch report has the
+    ``records-discarded`` metric.
+
+    Returns:
+        How many rows were discarded.
+
+    Raises:
+        ConfigError: ``where`` is not a condition over the quarantine columns (before any job).
+    """
+    _check_discard(where, reason)
+    check_predicate(pipe.spark, where)
     version = _version(pipe)
     keys = open_records(pipe, where, version=version).select("topic", "partition", "offset")
-    n = keys.count()  # reported to the user; not a data-path decision
     at = now or pipe.clock()
-    # under the write retry: a concurrent run or replay committing first is a conflict to retry
-    pipe.write(
-        "discard", pipe.quarantine_table, 0,
-        lambda: close_records(
-            pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
-            status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=at,
-        ),
-        quarantine=True,
-    )
+    run = pipe.start_run(kind=RunKind.DISCARD)
+    run.begin()
+    try:
+        n = keys.count()  # reported to the user; not a data-path decision
+        # under the write retry: a concurrent run or replay committing first is a conflict to retry
+        pipe.write(
+            "discard", pipe.quarantine_table, 0,
+            lambda: close_records(
+                pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
+                status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=at,
+            ),
+            quarantine=True,
+        )
+        run.report_batch(
+            BatchReport(
+                run=run.info, batch_id=0, records_in=n, records_ok=0, records_quarantined=0,
+                metrics={MetricNames.RECORDS_DISCARDED.value: float(n)}, finished_at=pipe.clock(),
+            )
+        )
+    except BaseException as exc:
+        run.end(RunStatus.FAILED, exc)
+        raise
+    run.end(RunStatus.SUCCEEDED)
     return n

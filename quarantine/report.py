@@ -27,6 +27,7 @@ __all__ = [
     "Breach",
     "Listeners",
     "RunInfo",
+    "RunKind",
     "RunListener",
     "RunStatus",
     "RunSummary",
@@ -42,6 +43,17 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
+class RunKind(StrEnum):
+    """What a run does (the metrics table's ``run_kind``, MLflow's ``quarantine.run_kind`` tag)."""
+
+    RUN = "run"
+    """A pipeline run: source records through the stages."""
+    REPLAY = "replay"
+    """A replay of open quarantine rows (:func:`quarantine.replay.replay`)."""
+    DISCARD = "discard"
+    """A discard of open quarantine rows (:func:`quarantine.replay.discard`)."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """One run of a pipeline (a batch job, or one run of a streaming query).
@@ -52,6 +64,7 @@ class RunInfo:
         source: human name of the source (topics or path).
         config: the redacted config (safe to log as params).
         started_at: when the run started (UTC).
+        kind: what the run does (a pipeline run, a replay, a discard).
     """
 
     pipeline: str
@@ -59,6 +72,7 @@ class RunInfo:
     source: str
     config: Mapping[str, Any]
     started_at: dt.datetime
+    kind: RunKind = RunKind.RUN
 
 
 @dataclass(frozen=True)

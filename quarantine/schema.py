@@ -179,7 +179,8 @@ QUARANTINE_SCHEMA = StructType(
 
 QUARANTINE_KEY: tuple[str, ...] = ("pipeline", "topic", "partition", "offset")
 
-#: One row per batch per metric (per stage / topic where the metric has one).
+#: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
+#: (:class:`~quarantine.report.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
 METRICS_SCHEMA = StructType(
     [
         StructField("pipeline", StringType(), False),
@@ -190,6 +191,7 @@ METRICS_SCHEMA = StructType(
         StructField("stage", StringType()),
         StructField("topic", StringType()),
         StructField("value", DoubleType()),
+        StructField("run_kind", StringType()),
     ]
 )
 

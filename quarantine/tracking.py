@@ -5,8 +5,9 @@ One MLflow run per pipeline run (per run of a streaming query), with:
 * **params** — the redacted config, flattened to dotted keys (``errors.tolerance``,
   ``stages.2.options.schema``), keys cut to 250 and values to 6000 characters;
 * **metrics** per batch, ``step`` = batch id (names in :func:`batch_metrics`);
-* **tags** — ``pipeline``, ``source``, ``quarantine.run_id``, ``status``
-  (running / succeeded / failed), ``untranslated_expectations``;
+* **tags** — ``pipeline``, ``source``, ``quarantine.run_id``, ``quarantine.run_kind``
+  (run / replay / discard), ``status`` (running / succeeded / failed),
+  ``untranslated_expectations``;
 * **artifacts** — ``breaches/batch-<id>/<name>.json`` (GX's validation result
   for each breach) and ``samples/batch-<id>.json`` (a few quarantined records;
   key/value only when ``errors.log.include.messages``).
@@ -39,7 +40,7 @@ from typing import Any
 
 from quarantine.config import MlflowConfig, PipelineConfig
 from quarantine.redaction import redact, redact_text
-from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus
+from quarantine.report import BatchReport, Breach, RunInfo, RunKind, RunListener, RunStatus
 from quarantine.session import on_databricks
 
 __all__ = [
@@ -212,7 +213,7 @@ class MlflowTracker:
         self._params.update({k: self._scrub(v) for k, v in flatten_params(run.config).items()})
         self._tags.update(
             {"pipeline": run.pipeline, "source": self._scrub(run.source), "quarantine.run_id": run.run_id,
-             "status": RunStatus.RUNNING.value}
+             "quarantine.run_kind": run.kind.value, "status": RunStatus.RUNNING.value}
         )
         self.flush()
 
@@ -400,11 +401,13 @@ class MlflowTracker:
                 exp_id = exp.experiment_id
         else:
             exp_id = exp.experiment_id
+        # a replay's or a discard's run says so in its name: orders-replay-1a2b3c4d
+        kind = [] if run.kind is RunKind.RUN else [run.kind.value]
         created = client.create_run(
             exp_id,
             start_time=int(run.started_at.timestamp() * 1000),
-            tags={"pipeline": run.pipeline, "quarantine.run_id": run.run_id},
-            run_name=f"{run.pipeline}-{run.run_id[:8]}",
+            tags={"pipeline": run.pipeline, "quarantine.run_id": run.run_id, "quarantine.run_kind": run.kind.value},
+            run_name="-".join([run.pipeline, *kind, run.run_id[:8]]),
         )
         run_id: str = created.info.run_id
         return run_id

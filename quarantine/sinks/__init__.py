@@ -25,12 +25,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 __all__ = [
+    "add_missing_columns",
     "create_table",
     "is_connect",
     "is_path",
     "read_table",
     "read_table_pinned",
     "save",
+    "sql_literal",
     "table_column",
     "table_exists",
     "table_ref",
@@ -164,7 +166,8 @@ def _quote(part: str) -> str:
     return "`" + part.replace("`", "``") + "`"
 
 
-def _literal(text: str) -> str:
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal (quotes and backslashes escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -178,9 +181,10 @@ def _create_table_sql(
     sql = f"CREATE TABLE {table_ref(name)} ({columns}) USING delta"
     if cluster_by:
         sql += f" CLUSTER BY ({', '.join(_quote(c) for c in cluster_by)})"
-    sql += f" COMMENT {_literal(comment)}"
+    sql += f" COMMENT {sql_literal(comment)}"
     if properties:
-        sql += " TBLPROPERTIES (" + ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items()) + ")"
+        pairs = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in properties.items())
+        sql += f" TBLPROPERTIES ({pairs})"
     return sql
 
 
@@ -208,3 +212,17 @@ def save(writer: DataFrameWriter, name: str) -> None:
         writer.save(name)
     else:
         writer.saveAsTable(name)
+
+
+def add_missing_columns(spark: SparkSession, name: str, schema: StructType) -> list[str]:
+    """Add the columns of ``schema`` that the existing table ``name`` lacks (a table of an older version).
+
+    Columns are added at the end, NULL in the table's existing rows; nothing else
+    changes. Returns the names added (empty: the table had them all).
+    """
+    have = set(read_table(spark, name).columns)
+    missing = [f for f in schema.fields if f.name not in have]
+    if missing:
+        cols = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE {table_ref(name)} ADD COLUMNS ({cols})")
+    return [f.name for f in missing]

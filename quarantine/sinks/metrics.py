@@ -2,12 +2,16 @@
 
 Schema :data:`~quarantine.schema.METRICS_SCHEMA`::
 
-    pipeline, run_id, batch_id, recorded_at, metric, stage, topic, value
+    pipeline, run_id, batch_id, recorded_at, metric, stage, topic, value, run_kind
 
 A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
 row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
 run's or a day's total is a plain ``GROUP BY metric`` over the rows where
 ``stage IS NULL AND topic IS NULL`` (see the README, "Error metrics").
+``run_kind`` says which kind of run wrote the row (:class:`~quarantine.report.RunKind`):
+``run``, ``replay`` (its records counted again: leave it out of error rates) or
+``discard`` (one ``records-discarded`` row). A table of an older version, without
+``run_kind``, gets the column on first use (its old rows: NULL, i.e. ``run``).
 
 Exactly once per ``(run_id, batch_id)``: each batch is one blind append carrying
 ``txnAppId = quarantine-metrics:<pipeline>:<run_id>`` and ``txnVersion = batch_id``.
@@ -42,7 +46,7 @@ from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.sinks import create_table, save
+from quarantine.sinks import add_missing_columns, create_table, save
 
 __all__ = [
     "MetricsTableListener",
@@ -67,12 +71,20 @@ def ensure_metrics_table(spark: SparkSession, name: str) -> None:
     """Create the metrics table if it does not exist (safe against a creation race).
 
     Liquid-clustered by ``(pipeline, metric)``, the columns every query filters on.
+    An existing table without a column of :data:`METRICS_SCHEMA` gets it (once per process).
     """
-    create_table(
+    created = create_table(
         spark, name, METRICS_SCHEMA,
         comment="quarantine: error metrics per batch, Kafka Connect's names",
         cluster_by=("pipeline", "metric"),
     )
+    if not created and name not in _checked:
+        add_missing_columns(spark, name, METRICS_SCHEMA)  # a table of an older version (no run_kind)
+    _checked.add(name)
+
+
+#: Metrics tables known to have :data:`METRICS_SCHEMA`'s columns (checked once per process).
+_checked: set[str] = set()
 
 
 def metric_rows(report: BatchReport) -> list[Row]:
@@ -92,7 +104,7 @@ def metric_rows(report: BatchReport) -> list[Row]:
     run = report.run
     at = report.finished_at
     return [
-        (run.pipeline, run.run_id, report.batch_id, at, p.metric.value, p.stage, p.topic, p.value)
+        (run.pipeline, run.run_id, report.batch_id, at, p.metric.value, p.stage, p.topic, p.value, run.kind.value)
         for p in points
     ]
 

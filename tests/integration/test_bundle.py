@@ -51,7 +51,8 @@ from tests.support.bundle_checks import (
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO.parent / "shared" / "schemas" / "databricks-bundle.schema.json"
 TARGETS = ("dev", "prod")
-JOBS = {"quarantine_orders", "quarantine_orders_kafka", "quarantine_replay", "quarantine_triage_replay"}
+JOBS = {"quarantine_orders", "quarantine_orders_kafka", "quarantine_replay", "quarantine_triage_replay",
+        "quarantine_maintain"}
 
 
 def _jobs(root: Path = REPO) -> dict[str, tuple[Path, dict[str, Any]]]:
@@ -214,6 +215,17 @@ def test_the_replay_job_takes_pipeline_and_predicate() -> None:
     assert argv[0] == "replay"
     assert argv[argv.index("--pipeline") + 1] == "{{job.parameters.pipeline}}"
     assert argv[argv.index("--where") + 1] == "{{job.parameters.predicate}}"
+
+
+def test_the_maintain_job_runs_daily_on_one_pipeline() -> None:
+    _, job = _jobs()["quarantine_maintain"]
+    assert job["schedule"]["quartz_cron_expression"] == "0 30 3 * * ?"  # every day, 03:30
+    assert job["schedule"]["timezone_id"] == "UTC" and job["schedule"]["pause_status"] == "UNPAUSED"
+    assert {p["name"] for p in job["parameters"]} == {"pipeline", "conf"}
+    (task,) = job["tasks"]
+    assert task["python_wheel_task"]["parameters"][:5] == [
+        "maintain", "--conf", "{{job.parameters.conf}}", "--pipeline", "{{job.parameters.pipeline}}"
+    ]
 
 
 def test_notebook_tasks_point_at_existing_source_notebooks() -> None:

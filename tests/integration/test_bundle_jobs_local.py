@@ -5,9 +5,10 @@ target would, except that ``catalog`` is the local session's ``spark_catalog`` a
 ``schema`` a scratch database: Unity Catalog's three-part names
 (``catalog.schema.table``) are exercised through a real catalog, not only parsed.
 On a fresh "workspace" the setup task creates the source table, the pipeline reads
-it, a second setup leaves it alone, and the replay job replays the pipeline's open
-records. MLflow is switched off (``--set mlflow.enabled=false``): the jobs log to the
-workspace's tracking server, which is not here.
+it, a second setup leaves it alone, the replay job replays the pipeline's open
+records, and the daily maintenance job maintains the quarantine table. MLflow is
+switched off (``--set mlflow.enabled=false``): the jobs log to the workspace's
+tracking server, which is not here.
 """
 
 from __future__ import annotations
@@ -61,5 +62,15 @@ def test_the_batch_job_creates_its_source_then_runs_and_the_replay_job_replays(s
         assert main([*replay, "--set", "mlflow.enabled=false"]) == 0
         assert target.count() == n_ok  # nothing was fixed: every record fails again
         assert quarantine.where("status = 'open'").count() == n_bad
+        kinds = spark.table(f"spark_catalog.{schema}.quarantine_metrics").select("run_kind").distinct().collect()
+        assert {r[0] for r in kinds} == {"run", "replay"}
+
+        # the daily maintenance job: nothing closed is old yet, the open rows stay; OPTIMIZE and VACUUM run
+        maintain = _argv("quarantine_maintain", "maintain", variables,
+                         {"pipeline": "orders_demo", "conf": str(REPO / "conf" / "orders_demo.yml")})
+        assert main([*maintain, "--set", "mlflow.enabled=false"]) == 0
+        assert quarantine.where("status = 'open'").count() == n_bad
+        history = spark.sql(f"DESCRIBE HISTORY spark_catalog.{schema}.quarantine").select("operation").collect()
+        assert {"OPTIMIZE", "VACUUM END"} <= {r[0] for r in history}
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{schema} CASCADE")

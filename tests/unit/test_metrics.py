@@ -80,7 +80,8 @@ def test_the_kafka_connect_names_are_kept_verbatim() -> None:
         "deadletterqueue-produce-failures",
         "last-error-timestamp",
     }
-    ours = {"records-in", "records-ok", "records-quarantined", "tolerance-breaches", "expectation-failures"}
+    ours = {"records-in", "records-ok", "records-quarantined", "tolerance-breaches", "expectation-failures",
+            "records-discarded"}
     assert {m.value for m in MetricNames} == kafka | ours
 
 
@@ -168,7 +169,8 @@ def test_a_clean_batch_has_every_metric_once_with_zero_errors() -> None:
         },
     )
     m = batch_metrics(row, stages=STAGES, now=NOW)
-    assert {p.metric for p in m.points} == set(MetricNames)
+    # records-discarded is a discard's (quarantine discard), never a batch's
+    assert {p.metric for p in m.points} == set(MetricNames) - {MetricNames.RECORDS_DISCARDED}
     assert m.total(MetricNames.RECORDS_OK) == 10
     assert m.total(MetricNames.LAST_ERROR_TIMESTAMP) == 0
     assert m.total(MetricNames.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 0
@@ -257,4 +259,4 @@ def test_metric_rows_are_one_row_per_cell_with_the_breaches_the_report_carries()
         by_metric[r[4]] = by_metric.get(r[4], 0.0) + r[7]
     assert by_metric["records-quarantined"] == 4
     assert by_metric["tolerance-breaches"] == 1
-    assert ("p", "r1", 7, NOW, "records-quarantined", "parse", "refunds", 1.0) in rows
+    assert ("p", "r1", 7, NOW, "records-quarantined", "parse", "refunds", 1.0, "run") in rows
