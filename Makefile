@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
-.PHONY: setup setup-matrix demo test test-matrix test-fast lint bench kafka-demo clean
+.PHONY: setup setup-matrix browser demo test test-matrix test-fast lint bench kafka-demo clean
 
 # Every jar the repository resolves stays in .cache/jars (quarantine.jars' spark-<version>/,
 # scripts/resolve_jars.sh's spark/ and kafka/); a user's install uses ~/.cache/quarantine/jars.
@@ -14,7 +14,11 @@ demo: setup
 
 # Two workers (one per core), each with its own Spark session and broker; tests that
 # start Spark or broker processes of their own share one worker (tests/conftest.py).
-test: setup
+# The e2e tests' headless Chromium (Debian's package; the demo does not need it).
+browser:
+	bash scripts/install_browser.sh
+
+test: setup browser
 	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup
 
 # The support matrix's second pair (README: Support matrix): Python 3.12 + Spark 4.0 with

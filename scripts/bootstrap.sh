@@ -8,17 +8,6 @@ py="${PYTHON:-python3.11}"
 command -v "$py" >/dev/null || py=python3
 command -v java >/dev/null || { echo "bootstrap: java (17) is required" >&2; exit 1; }
 command -v mvn >/dev/null || { echo "bootstrap: mvn is required (apt-get install maven)" >&2; exit 1; }
-# Headless Chromium for tests/e2e/test_report_browser.py (Playwright drives the system's
-# browser: `playwright install` cannot download one here). Debian's package, as root or via sudo.
-if [ ! -x /usr/bin/chromium ]; then
-  as_root=""
-  [ "$(id -u)" -eq 0 ] || as_root="sudo"
-  if ! { $as_root apt-get install -y -q chromium || { $as_root apt-get update -q && $as_root apt-get install -y -q chromium; }; }; then
-    echo "bootstrap: could not install Debian's chromium (needed by tests/e2e/test_report_browser.py);" \
-         "install it yourself: apt-get install -y chromium" >&2
-    exit 1
-  fi
-fi
 stamp=".venv/.bootstrap-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv

@@ -56,7 +56,7 @@ FLAGS = [
 def browser_page(tmp_path: Path) -> Iterator[tuple[Any, list[str]]]:
     """A page of a fresh headless Chromium profile, and a list collecting console errors,
     page errors and every request that is not for a ``file://`` URL (each one is aborted)."""
-    assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run scripts/bootstrap.sh (apt-get install -y chromium)"
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} not found: run scripts/install_browser.sh (apt-get install -y chromium)"
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -6,7 +6,7 @@ no console error and no request leaving the file, every chart is drawn with its 
 a screenshot is saved to ``artifacts/report.png`` (CI keeps ``artifacts/``). The page of a
 pipeline with nothing to show says "No data" in every figure, also without an error.
 
-Chromium is the system's (``scripts/bootstrap.sh`` installs it); Playwright never downloads
+Chromium is the system's (``make test`` installs it: ``scripts/install_browser.sh``); Playwright never downloads
 a browser here. A machine without it fails this test with that instruction; it never skips.
 """
 
