@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -343,7 +344,10 @@ def _init_demo(args: argparse.Namespace) -> int:
         print(f"wrote {n:,} order events ({args.poison_rate:.0%} poison) to {args.table} (Kafka-shaped)"
               if n else f"{args.table} exists: left as it is (--if-missing)")
         return 0
-    path = f"{args.out.rstrip('/')}/source"
+    # absolute for Spark: the JVM resolves a relative path against its own start folder, which
+    # is not this process's after an os.chdir (a notebook, a test); the config says the same path
+    out = args.out if ":" in args.out.split("/", 1)[0] else os.path.abspath(args.out)
+    path = f"{out.rstrip('/')}/source"
     n = write_demo_source(spark, path, args.records, poison_rate=args.poison_rate, seed=args.seed)
     print(f"wrote {n:,} order events ({args.poison_rate:.0%} poison) to {path} (Delta, Kafka-shaped)")
     conf = write_demo_config(args.out)
