@@ -295,9 +295,11 @@ def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -
 def _readme_section(title: str) -> str:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     start = readme.index(f"\n{title}\n")
-    level = title.split(" ")[0]
-    end = readme.find(f"\n{level} ", start + len(title) + 2)
-    return readme[start:end]
+    depth = len(title.split(" ")[0])
+    # the section ends at the next heading of its level or a higher one (## ends a ###)
+    ends = [readme.find(f"\n{'#' * d} ", start + len(title) + 2) for d in range(2, depth + 1)]
+    found = [e for e in ends if e >= 0]
+    return readme[start:min(found)] if found else readme[start:]
 
 
 def _blocks(text: str, lang: str) -> list[str]:
