@@ -26,7 +26,15 @@ from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhauste
 from quarantine.redaction import redact_error
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import ERROR, QUARANTINE_SCHEMA, SOURCE_KEY, WATERMARK_PREFIX, QuarantineStatus
-from quarantine.sinks import create_table, is_path, read_table, save, table_column, table_exists, table_ref
+from quarantine.sinks import (
+    add_missing_columns,
+    create_table,
+    read_table,
+    save,
+    table_column,
+    table_exists,
+    table_ref,
+)
 
 __all__ = [
     "HISTORY_FIRST",
@@ -411,10 +419,6 @@ def _add_missing_columns(spark: SparkSession, name: str) -> None:
     """Bring a table created by an older version up to :data:`QUARANTINE_SCHEMA` (once per process)."""
     if name in _checked:
         return
-    have = set(read_quarantine(spark, name).columns)
-    missing = [f for f in QUARANTINE_SCHEMA.fields if f.name not in have]
-    if missing:
-        ident = f"delta.`{name}`" if is_path(name) else name
-        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-        spark.sql(f"ALTER TABLE {ident} ADD COLUMNS ({cols})")
+    read_quarantine(spark, name)  # a quarantine table, or a ConfigError naming the key
+    add_missing_columns(spark, name, QUARANTINE_SCHEMA)
     _checked.add(name)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, SourceError
@@ -178,3 +179,18 @@ def test_the_quickstart_inspects_the_staged_source_without_writing(spark: Any, t
     assert [r["offset"] for r in bad] == [1] and bad[0]["message"]
     assert not table_exists(spark, str(table_dir / "target"))
     assert not table_exists(spark, str(table_dir / "quarantine"))
+
+
+def test_a_quarantine_table_of_an_older_version_gets_the_missing_columns(spark: Any, table_dir: Path) -> None:
+    """A table written before ``error_count`` existed: the MERGE path adds the column (NULL in
+    old rows) and goes on; the old row's key still matches (counted again, not duplicated)."""
+    old_schema = StructType([f for f in QUARANTINE_SCHEMA.fields if f.name != "error_count"])
+    _write_source(spark, table_dir, [b"\xff"])
+    _pipeline(spark, table_dir).run()
+    q = str(table_dir / "quarantine")
+    spark.read.format("delta").load(q).select(*old_schema.fieldNames()).write.format("delta").mode(
+        "overwrite").option("overwriteSchema", "true").save(q)
+    assert "error_count" not in spark.read.format("delta").load(q).columns
+    _pipeline(spark, table_dir).run()
+    after = spark.read.format("delta").load(q)
+    assert "error_count" in after.columns and after.count() == 1
