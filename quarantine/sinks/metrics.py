@@ -24,8 +24,9 @@ Delta keeps one ``SetTransaction`` entry per app id in its log; set the table
 property ``delta.setTransactionRetentionDuration`` to expire old runs' entries.
 
 A run that ends on a tolerance breach (:class:`~quarantine.errors.ToleranceExceededError`)
-sends no batch report for the breaching batch; :meth:`MetricsTableListener.on_run_end`
-records it as one ``tolerance-breaches`` row with ``batch_id`` NULL.
+publishes the breaching batch's report before it fails, so its rows (``tolerance-breaches``
+among them) carry that batch's ``batch_id``; :meth:`MetricsTableListener.on_run_end`
+writes nothing.
 
 Listener contract (:mod:`quarantine.report`): a write that still fails after its
 retries is logged with the number of rows lost and never fails the data path.

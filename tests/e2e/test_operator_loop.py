@@ -27,18 +27,20 @@ from quarantine.config import load_config
 from quarantine.html_report import FIGURES
 from quarantine.sinks import table_version
 from tests.e2e.conftest import open_page
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 800
 
 
 def _walkthrough() -> tuple[list[str], str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## The operator's loop: a walkthrough", 1)[1].split("\n## ", 1)[0]
-    bash = re.search(r"```bash\n(.*?)```", section, re.S)
-    sql = re.search(r"```sql\n(.*?)```", section, re.S)
-    assert bash and sql
-    return bash.group(1).strip().splitlines(), sql.group(1)
+    """The walkthrough's lines, its two comments included (the edits), and its one SQL statement."""
+    walk = block("walkthrough")
+    lines = walk.body.strip().splitlines()
+    # every line but the two comments is a quarantine command
+    assert [shlex.split(ln) for ln in lines if not ln.startswith("#")] == walk.commands()
+    (sql,) = block("walkthrough-sql").statements()
+    return lines, sql
 
 
 def _amount_max(conf: Path, value: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 
 from quarantine.config import load_config
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 600
@@ -54,7 +56,12 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     conf.write_text(yaml.safe_dump(raw))
     config = load_config(conf)
 
-    out = _ok(_quarantine("run", "--conf", str(conf)))
+    # the README's command (Spark Connect section), with this test's demo config
+    (line,) = block("connect").lines()
+    assignment, *argv = shlex.split(line, comments=True)
+    assert assignment == "QUARANTINE_SPARK_REMOTE=local[2]" and argv[:2] == ["quarantine", "run"], line
+    argv[argv.index("--conf") + 1] = str(conf)
+    out = _ok(_quarantine(*argv[1:]))
     printed = {m[1]: int(m[2].replace(",", "")) for m in re.finditer(r"^    at (\S+) +([\d,]+)$", out, re.M)}
     target = spark.read.format("delta").load(config.target.table)
     quarantine = spark.read.format("delta").load(config.errors.dlq_table_name)

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.readme import block
+
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 DIST = PYPROJECT["name"]
@@ -62,11 +64,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel and its ``local`` extra installed from PyPI (through pip's cache)."""
+    # the README's install line, with the built wheel in place of the (unpublished) distribution
+    local, databricks = block("install").commands("pip")
+    (requirement,) = [a for a in local[2:] if not a.startswith("-")]
+    assert requirement == f"{DIST}[local]" and databricks == ["pip", "install", DIST], (local, databricks)
     root = tmp_path_factory.mktemp("venv")
     _timed("create the venv", [sys.executable, "-m", "venv", str(root)], env=_clean_env())
     _timed(
         "pip install the wheel[local]",
-        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}[local]"],
+        [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         requirement.replace(DIST, str(wheel))],
         env=_clean_env(),
     )
     return root
@@ -122,12 +129,13 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     where = _timed("import from the venv", [str(bin_ / "python"), "-c", probe], env=env, cwd=work).stdout.split()
     assert Path(where[0]).is_relative_to(venv) and where[1] == VERSION
 
-    demo = work / "demo"
-    init = _timed("quarantine init-demo", [str(bin_ / "quarantine"), "init-demo", "--out", "demo"], env=env, cwd=work)
+    # the README's two commands, as written, in a folder outside the repository
+    init_argv, run_argv = block("install-demo").commands()
+    demo = work / init_argv[init_argv.index("--out") + 1]
+    assert init_argv[:2] == ["quarantine", "init-demo"] and run_argv[:2] == ["quarantine", "run"]
+    init = _timed("quarantine init-demo", [str(bin_ / "quarantine"), *init_argv[1:]], env=env, cwd=work)
     assert "wrote 10,000 order events" in init.stdout
-    run = _timed(
-        "quarantine run", [str(bin_ / "quarantine"), "run", "--conf", str(demo / "orders_demo.yml")], env=env, cwd=work
-    )
+    run = _timed("quarantine run", [str(bin_ / "quarantine"), *run_argv[1:]], env=env, cwd=work)
     counts = re.finditer(r"^  (records in|ok -> target|quarantined) +([\d,]+)$", run.stdout, re.MULTILINE)
     summary = {m[1]: int(m[2].replace(",", "")) for m in counts}
     assert "status succeeded" in run.stdout and summary["records in"] == 10_000, run.stdout

@@ -47,6 +47,7 @@ from tests.support.bundle_checks import (
     variable_problems,
     wheel_parameter_problems,
 )
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO.parent / "shared" / "schemas" / "databricks-bundle.schema.json"
@@ -378,30 +379,29 @@ def test_a_misspelt_dashboard_field_fails_the_schema_and_the_model(copy: Path) -
 
 
 def _readme_databricks_block() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
-    (block,) = [b for b in blocks if "databricks bundle deploy" in b]
-    return block
+    commands = block("databricks")
+    assert any(c[:3] == ["databricks", "bundle", "deploy"] for c in commands.commands("databricks"))
+    return commands.body
 
 
 def test_the_readmes_databricks_commands_name_what_the_bundle_defines() -> None:
     """The deploy commands cannot run here (no workspace, no Databricks CLI); what they
     name can be checked: every job run exists, every --var and --params key is declared,
     and the secrets created are the scope and keys the job clusters read."""
-    block = _readme_databricks_block()
+    text = _readme_databricks_block()
     root = yaml.safe_load((REPO / "databricks.yml").read_text(encoding="utf-8"))
     jobs = _jobs()
-    runs = re.findall(r"databricks bundle run\s+-t (\w+) (\w+)", block)
+    runs = re.findall(r"databricks bundle run\s+-t (\w+) (\w+)", text)
     assert runs and {job for _, job in runs} <= set(jobs), runs  # each job it runs exists
     assert {t for t, _ in runs} <= set(root["targets"])
-    for name in re.findall(r"--var (\w+)=", block):
+    for name in re.findall(r"--var (\w+)=", text):
         assert name in root["variables"], name
-    for job, params in re.findall(r"bundle run\s+-t \w+ (\w+) --params \"([^\"]+)\"", block):
+    for job, params in re.findall(r"bundle run\s+-t \w+ (\w+) --params \"([^\"]+)\"", text):
         declared = {p["name"] for p in jobs[job][1].get("parameters", [])}
         assert {kv.split("=", 1)[0] for kv in params.split(",")} <= declared, (job, params)
-    scope = re.search(r"create-scope (\S+)", block)
+    scope = re.search(r"create-scope (\S+)", text)
     assert scope and scope.group(1) == root["variables"]["secret_scope"]["default"]
-    put = set(re.findall(r"put-secret (\S+) (\S+)", block))
+    put = set(re.findall(r"put-secret (\S+) (\S+)", text))
     referenced = {
         (scope.group(1), key)
         for f in Bundle.load(REPO).files

@@ -4,33 +4,54 @@
 the demo's config; ``run`` takes them through every demo stage (decode, JSON, cast,
 checks, the Great Expectations stage) into the Delta target and quarantine, logging
 the run to MLflow (the config's local sqlite store); ``replay`` re-runs the open
-quarantine rows. It is the batch item of the support matrix's end-to-end subset
+quarantine rows. The commands are ``make demo``'s (the README's first command), read from
+the Makefile, in a folder holding a copy of ``conf/``; the one change is a smaller sample
+(``--records``). It is the batch item of the support matrix's end-to-end subset
 (``make test-matrix``), so it runs on both runtime pairs.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mlflow.tracking import MlflowClient
 from pyspark.sql import functions as F
 
 from quarantine.cli import main
 from quarantine.config import load_config
+from tests.support.readme import block
 
+REPO = Path(__file__).resolve().parents[2]
 RECORDS = 400
 
 
+def _make_demo_commands() -> list[list[str]]:
+    """The ``quarantine`` commands of the Makefile's ``demo`` target (after its ``setup``)."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe is not None
+    commands = [shlex.split(line) for line in recipe.group(1).splitlines()]
+    assert all(c[0] == ".venv/bin/quarantine" for c in commands), commands
+    return [c[1:] for c in commands]
+
+
 def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
-    spark: Any, tmp_path: Path, capsys: Any
+    spark: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "demo"
-    assert main(["init-demo", "--out", str(out), "--records", str(RECORDS), "--poison-rate", "0.1"]) == 0
-    conf = out / "orders_demo.yml"
+    assert ["make", "demo"] in block("two-commands").commands("make")
+    shutil.copytree(REPO / "conf", tmp_path / "conf")
+    monkeypatch.chdir(tmp_path)
+    init, run_demo = _make_demo_commands()
+    assert init[0] == "init-demo" and run_demo[0] == "run"
+    assert main([*init, "--records", str(RECORDS), "--poison-rate", "0.1"]) == 0
+    conf = Path(run_demo[run_demo.index("--conf") + 1])
     config = load_config(conf)
-    assert main(["run", "--conf", str(conf)]) == 0
+    assert main(run_demo) == 0
     ran = capsys.readouterr().out  # the summary ends with where the tables are and what to run next
     tables = (("target", config.target.table), ("quarantine", config.errors.dlq_table_name),
               ("metrics", config.metrics.table))

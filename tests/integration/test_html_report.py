@@ -18,6 +18,7 @@ from quarantine.cli import main
 from quarantine.config import load_config
 from quarantine.html_report import FIGURES, ReportData, collect_report_data, write_report
 from tests.helpers import REPORT_SOURCE, kafka_df, orders_config
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
@@ -81,11 +82,8 @@ def test_the_cli_writes_a_page_with_every_chart_and_no_network_reference(
 
 
 def test_the_readmes_report_command_runs(run_conf: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Report\n", 1)[1].split("\n## ", 1)[0]
-    block = re.findall(r"```bash\n(.*?)```", section, re.S)[0]
-    (line,) = [ln for ln in block.splitlines() if ln.startswith("quarantine report")]
-    argv = line.split()[1:]
+    (argv,) = block("report").commands()
+    argv = argv[1:]
     argv[argv.index("--conf") + 1] = str(run_conf)  # the README's demo config, here the run's
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0

@@ -23,6 +23,7 @@ from quarantine.schema import METRICS_SCHEMA
 from quarantine.sinks import table_version
 from tests.helpers import kafka_df, orders_config
 from tests.support.crash import write_conf
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = ("order_id STRING, customer_email STRING, amount DOUBLE, currency STRING, quantity INT, sku STRING, "
@@ -220,33 +221,19 @@ def test_a_metrics_table_from_before_run_kind_gets_the_column_and_keeps_its_rows
 # --------------------------------------------------------------------------- the README's commands
 
 
-def _readme_commands(*sections: str) -> list[list[str]]:
-    """The ``quarantine ...`` lines of the bash blocks in the README's ``sections`` (## or ### titles)."""
-    import re
-    import shlex
-
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    found: list[list[str]] = []
-    for title in sections:
-        start = readme.index(f"{title}\n")
-        body = readme[start + len(title):]
-        end = re.search(r"\n#{2,3} ", body)
-        for block in re.findall(r"```bash\n(.*?)```", body[: end.start() if end else None], re.S):
-            found += [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("quarantine ")]
-    return found
-
-
 def test_the_readmes_replay_dry_run_and_maintain_commands_run(spark: Any, table_dir: Path, capsys: Any) -> None:
     """Every command of "Replay and discard", "Dry run" and "Quarantine table maintenance", on a
     pipeline of the demo's shape (``conf/orders_demo.yml`` becomes this test's config)."""
-    commands = _readme_commands("## Replay and discard", "### Dry run", "## Quarantine table maintenance")
-    assert [c[0] for c in commands] == ["replay", "discard", "replay", "discard", "maintain", "maintain"]
+    commands = [c for key in ("replay-discard", "dry-run", "maintain") for c in block(key).commands()]
+    assert len(commands) == sum(len(block(key).lines()) for key in ("replay-discard", "dry-run", "maintain"))
+    assert [c[1] for c in commands] == ["replay", "discard", "replay", "discard", "maintain", "maintain"]
     values = [_order(1, 5.0), b"\xff", b'{"order_id": "ord-000002", "amount": "x"}', _order(3, 50_000.0)]
     kafka_df(spark, values).write.format("delta").save(str(table_dir / "source"))
     raw = _expect_config(table_dir, 1000)
     conf = str(write_conf(raw, table_dir / "orders_demo.yml"))
     assert Pipeline.from_config(parse_config(raw), spark, listeners=[]).run().records_quarantined == 3
     for argv in commands:
+        argv = argv[1:]
         argv = [conf if a == "conf/orders_demo.yml" else a for a in argv]
         assert main(argv) == 0, argv
         assert 1 <= len(capsys.readouterr().out.strip().splitlines()) <= 4, argv

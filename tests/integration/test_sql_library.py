@@ -11,8 +11,6 @@ row by row against what that history must give.
 from __future__ import annotations
 
 import json
-import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sql import bind, catalogue, get_query, run_query
 from quarantine.views import create_views
 from tests.helpers import kafka_rows, orders_config
+from tests.support.readme import block
 
 GOOD = b'{"order_id": "o", "amount": 1.5}'
 #: partition 0: malformed at 2 and 3, invalid UTF-8 at 4, no order_id at 7
@@ -292,30 +291,13 @@ def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -
 # --------------------------------------------------------------------------- the README
 
 
-def _readme_section(title: str) -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index(f"\n{title}\n")
-    depth = len(title.split(" ")[0])
-    # the section ends at the next heading of its level or a higher one (## ends a ###)
-    ends = [readme.find(f"\n{'#' * d} ", start + len(title) + 2) for d in range(2, depth + 1)]
-    found = [e for e in ends if e >= 0]
-    return readme[start:min(found)] if found else readme[start:]
-
-
-def _blocks(text: str, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
-
-
 def test_the_readmes_looking_at_quarantine_commands_run(spark: Any, filled: Any, capsys: Any) -> None:
-    section = _readme_section("## Looking at quarantine")
-    (commands,) = _blocks(section, "bash")
-    lines = [line for line in commands.splitlines() if line.strip()]
-    assert len(lines) == 9
-    for line in lines:
-        argv = shlex.split(line.replace("data/demo/orders_demo.yml", filled["conf"]))
-        assert argv[0] == "quarantine"
+    commands = block("looking").commands()
+    assert len(commands) == len(block("looking").lines()) == 9
+    for argv in commands:
+        argv = [filled["conf"] if a == "data/demo/orders_demo.yml" else a for a in argv]
         out = _cli(capsys, *argv[1:])
-        assert out.strip(), line
+        assert out.strip(), argv
         if "--json" in argv:
             assert len(json.loads(out)) == 6  # every record of the pipeline, seen in the last 24 hours
 
@@ -325,13 +307,11 @@ def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, 
     spark.sql("CREATE DATABASE IF NOT EXISTS triage_db")
     spark.sql(f"CREATE TABLE IF NOT EXISTS triage_db.q USING delta LOCATION '{table}'")
 
-    def runnable(sql: str) -> list[str]:
-        sql = (sql.replace("/abs/path/data/demo/quarantine", table).replace("main.ops.quarantine", "triage_db.q")
-               .replace("'orders_demo'", f"'{PIPELINE}'"))
-        return [s for s in (re.sub(r"--[^\n]*", "", part).strip() for part in sql.split(";")) if s]
+    def runnable(key: str) -> list[str]:
+        return [sql.replace("/abs/path/data/demo/quarantine", table).replace("main.ops.quarantine", "triage_db.q")
+                .replace("'orders_demo'", f"'{PIPELINE}'") for sql in block(key).statements()]
 
-    (over_table,) = _blocks(_readme_section("### SQL over the quarantine table"), "sql")
-    results = [spark.sql(s).collect() for s in runnable(over_table)]
+    results = [spark.sql(s).collect() for s in runnable("sql-over-quarantine")]
     today, look, failed_more, changes = results
     assert [tuple(r) for r in today] == [("parse", "MalformedJson", "orders", 3)]
     assert look == []  # no SchemaMismatch in this pipeline
@@ -339,13 +319,11 @@ def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, 
     # the Change Data Feed since version 1: the discard, the re-run and the replay updated rows
     assert {r[0] for r in changes} >= {"update_preimage", "update_postimage"}
 
-    section = _readme_section("### Views")
-    (python,) = _blocks(section, "python")
+    python = block("views-python").body
     capsys.readouterr()
     exec(python.replace("data/demo/quarantine", table), {"spark": spark})  # the README's own code
     shown = capsys.readouterr().out
     assert shown.count("MalformedJson") == 3  # the three records that failed three times
-    (views_sql,) = _blocks(section, "sql")
-    summary, open_ = (spark.sql(s).collect() for s in runnable(views_sql))
+    summary, open_ = (spark.sql(s).collect() for s in runnable("views-sql"))
     assert [(r["stage"], r["error_class"], r["records"]) for r in summary] == [("parse", "MalformedJson", 3)]
     assert len(open_) == 3 and {r["value_text"] for r in open_} >= {"not json", "{oops"}

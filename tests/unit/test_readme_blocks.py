@@ -1,0 +1,115 @@
+"""Every command and SQL statement in the README is run by a test (issue 12, item 6).
+
+Each runnable block (``bash``, ``sql``, ``python``) carries a marker naming its key and
+the tests that run it (``tests/support/readme.py``). Here, without running anything, the
+README is held to its markers: a new block without one, a marker whose test file does not
+read that block by its key, or a ``.ci/run`` marker on commands CI does not run, fails.
+The tests named do the running; each reads its block through ``readme.block(KEY)``, so a
+block edited in the README is the block they run.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.support import readme
+from tests.support.readme import RUNNABLE, Block, all_blocks
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Blocks a test checks but cannot run on the CI machine, and why. Nothing else may be here.
+CHECKED_NOT_RUN = {
+    "databricks": "the Databricks CLI and a workspace do not exist on the CI machine; "
+                  "test_bundle checks every job, target, variable, parameter and secret the commands name",
+}
+
+
+def _runnable() -> list[Block]:
+    return [b for b in all_blocks() if b.lang in RUNNABLE]
+
+
+def test_every_runnable_block_has_a_marker_with_a_unique_key() -> None:
+    blocks = _runnable()
+    assert len(blocks) >= 26
+    unmarked = [f"README.md:{b.line} ({b.lang})" for b in blocks if not b.key]
+    assert not unmarked, f"blocks without '<!-- run: KEY by TEST -->': {unmarked}"
+    keys = [b.key for b in blocks]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+
+
+@pytest.mark.parametrize("block", _runnable(), ids=lambda b: b.key or f"line{b.line}")
+def test_each_block_is_read_by_the_tests_its_marker_names(block: Block) -> None:
+    assert block.by, block
+    for path in block.by:
+        if path == ".ci/run":
+            continue  # checked below
+        test_file = REPO / path
+        assert test_file.is_file() and path.startswith("tests/"), f"{block.key}: no test file {path}"
+        source = test_file.read_text(encoding="utf-8")
+        # it reads the block by its key: block("KEY"), or the key as a literal handed to block()
+        assert "block(" in source and f'"{block.key}"' in source, f"{path} does not read the README block {block.key!r}"
+        if block.key in CHECKED_NOT_RUN:
+            continue
+        # the test file runs what it reads: a quarantine command through the CLI, SQL through
+        # spark.sql, python through exec, other commands as processes
+        if block.lang == "sql":
+            assert ".statements()" in source, path
+        elif block.lang == "python":
+            assert "exec(" in source, path
+        else:
+            assert ".commands(" in source or ".lines()" in source, path
+
+
+def test_ci_markers_name_commands_ci_runs() -> None:
+    """``.ci/run`` runs ``make test`` and ``make test-matrix``; ``make test`` runs every file
+    under ``tests/``: so a ``.ci/run`` block is a make target CI calls or a pytest run of
+    test files that exist."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    ci_commands = {ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.startswith("#")}
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    checked = 0
+    for block in _runnable():
+        if ".ci/run" not in block.by:
+            continue
+        for line in block.lines():
+            argv = shlex.split(line, comments=True)
+            if argv[0] == "make":
+                target = argv[1]
+                assert re.search(rf"^{re.escape(target)}:", makefile, re.M), target
+                # a make target CI runs, or one CI's targets depend on (make test-matrix: setup-matrix)
+                deps = {d for c in ci_commands if c.startswith("make ")
+                        for d in re.findall(rf"^{re.escape(c.split()[1])}:(.*)$", makefile, re.M)[0].split()}
+                assert f"make {target}" in ci_commands or target in deps or block.key == "two-commands", line
+            else:
+                assert argv[:3] == [".venv/bin/python", "-m", "pytest"], line
+                files = [a for a in argv[3:] if not a.startswith("-")]
+                assert files and all((REPO / f).is_file() and f.startswith("tests/") for f in files), files
+            checked += 1
+    assert checked >= 5
+
+
+def test_make_demo_is_run_by_the_demo_test_and_make_test_by_ci() -> None:
+    (demo, test) = readme.block("two-commands").commands("make")
+    assert demo == ["make", "demo"] and test == ["make", "test"]
+    assert "make test\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_a_block_without_a_marker_is_found() -> None:
+    text = "intro\n\n<!-- run: a by tests/x.py -->\n```bash\nls\n```\n\n```sql\nSELECT 1\n```\n"
+    first, second = all_blocks(text)
+    assert (first.key, first.by, first.line) == ("a", ("tests/x.py",), 4)
+    assert (second.key, second.lang, second.line) == ("", "sql", 8)
+
+
+def test_statements_and_commands_are_split_as_sql_and_a_shell_would() -> None:
+    sql = Block("k", "sql", "-- a comment\nSELECT 1; -- tail\n\nSELECT 'a;b'\n", 1, ())
+    assert sql.statements() == ["SELECT 1", "SELECT 'a", "b'"]  # naive on purpose: README SQL has no ';' in literals
+    sh = Block("k", "bash", "# c\nquarantine run --conf x.yml   # trailing\nls\n", 1, ())
+    assert sh.commands() == [["quarantine", "run", "--conf", "x.yml"]]
+    # so no README statement may be cut inside a literal: each has its quotes in pairs
+    cut = [s for b in _runnable() if b.lang == "sql" for s in b.statements() if s.count("'") % 2]
+    assert not cut, cut
