@@ -77,7 +77,8 @@ from tests.helpers import kafka_df
 from tests.integration.test_retry_writes import BAD, GOOD, RetryLog, _pipeline
 
 d, name, other, batches = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-spark = get_spark(name, {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"})
+spark = get_spark(name, {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g",
+                          "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2"})
 retry_log = RetryLog()
 pipe = _pipeline(spark, d, name, retry_log)
 run = pipe.start_run()

@@ -30,6 +30,8 @@ __all__ = ["CHILD_SPARK", "DriverPool", "Job", "JobResult"]
 CHILD_SPARK: dict[str, str] = {
     "spark.driver.memory": "1g",
     "spark.sql.shuffle.partitions": "2",
+    # test data is small: shuffles start at 2 partitions, not the library's 64 (quarantine.session)
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
 }
