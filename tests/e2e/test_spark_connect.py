@@ -4,8 +4,9 @@ A child process runs the ``quarantine`` command with ``QUARANTINE_SPARK_REMOTE=l
 pyspark starts a local Spark Connect server (same jars and settings as a classic local
 session) and the library talks to it only through the DataFrame API and SQL, as a
 client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
-Expectations stage), its replay runs, and a streaming run is refused with a message
-saying why. This process, a classic session, then checks the tables the child wrote:
+Expectations stage) and logs to MLflow, ``stats`` reads the quarantine table, the
+replay runs, and a streaming run is refused with a message saying why. This process,
+a classic session, then checks the tables the child wrote:
 every record in exactly one table, the per-stage counts as printed.
 
 No Delta Connect plugin is loaded (it is not on Maven Central): MERGE goes through
@@ -15,6 +16,7 @@ No Delta Connect plugin is loaded (it is not on Maven Central): MERGE goes throu
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mlflow.tracking import MlflowClient
 
 from quarantine.config import load_config
 from tests.support.readme import block
@@ -52,9 +55,7 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     _ok(_quarantine("init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1", remote=False))
     conf = demo / "orders_demo.yml"
     raw = yaml.safe_load(conf.read_text())
-    raw["mlflow"]["enabled"] = False  # MLflow is not the subject here (its own tests run it)
-    conf.write_text(yaml.safe_dump(raw))
-    config = load_config(conf)
+    config = load_config(conf)  # MLflow on: the demo's sqlite store in its folder (a client-side listener)
 
     # the README's command (Spark Connect section), with this test's demo config
     (line,) = block("connect").lines()
@@ -74,6 +75,16 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     assert in_target.isdisjoint(in_quarantine) and in_target | in_quarantine == source
     by_stage = {r["stage"]: r["count"] for r in quarantine.groupBy("stage").count().collect()}
     assert printed == by_stage, (printed, by_stage, out)
+    client = MlflowClient(tracking_uri=config.mlflow.tracking_uri)
+    experiment = client.get_experiment_by_name(config.mlflow.experiment)
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.tags["status"] == "succeeded" and run.data.metrics["records_quarantined"] == n_bad
+
+    # triage over Connect: stats reads the table through the DataFrame API only
+    stats = json.loads(_ok(_quarantine("stats", "--conf", str(conf), "--json")))
+    assert {r["status"]: r["records"] for r in stats["records by status"]} == {"open": n_bad}
+    assert sum(r["records"] for r in stats["open records by stage and error class"]) == n_bad
 
     # a re-run changes nothing (insert-only MERGE on the target, MERGE on quarantine keys)
     _ok(_quarantine("run", "--conf", str(conf)))
