@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from quarantine.cli import main
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from tests.helpers import kafka_df, report_run
+from tests.helpers import kafka_df, orders_config, report_run
 from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,13 +104,7 @@ def test_the_metrics_tables_sql_runs_and_agrees_with_the_runs(spark: Any, ops: d
 
 def test_the_reporter_block_and_the_sql_over_its_records_run(spark: Any, ops: dict[str, Any]) -> None:
     """The README's reporter code, then the SQL over quarantine rows by run, day, kind and history."""
-    raw = parse_config({
-        "pipeline": "report_test",
-        "source": {"format": "delta", "path": str(ops["dir"] / "source")},
-        "target": {"table": str(ops["dir"] / "target")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(ops["dir"] / "quarantine")},
-        "stages": [{"name": "decode", "type": "decode_utf8"}],
-    })
+    raw = parse_config(orders_config(ops["dir"], "report_test"))  # report_run's pipeline and tables
     sent: list[bytes] = []
 
     def send(row: Any) -> None:  # a sink that refuses values starting with "bad"
