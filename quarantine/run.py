@@ -102,6 +102,41 @@ log = logging.getLogger("quarantine")
 T = TypeVar("T")
 
 
+def _hold(split: DataFrame, streaming: bool) -> DataFrame:
+    """``split`` kept as its first pass computes it, for every later read of the batch.
+
+    A batch run's (or a replay's) batch reads the tables it writes: records already
+    delivered or closed are left out (:meth:`Pipeline.prepare`). A cache of it is
+    dropped when either table commits (Spark re-caches a plan whose source changed),
+    so the write that comes second, or the close of passed records, would run the
+    batch again over the new tables, and a stage that is not deterministic would
+    give some records no table or two (``test_a_batch_keeps_its_outcomes_whichever_
+    table_commits_first``). Such a batch is local-checkpointed instead: its plan no
+    longer reads the tables, and its blocks are computed once. If an executor holding
+    them is lost, reading them fails the batch (before a commit, or with a re-run
+    that writes nothing twice); it is never computed again.
+
+    A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
+    columnar and compressed).
+
+    Serialized on purpose: ``_DESER`` saved ~1-2 s per 1M rows but ran out of a 2 GiB
+    heap unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
+    """
+    if streaming:
+        return split.persist(StorageLevel.MEMORY_AND_DISK)
+    return split.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+
+
+def _release(held: DataFrame, streaming: bool) -> None:
+    """Free what :func:`_hold` kept (Spark Connect frees a checkpoint when its frame is collected)."""
+    if streaming:
+        held.unpersist()
+        return
+    jdf = getattr(held, "_jdf", None)
+    if jdf is not None:
+        jdf.logicalPlan().rdd().unpersist(False)
+
+
 def _all_of(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Run ``calls`` at once, one thread each; their results in order.
 
@@ -282,9 +317,7 @@ class Run:
         # give the MERGE and the quarantine write different outcomes (records lost; see
         # tests/integration/test_runner_paths.py). Streaming appends build it as they write.
         count_first = count_first or (not rerun and not streaming)
-        # Serialized on purpose: _DESER saved ~1-2 s per 1M rows but ran out of a 2 GiB heap
-        # unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
-        persisted = None if rerun else split.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted = None if rerun else _hold(split, streaming)
         batch = _Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
             streaming=streaming, replaying=replaying, watermark=watermark,
@@ -294,7 +327,7 @@ class Run:
             outcome = self._count_then_write(batch) if count_first else self._write_then_count(batch)
         finally:
             if persisted is not None:
-                persisted.unpersist()
+                _release(persisted, streaming)
         self._last_failed = outcome.quarantined > 0
         counts, quarantined, expect, failure = outcome.counts, outcome.quarantined, outcome.expect, outcome.failure
         logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
