@@ -133,8 +133,12 @@ def _release(held: DataFrame, streaming: bool) -> None:
         held.unpersist()
         return
     jdf = getattr(held, "_jdf", None)
-    if jdf is not None:
+    if jdf is None:
+        return
+    try:
         jdf.logicalPlan().rdd().unpersist(False)
+    except Exception as exc:  # the blocks go when the frame is collected; never fail a batch for it
+        log.warning("could not free the batch's checkpoint blocks now (freed later by Spark): %s", exc)
 
 
 def _all_of(calls: Sequence[Callable[[], T]]) -> list[T]:
