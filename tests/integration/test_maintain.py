@@ -75,3 +75,41 @@ def test_maintain_deletes_old_closed_rows_only_and_vacuums_no_shorter_than_delta
 def test_maintain_of_a_table_that_does_not_exist_says_so(spark: Any, table_dir: Path) -> None:
     with pytest.raises(QuarantineError, match="does not exist"):
         maintain(spark, parse_config(orders_config(table_dir)))
+
+
+PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+def _tasks_of(spark: Any, group: str, call: Any) -> int:
+    """Spark tasks run by ``call()`` (its jobs run in this thread, under job group ``group``)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        call()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    stages = {s for j in tracker.getJobIdsForGroup(group) for s in (tracker.getJobInfo(j) or ()).stageIds}
+    return sum(info.numTasks for s in stages if (info := tracker.getStageInfo(s)) is not None)
+
+
+def test_maintain_of_a_small_table_runs_few_tasks_and_leaves_the_session_as_it_was(
+    spark: Any, table_dir: Path
+) -> None:
+    """Delta's VACUUM lists and groups the table's files in ``parallelPartitionDiscovery.parallelism``
+    tasks, 10,000 by Spark's default: ~25 s for a table of a few files on 2 cores."""
+    kafka_df(spark, VALUES).write.format("delta").save(str(table_dir / "source"))
+    raw = orders_config(table_dir)
+    Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+    assert spark.conf.get(PARALLELISM, None) in (None, "10000")  # the session's own (Spark's default)
+    before = spark.conf.get(PARALLELISM, None)
+    tasks = _tasks_of(spark, "maintain-default", lambda: maintain(spark, parse_config(raw)))
+    assert tasks < 1_000, tasks
+    assert spark.conf.get(PARALLELISM, None) == before
+    # a session that chose its own listing parallelism keeps it, for the VACUUM and after
+    spark.conf.set(PARALLELISM, "3")
+    try:
+        assert _tasks_of(spark, "maintain-own", lambda: maintain(spark, parse_config(raw))) < 1_000
+        assert spark.conf.get(PARALLELISM) == "3"
+    finally:
+        spark.conf.unset(PARALLELISM)
