@@ -5,7 +5,7 @@ pyspark starts a local Spark Connect server (same jars and settings as a classic
 session) and the library talks to it only through the DataFrame API and SQL, as a
 client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
 Expectations stage) and logs to MLflow, ``stats`` reads the quarantine table, the
-replay runs, and a streaming run is refused with a message saying why. This process,
+replay runs, ``maintain`` keeps the table, and a streaming run is refused with a message saying why. This process,
 a classic session, then checks the tables the child wrote:
 every record in exactly one table, the per-stage counts as printed.
 
@@ -102,6 +102,11 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     closed = after.where("status = 'replayed'").count()
     assert closed == by_stage["check_order"] > 0, fixed
     assert spark.read.format("delta").load(config.target.table).count() == n_ok + closed
+
+    # upkeep over Connect: SQL only (DELETE, OPTIMIZE, VACUUM), the session's settings set and restored
+    kept = _ok(_quarantine("maintain", "--conf", str(conf)))
+    assert f"{n_bad - closed:,} open row(s) kept" in kept and "VACUUM: files removed more than 168 h ago" in kept, kept
+    assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad  # closed rows are young
 
 
 def test_a_streaming_run_over_spark_connect_is_refused_naming_why(tmp_path: Path) -> None:
