@@ -55,7 +55,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "discard": ("mark open quarantine rows as discarded (kept, with the reason)", (
         "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
         "--reason \"producer bug, resent\"",
-        "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --reason x --dry-run",
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --dry-run",
     )),
     "maintain": ("delete old replayed/discarded quarantine rows, then OPTIMIZE and VACUUM the table", (
         "quarantine maintain --conf data/demo/orders_demo.yml",
@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     dis.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
-    dis.add_argument("--reason", required=True, help="why, kept in the rows' resolution")
+    dis.add_argument("--reason", default=None, help="why, kept in the rows' resolution (not needed with --dry-run)")
     dis.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
     mnt = command("maintain")
     mnt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
@@ -208,7 +208,10 @@ def console() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``quarantine`` command (``argv`` default ``sys.argv[1:]``); its exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "discard" and not args.dry_run and not (args.reason or "").strip():
+        parser.error("discard needs --reason: why, kept in each discarded row's resolution (--dry-run does not)")
     _configure_logging(getattr(args, "verbose", False))
     _stop_retries_on_sigterm()
     try:

@@ -34,3 +34,18 @@ def test_a_successful_command_returns_without_raising(tmp_path: Path, monkeypatc
     monkeypatch.setattr(sys, "argv", ["quarantine", "schema", "--out", str(out)])
     _entry_point()()  # type: ignore[operator]
     assert out.read_text().startswith("{")
+
+
+def test_discard_needs_a_reason_but_its_dry_run_does_not(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from quarantine.cli import main
+
+    where = ["--conf", str(tmp_path / "missing.yml"), "--where", "stage = 'decode'"]
+    for reason in ([], ["--reason", "  "]):
+        with pytest.raises(SystemExit) as info:
+            main(["discard", *where, *reason])
+        assert info.value.code == 2
+        assert "discard needs --reason" in capsys.readouterr().err
+    # a dry run gets past the arguments: it fails on the config it was given, not on --reason
+    assert main(["discard", *where, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "missing.yml" in err and "--reason" not in err
