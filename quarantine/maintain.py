@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -38,6 +37,7 @@ from quarantine.config import PipelineConfig
 from quarantine.errors import QuarantineError
 from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import QuarantineStatus
+from quarantine.session import session_setting
 from quarantine.sinks import read_table, sql_literal, table_exists, table_ref, table_version
 
 __all__ = [
@@ -149,21 +149,11 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
     )
 
 
-@contextmanager
-def _listing_parallelism(spark: SparkSession) -> Iterator[None]:
+def _listing_parallelism(spark: SparkSession) -> AbstractContextManager[None]:
     """:data:`VACUUM_LISTING_PARALLELISM` for the block, if the session is at Spark's default; restored after."""
-    own = spark.conf.get(_LISTING, None)
-    if own not in (None, _SPARK_DEFAULT_LISTING):
-        yield
-        return
-    spark.conf.set(_LISTING, str(VACUUM_LISTING_PARALLELISM))
-    try:
-        yield
-    finally:
-        if own is None:
-            spark.conf.unset(_LISTING)
-        else:
-            spark.conf.set(_LISTING, own)
+    if spark.conf.get(_LISTING, None) in (None, _SPARK_DEFAULT_LISTING):
+        return session_setting(spark, _LISTING, str(VACUUM_LISTING_PARALLELISM))
+    return nullcontext()
 
 
 def _deleted_since(spark: SparkSession, name: str, version: int) -> int:

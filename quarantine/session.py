@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -20,7 +20,7 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime
 
-__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks"]
+__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
@@ -77,6 +77,23 @@ _XX_FLAG = re.compile(r"^-XX:[+-]?(\w+)")
 def on_databricks() -> bool:
     """Whether this process runs on a Databricks cluster."""
     return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+@contextlib.contextmanager
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set the session's ``key`` to ``value`` for the block; its own value (or none) comes back after.
+
+    Only SQL settings a session may change at run time (classic or Spark Connect).
+    """
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def get_spark(

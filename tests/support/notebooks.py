@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quarantine.session import session_setting
+
 __all__ = [
     "HEADER",
     "PARAMETERS_WORKAROUND",
@@ -370,7 +372,7 @@ def _run_sql(cell: Cell, ns: dict[str, Any], widgets: _Widgets) -> None:
         if not args:
             ns["display"](spark.sql(statement))
             continue
-        with _sql_conf(spark, PARAMETERS_WORKAROUND, "true"):
+        with session_setting(spark, PARAMETERS_WORKAROUND, "true"):
             ns["display"](spark.sql(statement, args=args))
 
 
@@ -379,19 +381,6 @@ def _run_sql(cell: Cell, ns: dict[str, Any], widgets: _Widgets) -> None:
 #: constants-only substitution binds them. Databricks binds them natively, so the harness
 #: sets it around a ``%sql`` statement that has markers, and nowhere else.
 PARAMETERS_WORKAROUND = "spark.sql.legacy.parameterSubstitution.constantsOnly"
-
-
-@contextlib.contextmanager
-def _sql_conf(spark: Any, key: str, value: str) -> Iterator[None]:
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 _REFUSED = {
