@@ -20,6 +20,7 @@ folder, see :func:`quarantine.config.load_config`) and left as written without.
 
 from __future__ import annotations
 
+import copyreg
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -49,11 +50,26 @@ __all__ = [
     "integer",
     "is_relative_path",
     "number",
+    "read_only",
     "resolve",
     "string_map",
     "table_ref",
     "text",
 ]
+
+
+def read_only(items: dict[Any, Any]) -> Mapping[Any, Any]:
+    """``items`` as a read-only mapping (how a config's mappings unpickle)."""
+    return MappingProxyType(items)
+
+
+def _reduce_mapping(m: MappingProxyType[Any, Any]) -> tuple[Callable[..., Any], tuple[dict[Any, Any]]]:
+    return read_only, (dict(m),)
+
+
+# A config's read-only mappings pickle as copies: a streaming run over Spark Connect sends
+# its config to the server's foreachBatch worker (quarantine.runners.streaming).
+copyreg.pickle(MappingProxyType, _reduce_mapping)  # type: ignore[arg-type]
 
 
 def fail(allowed: str, **ctx: Any) -> PydanticCustomError:

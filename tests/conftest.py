@@ -64,6 +64,9 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "streaming from Kafka": (
         "tests/e2e/test_kafka_streaming.py::test_available_now_puts_every_record_in_exactly_one_table_with_raw_bytes",
         "tests/e2e/test_kafka_streaming.py::test_restart_from_checkpoint_reads_only_new_records_and_keeps_the_run_id",
+        # serverless and shared clusters (DBR 17.3 is Spark 4.0) stream over Spark Connect
+        "tests/e2e/test_spark_connect.py::"
+        "test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself_on_a_breach",
     ),
     "replay": (
         _DEMO,

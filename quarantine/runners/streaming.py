@@ -21,6 +21,13 @@ Exactly-once contract, and what it rests on:
 Triggers: ``available_now`` drains what is there (respecting
 ``max.offsets.per.trigger``) and stops; ``processing_time`` runs every
 interval until stopped (``max_duration_s``) or killed.
+
+Over Spark Connect (Databricks serverless, shared clusters, Databricks Connect) the
+``foreachBatch`` function runs in a Python worker the server starts, attached to the
+client's session: :class:`_ConnectBatches` is sent there with the config and the
+stages, builds the pipeline on the worker's session at the first batch and runs every
+batch as above. The run's start, end, listeners and summary stay with the client,
+which receives each batch's report through the session (:mod:`quarantine.runners.relay`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +47,16 @@ from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, Trigger
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, RunSummary
+from quarantine.runners.relay import RelayListener, RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks import is_connect
 from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
+    from quarantine.config import PipelineConfig
     from quarantine.pipeline import Pipeline
     from quarantine.run import Run
+    from quarantine.stage import Stage
 
 __all__ = [
     "StreamFailedError",
@@ -200,7 +210,82 @@ class _BatchRunner:
         )
 
 
-def _writer(df: DataFrame, runner: _BatchRunner, pipeline: Pipeline) -> DataStreamWriter:
+@dataclass
+class _ConnectBatches:
+    """The ``foreachBatch`` function over Spark Connect: pickled to the server's Python worker.
+
+    Holds what the worker needs to build the pipeline on its own session (the config,
+    the built stages) and nothing of the client's (no session, no listeners). At the
+    first batch it finds its query by name in the session, builds the pipeline with a
+    :class:`~quarantine.runners.relay.RelayListener` as its only listener and a
+    :class:`_BatchRunner` over it, which runs every batch (the worker lives as long as
+    the query, so the run's tolerance count and watermark carry over between batches).
+    """
+
+    config: PipelineConfig
+    stages: list[Stage]
+    name: str
+    staged: bool
+    _runner: _BatchRunner | None = field(default=None, repr=False)
+    _relay: RelayListener | None = field(default=None, repr=False)
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self._runner is None or self._relay is None:
+            from quarantine.pipeline import Pipeline
+
+            spark = df.sparkSession
+            query = _active_query(spark, self.name)
+            self._relay = RelayListener(spark, relay_prefix(str(query.runId)))
+            pipeline = Pipeline.from_config(self.config, spark, listeners=[self._relay], stages=self.stages)
+            self._runner = _BatchRunner(pipeline, staged=self.staged)
+            self._runner.start(str(query.id))
+        try:
+            self._runner(df, batch_id)
+        except BaseException as exc:
+            self._relay.failed(exc)
+            raise
+
+
+def _active_query(spark: SparkSession, name: str) -> StreamingQuery:
+    """The session's active query called ``name`` (foreachBatch runs only while it is active)."""
+    deadline = time.monotonic() + _ID_WAIT_S
+    while True:
+        found = [q for q in spark.streams.active if q.name == name]
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise SourceError(f"the streaming query {name} is not active in the session; refusing to write")
+        time.sleep(0.2)
+
+
+def _relay_to(spark: SparkSession, query: StreamingQuery, runner: _BatchRunner) -> Callable[[], None]:
+    """Client side over Connect: a function that hands the worker's reports to the run's listeners."""
+    reader = RelayReader(spark, relay_prefix(str(query.runId)))
+
+    def collect() -> None:
+        run = runner.run
+        assert run is not None
+        for report in reader.reports():
+            runner.reports.append(report)
+            run.report_batch(report)
+            log.info(
+                "batch %s: %s in, %s ok, %s quarantined",
+                report.batch_id, report.records_in, report.records_ok, report.records_quarantined,
+            )
+        if runner.error is None:
+            runner.error = reader.error()
+
+    def collect_and_close() -> None:
+        try:
+            collect()
+        finally:
+            if not query.isActive:
+                reader.close()
+
+    return collect_and_close
+
+
+def _writer(df: DataFrame, runner: Any, pipeline: Pipeline) -> DataStreamWriter:
     cfg = pipeline.config
     assert cfg.target.checkpoint is not None  # PipelineConfig guarantees it for streaming
     return (
@@ -233,20 +318,12 @@ def run_stream(
 
     Raises:
         QuarantineError: a batch failed in the pipeline (tolerance exceeded, a
-            write failed); the failing batch's offsets are not committed. Also, before
-            anything starts, over Spark Connect (not supported for streaming yet).
+            write failed); the failing batch's offsets are not committed.
         StreamFailedError: the query failed outside the pipeline (e.g. the broker
             is unreachable); restart from the same checkpoint to resume.
     """
-    if is_connect(pipeline.spark):
-        # foreachBatch over Connect runs the function in a server-side Python worker with its
-        # own session: the pipeline's listeners, tolerance state and run id would not follow it.
-        raise QuarantineError(
-            "a streaming source (source.format: kafka) is not supported over Spark Connect yet: "
-            "run the streaming job on a classic cluster (a job cluster, not serverless or shared "
-            "access mode); batch runs, replay and discard work over Spark Connect"
-        )
     cfg = pipeline.config
+    connect = is_connect(pipeline.spark)
     secrets = cfg.secrets()
     runner = _BatchRunner(pipeline)
     deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
@@ -256,7 +333,10 @@ def run_stream(
         df = read_stream(pipeline.spark, cfg.source)
         staged = pipeline.stage_stream(df)
         runner.staged = staged is not None
-        query: StreamingQuery = _writer(df if staged is None else staged, runner, pipeline).start()
+        batches = (
+            _ConnectBatches(cfg, list(pipeline.stages), query_name(cfg.pipeline), runner.staged) if connect else runner
+        )
+        query: StreamingQuery = _writer(df if staged is None else staged, batches, pipeline).start()
         started = runner.start(str(query.id))
         if run is None:
             run = started.info
@@ -272,7 +352,8 @@ def run_stream(
         )
         if on_started is not None:
             on_started(query)
-        failure = _run_query(query, runner, deadline, cfg.source.location, secrets)
+        collect = _relay_to(pipeline.spark, query, runner) if connect else None
+        failure = _run_query(query, runner, deadline, cfg.source.location, secrets, collect)
         if (
             isinstance(failure, StreamFailedError)
             and runner.error is None
@@ -304,29 +385,44 @@ def is_kafka_metrics_npe(text: str) -> bool:
 
 
 def _run_query(
-    query: StreamingQuery, runner: _BatchRunner, deadline: float | None, where: str, secrets: tuple[str, ...] = ()
+    query: StreamingQuery,
+    runner: _BatchRunner,
+    deadline: float | None,
+    where: str,
+    secrets: tuple[str, ...] = (),
+    collect: Callable[[], None] | None = None,
 ) -> BaseException | None:
-    """Wait for the query to end; return what it failed with (the pipeline's own error first)."""
+    """Wait for the query to end; return what it failed with (the pipeline's own error first).
+
+    ``collect`` (over Spark Connect: the reports the worker relayed) is called about
+    every second while the query runs, and once more after it ended.
+    """
     failure: BaseException | None = None
     try:
-        _await(query, None if deadline is None else max(0.0, deadline - time.monotonic()))
+        _await(query, None if deadline is None else max(0.0, deadline - time.monotonic()), collect)
     except BaseException as exc:
-        failure = runner.error or _stream_failure(exc, where, secrets)
+        failure = exc
     finally:
         if query.isActive:
             query.stop()
-    if failure is None and query.exception() is not None:
+        if collect is not None:
+            collect()
+    if failure is not None:
+        failure = runner.error or _stream_failure(failure, where, secrets)
+    elif query.exception() is not None:
         failure = runner.error or _stream_failure(query.exception(), where, secrets)
     return failure
 
 
-def _await(query: StreamingQuery, max_duration_s: float | None) -> None:
-    if max_duration_s is None:
+def _await(query: StreamingQuery, max_duration_s: float | None, tick: Callable[[], None] | None = None) -> None:
+    if max_duration_s is None and tick is None:
         query.awaitTermination()
         return
-    deadline = time.monotonic() + max_duration_s
-    while query.isActive and time.monotonic() < deadline:
+    deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
+    while query.isActive and (deadline is None or time.monotonic() < deadline):
         query.awaitTermination(1)
+        if tick is not None:
+            tick()
     if query.isActive:
         query.stop()
     query.awaitTermination()

@@ -5,9 +5,10 @@ pyspark starts a local Spark Connect server (same jars and settings as a classic
 session) and the library talks to it only through the DataFrame API and SQL, as a
 client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
 Expectations stage) and logs to MLflow, ``stats`` reads the quarantine table, the
-replay runs, ``maintain`` keeps the table, and a streaming run is refused with a message saying why. This process,
-a classic session, then checks the tables the child wrote:
-every record in exactly one table, the per-stage counts as printed.
+replay runs, ``maintain`` keeps the table, and a Kafka stream runs (its batches in the
+server's foreachBatch worker, its listeners in the client). This process, a classic
+session, then checks the tables the child wrote: every record in exactly one table,
+the per-stage counts as printed.
 
 No Delta Connect plugin is loaded (it is not on Maven Central): MERGE goes through
 ``DataFrame.mergeInto`` and versions through ``DESCRIBE HISTORY``
@@ -22,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from quarantine.config import load_config
+from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
 from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,16 +112,59 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad  # closed rows are young
 
 
-def test_a_streaming_run_over_spark_connect_is_refused_naming_why(tmp_path: Path) -> None:
+def test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself_on_a_breach(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    """foreachBatch over Connect runs in the server's Python worker; the client keeps the run.
+
+    The worker writes both tables (every record in one, raw bytes exact); the client's
+    listeners get each batch's report through the session (the metrics table has a row
+    set per batch, MLflow the run's metrics); a restart goes on from the checkpoint with
+    the same run id; a tolerance breach fails the run with the pipeline's own error.
+    """
+    (topic,) = new_topics("connect-orders", partitions=2)
+    b = kafka_broker.bootstrap
+    first = produce(b, order_records([topic], 2, 400, poison_rate=0.1, seed=3))
+    raw = kafka_pipeline_conf(b, tmp_path, topics=[topic], pipeline="orders_connect_stream",
+                              max_offsets_per_trigger=150)
+    raw["metrics"] = {"table": str(tmp_path / "metrics")}
+    raw["mlflow"] = {"enabled": True, "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                     "experiment": "connect-stream"}
     conf = tmp_path / "stream.yml"
-    conf.write_text(yaml.safe_dump({
-        "pipeline": "orders_connect_stream",
-        "source": {"format": "kafka", "bootstrap.servers": "localhost:1", "topics": ["orders"]},
-        "target": {"table": str(tmp_path / "target"), "checkpoint": str(tmp_path / "cp")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(tmp_path / "quarantine")},
-        "stages": [{"name": "decode", "type": "decode_utf8"}],
-    }))
-    proc = _quarantine("run", "--conf", str(conf), timeout=600)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "not supported over Spark Connect" in proc.stderr and "batch runs, replay and discard work" in proc.stderr
-    assert not (tmp_path / "target").exists() and not (tmp_path / "quarantine").exists()
+    conf.write_text(yaml.safe_dump(raw))
+    tables = {"target": raw["target"]["table"], "quarantine": raw["errors"]["deadletterqueue.table.name"]}
+
+    out = _ok(_quarantine("run", "--conf", str(conf)))
+    book = ledger(spark, first, pipeline=raw["pipeline"], **tables)
+    assert book.exactly_once and book.in_quarantine > 0, book.describe()
+    printed = int(re.search(r"^  records in +([\d,]+)$", out, re.M)[1].replace(",", ""))  # type: ignore[index]
+    assert printed == len(first), out
+    (run_id,) = {r[0] for r in spark.read.format("delta").load(tables["quarantine"]).select("run_id").distinct()
+                 .collect()}
+    assert run_id in out  # the query id, as the client printed it
+    metrics = spark.read.format("delta").load(raw["metrics"]["table"])
+    batches = {r[0] for r in metrics.where(f"run_id = '{run_id}'").select("batch_id").distinct().collect()}
+    assert len(batches) >= 3, batches  # 400 offsets at 150 per trigger: one row set per batch, relayed
+    client = MlflowClient(tracking_uri=raw["mlflow"]["tracking_uri"])
+    experiment = client.get_experiment_by_name("connect-stream")
+    assert experiment is not None
+    (mlflow_run,) = client.search_runs([experiment.experiment_id])
+    assert mlflow_run.data.tags["quarantine.run_id"] == run_id and mlflow_run.data.tags["status"] == "succeeded"
+    history = client.get_metric_history(mlflow_run.info.run_id, "records_quarantined")
+    assert {m.step for m in history} == batches and sum(m.value for m in history) == book.in_quarantine
+
+    # a restart from the checkpoint, now with errors.tolerance=none: the first batch with a
+    # failed record fails the run as the pipeline's error, its failed records durable first
+    second = produce(b, order_records([topic], 2, 100, poison_rate=0.2, seed=4))
+    raw["errors"]["tolerance"] = "none"
+    conf.write_text(yaml.safe_dump(raw))
+    proc = _quarantine("run", "--conf", str(conf))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "run failed: ToleranceExceededError: errors.tolerance=none:" in proc.stderr, proc.stderr[-3000:]
+    after = spark.read.format("delta").load(tables["quarantine"])
+    assert {r[0] for r in after.select("run_id").distinct().collect()} == {run_id}  # the same run goes on
+    assert after.where("offset >= 200").count() > 0  # the failing batch's failed records
+    book = ledger(spark, first + second, pipeline=raw["pipeline"], **tables)
+    assert not (book.duplicates or book.unexpected or book.bytes_mismatch), book.describe()
+    second_coords = {(r.topic, r.partition, r.offset) for r in second}
+    assert book.lost and set(book.lost) <= second_coords, book.describe()  # not committed: the next run's
