@@ -5,7 +5,8 @@ pyspark starts a local Spark Connect server (same jars and settings as a classic
 session) and the library talks to it only through the DataFrame API and SQL, as a
 client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
 Expectations stage) and logs to MLflow, ``stats`` reads the quarantine table, the
-replay runs, ``maintain`` keeps the table, and a Kafka stream runs (its batches in the
+replay runs, ``maintain`` keeps the table, ``inspect``, ``discard`` and ``report``
+serve the operator, and a Kafka stream runs (its batches in the
 server's foreachBatch worker, its listeners in the client). This process, a classic
 session, then checks the tables the child wrote: every record in exactly one table,
 the per-stage counts as printed.
@@ -110,6 +111,17 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     kept = _ok(_quarantine("maintain", "--conf", str(conf)))
     assert f"{n_bad - closed:,} open row(s) kept" in kept and "VACUUM: files removed more than 168 h ago" in kept, kept
     assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad  # closed rows are young
+
+    # the operator's loop over Connect: look, discard, report
+    shown = _ok(_quarantine("inspect", "--conf", str(conf), "--limit", "3"))
+    assert f"open records of pipeline {config.pipeline}" in shown and len(re.findall(r"│ open +│", shown)) == 3, shown
+    gone = _ok(_quarantine("discard", "--conf", str(conf), "--where", "stage = 'decode'", "--reason", "resent"))
+    assert f"discarded {by_stage['decode']:,} open record(s)" in gone, gone
+    discarded = spark.read.format("delta").load(config.errors.dlq_table_name).where("status = 'discarded'")
+    assert discarded.count() == by_stage["decode"] and {r[0] for r in discarded.select("stage").collect()} == {"decode"}
+    html = tmp_path / "report.html"
+    _ok(_quarantine("report", "--conf", str(conf), "--out", str(html)))
+    assert config.pipeline in html.read_text(encoding="utf-8")
 
 
 def test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself_on_a_breach(
