@@ -42,6 +42,8 @@ __all__ = [
     "RULE_DECLARATIONS",
     "STAGE_DECLARATIONS",
     "STAGE_OPTIONS",
+    "AvroOptions",
+    "AvroStage",
     "CastOptions",
     "CastStage",
     "ChecksOptions",
@@ -219,6 +221,34 @@ def _suite(value: Any, info: ValidationInfo) -> str:
 _SUITE = Check(_suite, {"type": "string", "minLength": 1}, takes_info=True)
 
 
+def _existing(what: str, *, folder: bool) -> Check:
+    """A file (or folder) path; relative to the config's folder when loaded from a file; it must exist."""
+
+    def check(value: Any, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        text: str = TEXT.fn(value)
+        base = base_dir_of(info)
+        if base is None:
+            return text  # built in Python: the stage resolves it when it is built
+        resolved = resolve(text, base) if is_relative_path(text, bare_names=True) else text
+        exists = Path(resolved).is_dir() if folder else Path(resolved).is_file()
+        if not exists:
+            raise fail(f"an existing {what} (relative paths are read from {base})", value=resolved)
+        return resolved
+
+    return Check(check, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
+
+
+def _wire_format(value: Any) -> str:
+    if value not in ("confluent", "none"):
+        raise fail("'confluent' (magic byte, 4-byte schema id, then the message) or 'none' (the message only)")
+    return str(value)
+
+
+_WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
+
+
 # --------------------------------------------------------------------------- options per stage type
 
 
@@ -376,6 +406,24 @@ class ExpectationOptions(_Declared):
     """Validate the suite with GX on every Nth batch."""
 
 
+class AvroOptions(_Declared):
+    """Options of an ``avro`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "reader_schema", "writer_schema")
+
+    wire_format: Annotated[str, _WIRE_FORMAT] = "confluent"
+    """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
+    schemas: Annotated[str | None, _existing("folder of <id>.avsc files", folder=True)] = None
+    """Writer schemas by id: a folder of <id>.avsc files (wire_format confluent); relative to the config's folder."""
+    writer_schema: Annotated[str | None, _existing(".avsc file", folder=False)] = None
+    """The one writer schema of plain Avro values (wire_format none)."""
+    reader_schema: Annotated[str | None, _existing(".avsc file", folder=False)] = None
+    """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+
 # --------------------------------------------------------------------------- stages
 
 
@@ -391,6 +439,13 @@ class DecodeUtf8Stage(_Stage):
 
     type: Annotated[str, _const("decode_utf8")]
     options: DecodeUtf8Options | None = None
+
+
+class AvroStage(_Stage):
+    """Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). Input default: value."""
+
+    type: Annotated[str, _const("avro")]
+    options: AvroOptions
 
 
 class JsonStage(_Stage):
@@ -431,6 +486,7 @@ class ExpectationStage(_Stage):
 #: Stage type → its declaration model (the keys are the built-in stage types).
 STAGE_DECLARATIONS: dict[str, type[_Stage]] = {
     "decode_utf8": DecodeUtf8Stage,
+    "avro": AvroStage,
     "json": JsonStage,
     "cast": CastStage,
     "checks": ChecksStage,
@@ -441,6 +497,7 @@ STAGE_DECLARATIONS: dict[str, type[_Stage]] = {
 #: Stage type → the model of its ``options``.
 STAGE_OPTIONS: dict[str, type[_Declared]] = {
     "decode_utf8": DecodeUtf8Options,
+    "avro": AvroOptions,
     "json": JsonOptions,
     "cast": CastOptions,
     "checks": ChecksOptions,
@@ -451,6 +508,7 @@ STAGE_OPTIONS: dict[str, type[_Declared]] = {
 #: One ``stages:`` entry: the member is chosen by ``type``.
 StageDeclaration = Annotated[
     Annotated[DecodeUtf8Stage, Tag("type=decode_utf8")]
+    | Annotated[AvroStage, Tag("type=avro")]
     | Annotated[JsonStage, Tag("type=json")]
     | Annotated[CastStage, Tag("type=cast")]
     | Annotated[ChecksStage, Tag("type=checks")]

@@ -7,6 +7,7 @@ Expectations or user code.
 | type          | module                         | kind         |
 |---------------|--------------------------------|--------------|
 | decode_utf8   | quarantine.stages.decode       | deserialize  |
+| avro          | quarantine.stages.avro         | deserialize  |
 | json          | quarantine.stages.json         | deserialize  |
 | cast          | quarantine.stages.cast         | transform    |
 | checks        | quarantine.stages.checks       | validate     |
@@ -28,6 +29,7 @@ __all__ = ["STAGE_TYPES", "build_stage", "build_stages", "option"]
 
 STAGE_TYPES: dict[str, str] = {
     "decode_utf8": "quarantine.stages.decode",
+    "avro": "quarantine.stages.avro",
     "json": "quarantine.stages.json",
     "cast": "quarantine.stages.cast",
     "checks": "quarantine.stages.checks",

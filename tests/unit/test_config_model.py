@@ -141,7 +141,10 @@ def test_attributes_set_by_the_loader_are_not_config_keys(internal: str) -> None
 @pytest.mark.parametrize(
     ("stage", "key", "allowed"),
     [
-        ({"name": "a", "type": "jsonn"}, "stages[0].type", "decode_utf8, json, cast, checks, python, expectation"),
+        (
+            {"name": "a", "type": "jsonn"}, "stages[0].type",
+            "decode_utf8, avro, json, cast, checks, python, expectation",
+        ),
         ({"name": "a"}, "stages[0].type", "one of decode_utf8"),
         ("decode", "stages[0]", "a mapping"),
         ({"name": "a", "type": "json", "options": {"schema": "a INT", "requird": ["a"]}},
@@ -238,6 +241,7 @@ def test_the_declared_options_are_the_ones_each_stage_module_reads() -> None:
     # json.from_spec and decode.from_spec read exactly these (they keep no list of them)
     assert _names(STAGE_OPTIONS["json"]) == {"schema", "required"}
     assert _names(STAGE_OPTIONS["decode_utf8"]) == {"nullable"}
+    assert _names(STAGE_OPTIONS["avro"]) == {"wire_format", "schemas", "writer_schema", "reader_schema", "nullable"}
     assert {c.value: {"column", "check", *r.options} for c, r in _RULES.items()} == {
         c: _names(m) for c, m in RULE_DECLARATIONS.items()
     }

@@ -171,7 +171,7 @@ BAD = [
     pytest.param(_raw(trigger={"processing_time": "often"}), "trigger.processing_time", id="bad-interval"),
     pytest.param(_raw(stages=[]), "stages", id="no-stages"),
     pytest.param(_raw(stages=[{"name": "a-b", "type": "decode_utf8"}]), "stages[0].name", id="bad-stage-name"),
-    pytest.param(_raw(stages=[{"name": "a", "type": "avro"}]), "stages[0].type", id="unknown-stage-type"),
+    pytest.param(_raw(stages=[{"name": "a", "type": "xml"}]), "stages[0].type", id="unknown-stage-type"),
     pytest.param(_raw(stages=[{"name": "a", "type": "json", "options": {"schema": "a INT", "strict": True}}]),
                  "stages[0].options.strict", id="unknown-stage-option"),
     pytest.param(_raw(stages=[{"name": "a", "type": "cast"}]), "stages[0].options", id="missing-options"),

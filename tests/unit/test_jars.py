@@ -243,7 +243,7 @@ def test_the_shipped_coordinates_are_those_of_the_installed_pyspark_and_delta_sp
     assert jars["spark-sql-kafka-0-10_2.13"].version == pyspark.__version__
     assert jars["delta-spark_2.13"].version == importlib.metadata.version("delta-spark")
     assert jars["delta-storage"].version == importlib.metadata.version("delta-spark")
-    assert len(jars) == 6 and {"kafka-clients", "commons-pool2", "spark-token-provider-kafka-0-10_2.13"} <= set(jars)
+    assert len(jars) == 7 and {"kafka-clients", "commons-pool2", "spark-token-provider-kafka-0-10_2.13"} <= set(jars)
     assert all(len(j.sha256) == 64 and int(j.sha256, 16) >= 0 for j in jars.values())
 
 
@@ -306,7 +306,7 @@ def test_local_jars_resolves_the_shipped_coordinates_into_the_folder_of_the_pysp
 
 def test_every_shipped_spark_has_the_same_jars_built_for_its_own_line() -> None:
     """One list per supported pyspark (4.0 for Databricks Runtime 17.3 LTS, 4.1 for 18.x):
-    the same six artifacts, spark-sql-kafka at that pyspark's version, Delta of its line."""
+    the same seven artifacts, spark-sql-kafka at that pyspark's version, Delta and spark-avro of its line."""
     from quarantine.runtime import SUPPORTED_SPARK_LINES
 
     versions = supported_spark_versions()
@@ -319,13 +319,15 @@ def test_every_shipped_spark_has_the_same_jars_built_for_its_own_line() -> None:
         line = version.rsplit(".", 1)[0]
         assert jars["delta-spark_2.13"].version.startswith(line + "."), version
         assert jars["delta-storage"].version == jars["delta-spark_2.13"].version
+        assert jars["spark-avro_2.13"].version.startswith(line + "."), version
         assert spark_jar_dir(version).name == f"spark-{version}"
     assert artifacts["4.0.4"]["delta-spark_2.13"].version == "4.0.1"
     # spark-sql-kafka 4.0.4's pom: kafka-clients 3.9.1, commons-pool2 2.12.0
     assert artifacts["4.0.4"]["kafka-clients"].version == "3.9.1"
     assert artifacts["4.0.4"]["commons-pool2"].version == "2.12.0"
-    # Delta (2 jars) and spark-sql-kafka differ; the token provider, kafka-clients and pool2 are shared
-    assert len({j.sha256 for jars in artifacts.values() for j in jars.values()}) == 9
+    assert artifacts["4.0.4"]["spark-avro_2.13"].version == "4.0.2"  # the newest 4.0 on Maven Central
+    # Delta (2 jars), spark-sql-kafka and spark-avro differ; the token provider, kafka-clients and pool2 are shared
+    assert len({j.sha256 for jars in artifacts.values() for j in jars.values()}) == 11
 
 
 def test_the_local_extra_and_the_matrix_constraints_install_exactly_the_shipped_pysparks() -> None:

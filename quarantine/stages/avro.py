@@ -1,0 +1,226 @@
+"""``avro``: decode Avro values, framed in the schema-registry wire format or plain.
+
+The wire format (Confluent's, and Apicurio's in its Confluent mode): a zero magic
+byte, the writer schema's id as a 4-byte big-endian integer, then the Avro binary
+encoding. Writer schemas come from a folder of ``<id>.avsc`` files, read once when
+the stage is built (on the driver; never per record). Each record is decoded with
+Spark's ``from_avro`` under its id's writer schema and read as the reader schema
+(Avro's resolution rules: added fields take their defaults, removed fields are
+skipped, ``int`` → ``long`` → ``float`` → ``double`` promote).
+
+How a failure is told apart, without a Python call per record: Spark's PERMISSIVE
+mode gives a struct of NULLs for bytes it cannot decode, which a record of optional
+fields can also be. So the stage decodes the value with one byte ``0x01`` appended,
+as an envelope record ``{r: <writer schema>, ok: boolean}``: ``ok`` is true only
+when the message decoded and ended where it should. Only for the rows that failed,
+it decodes again without the reader schema, to say whether the bytes were bad or
+the reader schema cannot read that writer's records.
+
+Error classes and their messages::
+
+    NullInput                 column 'value' is NULL; expected Avro bytes   (unless nullable: true)
+    BadMagicByte              column 'value' is not in the schema-registry wire format: expected the
+                              magic byte 0x00 and a 4-byte schema id, found 0x7B226964 (57 bytes)
+    UnknownSchemaId           schema id 42: no writer schema for it (ids: 1, 2)
+    UndecodableAvro           schema id 1: 12 bytes do not decode as the writer schema orders.Order
+                              (starting 0xFFFFFF…)
+    IncompatibleReaderSchema  schema id 1: its records cannot be read as the reader schema orders.Order
+                              (Avro schema resolution failed: a field changed type or lacks a default)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.schema import ErrorKind
+from quarantine.schema_sources import HEADER_BYTES, FolderSchemas, UnknownSchemaIdError
+from quarantine.stage import Stage, StageContext, outcome
+
+__all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
+
+#: The envelope record's full name: it must not clash with a named type of a user's schema.
+_ENVELOPE = "Envelope"
+_ENVELOPE_NAMESPACE = "io.quarantine.avro.internal"
+
+
+def envelope(schema: str) -> str:
+    """``schema`` (Avro JSON) wrapped as the record ``{r: schema, ok: boolean}`` (pure)."""
+    return json.dumps({
+        "type": "record", "name": _ENVELOPE, "namespace": _ENVELOPE_NAMESPACE,
+        "fields": [{"name": "r", "type": json.loads(schema)}, {"name": "ok", "type": "boolean"}],
+    })
+
+
+def schema_name(schema: str) -> str:
+    """A schema's full name (``namespace.Name``) for messages, or its type for unnamed ones (pure)."""
+    parsed = json.loads(schema)
+    if isinstance(parsed, dict):
+        name = str(parsed.get("name") or parsed.get("type"))
+        namespace = parsed.get("namespace")
+        return f"{namespace}.{name}" if namespace and "." not in name else name
+    return json.dumps(parsed)[:80]
+
+
+def _read_schema(path: str, key: str) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(key, path, f"a readable Avro schema (.avsc JSON) file ({exc})") from None
+    return text
+
+
+@dataclass(frozen=True, repr=False)
+class AvroDecode(Stage):
+    """Decode Avro bytes into a struct of the reader schema.
+
+    Attributes:
+        name: stage name.
+        writers: writer schemas (Avro JSON) by schema id; with ``wire_format`` False,
+            exactly one, under any id.
+        reader: the reader schema (Avro JSON).
+        wire_format: values carry the schema-registry header (else: the message only).
+        input: the binary column (default ``value``).
+        nullable: whether a NULL input is fine (result NULL) or an error.
+        source: where the writer schemas came from (for messages).
+    """
+
+    name: str
+    writers: tuple[tuple[int, str], ...]
+    reader: str
+    wire_format: bool = True
+    input: str | None = "value"
+    nullable: bool = False
+    source: str = ""
+    kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
+
+    deterministic = True  # pure Column expressions of the record
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql.avro.functions import from_avro
+
+        size = F.octet_length(value)
+        if self.wire_format:
+            header_ok = (size >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(b"\x00"))
+            schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
+            message = F.substring(value, HEADER_BYTES + 1, 2_147_483_647)  # to the end
+        else:
+            header_ok = F.lit(True)
+            schema_id = F.lit(self.writers[0][0]).cast("long")
+            message = value
+        framed = F.concat(message, F.lit(b"\x01"))
+        reader = envelope(self.reader)
+        options = {"mode": "PERMISSIVE", "avroSchema": reader}
+        decoded: Column | None = None  # CASE over the ids: each id's writer schema, read as the reader
+        as_written: Column | None = None  # ...and whether it decodes with no reader schema (failed rows only)
+        for sid, writer in self.writers:
+            this = schema_id == F.lit(sid)
+            branch = from_avro(framed, envelope(writer), options)
+            alone = from_avro(framed, envelope(writer), {"mode": "PERMISSIVE"})["ok"]
+            decoded = F.when(this, branch) if decoded is None else decoded.when(this, branch)
+            as_written = F.when(this, alone) if as_written is None else as_written.when(this, alone)
+        assert decoded is not None and as_written is not None  # from_spec: at least one writer schema
+        known = schema_id.isin([sid for sid, _ in self.writers])
+        decoded = ctx.once("decoded", F.when(header_ok & known, decoded))
+        ok = F.coalesce(decoded["ok"], F.lit(False))
+        is_null = value.isNull()
+        failed = F.when(is_null, F.lit(not self.nullable)).otherwise(~ok)
+        ids = ", ".join(str(sid) for sid, _ in self.writers[:20])
+        what = f"column '{self.input}'" if self.input else "input"
+        reader_name = schema_name(self.reader)
+        error_class = (
+            F.when(is_null, F.lit("NullInput"))
+            .when(~header_ok, F.lit("BadMagicByte"))
+            .when(~known, F.lit("UnknownSchemaId"))
+            .when(F.coalesce(as_written, F.lit(False)), F.lit("IncompatibleReaderSchema"))
+            .otherwise(F.lit("UndecodableAvro"))
+        )
+        id_text = F.concat(F.lit("schema id "), schema_id.cast("string")) if self.wire_format else F.lit("plain Avro")
+        writer_names = F.lit(None).cast("string")
+        for sid, writer in self.writers:
+            writer_names = F.when(schema_id == F.lit(sid), F.lit(schema_name(writer))).otherwise(writer_names)
+        text = (
+            F.when(is_null, F.lit(f"{what} is NULL; expected Avro bytes"))
+            .when(
+                ~header_ok,
+                F.format_string(
+                    f"{what} is not in the schema-registry wire format: expected the magic byte 0x00 and a "
+                    "4-byte schema id, found 0x%s (%d bytes)",
+                    F.hex(F.substring(value, 1, HEADER_BYTES)), size,
+                ),
+            )
+            .when(~known, F.concat(id_text, F.lit(f": no writer schema for it in {self.source} (ids: {ids})")))
+            .when(
+                F.coalesce(as_written, F.lit(False)),
+                F.concat(
+                    id_text,
+                    F.lit(f": its records cannot be read as the reader schema {reader_name} (Avro schema "
+                          "resolution failed: a field changed type, or a field the reader adds has no default)"),
+                ),
+            )
+            .otherwise(
+                F.concat(
+                    id_text, F.lit(": "), F.octet_length(message).cast("string"),
+                    F.lit(" bytes do not decode as the writer schema "), writer_names,
+                    F.lit(" (starting 0x"), F.hex(F.substring(message, 1, 16)), F.lit(")"),
+                )
+            )
+        )
+        return outcome(decoded["r"], failed, self.error(error_class, text))
+
+
+def from_spec(spec: StageSpec) -> AvroDecode:
+    """Build the stage from its YAML declaration; the schema files are read here, once.
+
+    Raises:
+        ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
+            or an option contradicts the wire format (naming ``stages[i].options.x``).
+    """
+    from quarantine.stages import option
+
+    wire = option(spec, "wire_format", "confluent", kind=str)
+    if wire not in ("confluent", "none"):
+        raise ConfigError(spec.key("options.wire_format"), wire, "'confluent' or 'none'")
+    writers: list[tuple[int, str]] = []
+    if wire == "confluent":
+        folder = option(spec, "schemas", None, kind=str)
+        if folder is None:
+            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas "
+                              "(required with wire_format: confluent)")
+        source = FolderSchemas(Path(folder))
+        if not source.folder.is_dir():
+            raise ConfigError(spec.key("options.schemas"), folder, "an existing folder of <id>.avsc files")
+        for sid in source.ids():
+            try:
+                writers.append((sid, source.schema(sid)))
+            except UnknownSchemaIdError as exc:
+                raise ConfigError(spec.key("options.schemas"), folder, f"readable schemas ({exc})") from None
+        if not writers:
+            raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.avsc file")
+        where = str(source.folder)
+    else:
+        path = option(spec, "writer_schema", None, kind=str)
+        if path is None:
+            raise ConfigError(
+                spec.key("options.writer_schema"), None, "an .avsc file (required with wire_format: none)"
+            )
+        writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
+        where = path
+    reader_path = option(spec, "reader_schema", None, kind=str)
+    reader = _read_schema(reader_path, spec.key("options.reader_schema")) if reader_path else writers[-1][1]
+    return AvroDecode(
+        name=spec.name,
+        writers=tuple(writers),
+        reader=reader,
+        wire_format=wire == "confluent",
+        input=spec.input or "value",
+        nullable=bool(option(spec, "nullable", False, kind=bool)),
+        source=where,
+    )
