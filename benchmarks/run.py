@@ -5,7 +5,7 @@
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (dqx vs quarantine), ``memory`` (driver RSS, subprocess), and — when their
 modules exist — ``python_stage``, ``streaming``, ``expectations``,
-``vectorized_fallback`` (owned by their authors; each has a ``main()`` that
+``vectorized_fallback``, ``avro`` (owned by their authors; each has a ``main()`` that
 prints its own table).
 
 Writes ``benchmarks/results/<UTC date>.json`` (every row with its samples,
@@ -42,6 +42,7 @@ _OTHERS = {
     "streaming": "benchmarks.bench_streaming",
     "expectations": "benchmarks.bench_expectations",
     "vectorized_fallback": "benchmarks.bench_vectorized_fallback",
+    "avro": "benchmarks.bench_avro",
 }
 BENCHMARKS: tuple[str, ...] = (*_OWN, *_OTHERS)
 

@@ -190,7 +190,7 @@ def from_spec(spec: StageSpec) -> AvroDecode:
         raise ConfigError(spec.key("options.wire_format"), wire, "'confluent' or 'none'")
     writers: list[tuple[int, str]] = []
     if wire == "confluent":
-        folder = option(spec, "schemas", None, kind=str)
+        folder = option(spec, "schemas", None, kind=(str, type(None)))
         if folder is None:
             raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas "
                               "(required with wire_format: confluent)")
@@ -206,14 +206,14 @@ def from_spec(spec: StageSpec) -> AvroDecode:
             raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.avsc file")
         where = str(source.folder)
     else:
-        path = option(spec, "writer_schema", None, kind=str)
+        path = option(spec, "writer_schema", None, kind=(str, type(None)))
         if path is None:
             raise ConfigError(
                 spec.key("options.writer_schema"), None, "an .avsc file (required with wire_format: none)"
             )
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
-    reader_path = option(spec, "reader_schema", None, kind=str)
+    reader_path = option(spec, "reader_schema", None, kind=(str, type(None)))
     reader = _read_schema(reader_path, spec.key("options.reader_schema")) if reader_path else writers[-1][1]
     return AvroDecode(
         name=spec.name,

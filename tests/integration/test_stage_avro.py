@@ -164,11 +164,11 @@ def test_config_errors_name_the_option(tmp_path: Path, spark: Any) -> None:
 
     raw["stages"][0]["options"] = {"wire_format": "none"}
     (tmp_path / "p.yml").write_text(yaml.safe_dump(raw))
-    with pytest.raises(ConfigError, match=r"stages\[0\]\.options\.writer_schema"):
+    with pytest.raises(ConfigError, match=r"stages\[0\]\.options\.writer_schema.*got None; expected an \.avsc file"):
         build_stages(load_config(tmp_path / "p.yml").stages)
 
     (tmp_path / "schemas" / "7.avsc").write_text("{not json")
-    raw["stages"][0]["options"] = {"schemas": "schemas"}
+    raw["stages"][0]["options"] = {"schemas": "schemas", "reader_schema": None}
     (tmp_path / "p.yml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"stages\[0\]\.options\.schemas.*7\.avsc is not JSON"):
         build_stages(load_config(tmp_path / "p.yml").stages)
