@@ -117,11 +117,13 @@ class AvroDecode(Stage):
             message = value
         framed = F.concat(message, F.lit(b"\x01"))
         reader = envelope(self.reader)
-        options = {"mode": "PERMISSIVE", "avroSchema": reader}
         decoded: Column | None = None  # CASE over the ids: each id's writer schema, read as the reader
         as_written: Column | None = None  # ...and whether it decodes with no reader schema (failed rows only)
         for sid, writer in self.writers:
             this = schema_id == F.lit(sid)
+            # the reader schema only where it differs: Avro's resolving decoder costs even when it has nothing to do
+            same = json.loads(writer) == json.loads(self.reader)
+            options = {"mode": "PERMISSIVE"} if same else {"mode": "PERMISSIVE", "avroSchema": reader}
             branch = from_avro(framed, envelope(writer), options)
             alone = from_avro(framed, envelope(writer), {"mode": "PERMISSIVE"})["ok"]
             decoded = F.when(this, branch) if decoded is None else decoded.when(this, branch)
