@@ -241,6 +241,18 @@ class ErrorsConfig(_Section):
         False, alias="deadletterqueue.context.stacktrace.enable"
     )
     """Keep stack traces in the quarantine table."""
+    dlq_topic_name: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="deadletterqueue.topic.name")
+    """Also produce quarantined records to this Kafka topic (after the table has them; at-least-once)."""
+    dlq_topic_bootstrap_servers: Annotated[str | None, OPTIONAL_TEXT] = Field(
+        None, alias="deadletterqueue.topic.bootstrap.servers"
+    )
+    """The DLQ topic's brokers; default the Kafka source's source.bootstrap.servers."""
+    dlq_topic_options: Annotated[Mapping[str, str], string_map()] = Field(
+        default_factory=lambda: MappingProxyType({}), alias="deadletterqueue.topic.options"
+    )
+    """Spark Kafka sink options for the DLQ topic (kafka.security.protocol, kafka.sasl.jaas.config…)."""
+    dlq_context_headers_enable: Annotated[bool, BOOL] = Field(True, alias="deadletterqueue.context.headers.enable")
+    """Add Kafka Connect's __connect.errors.* headers to the DLQ topic's records."""
     dlq_retention_days: Annotated[int, integer(0, unlimited=True)] = Field(
         30, alias="deadletterqueue.retention.days"
     )
@@ -637,6 +649,12 @@ class PipelineConfig(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> PipelineConfig:
         self._check_tables_differ()
+        brokers = self.errors.dlq_topic_bootstrap_servers or self.source.bootstrap_servers
+        if self.errors.dlq_topic_name and not brokers:
+            raise ConfigError(
+                "errors.deadletterqueue.topic.bootstrap.servers", None,
+                "the DLQ topic's brokers (host:port,…), unless the source is Kafka (its bootstrap.servers are used)",
+            )
         if self.source.streaming and not self.target.checkpoint:
             raise ConfigError("target.checkpoint", None, "a checkpoint location for a streaming source")
         if not self.source.streaming and not self.target.source_columns:

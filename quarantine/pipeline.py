@@ -45,6 +45,7 @@ from quarantine.report import Listeners, RunInfo, RunKind, RunListener, RunSumma
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR, OPEN, RESULT, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
+from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.quarantine import QuarantineWriter, settled_keys
 from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
@@ -321,6 +322,7 @@ class Pipeline:
             retry=retry or self.write_retry or RetryWithToleranceOperator.for_writes(cfg.errors),
             secrets=cfg.secrets(),
             stacktrace=cfg.errors.dlq_context_stacktrace_enable,
+            topic=dlq_topic(cfg),
         )
 
     def write(

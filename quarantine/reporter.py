@@ -418,7 +418,7 @@ class ErrantRecordReporter:
 
     def _merge(self, df: DataFrame, n: int) -> None:
         try:
-            attempts = self._writer.write(
+            written = self._writer.write(
                 df, run_id=self.run.run_id, batch_id=self.batch_id, now=self.clock(), error=_ERR,
                 action=f"quarantine MERGE of {n} reported record(s)",
             )
@@ -429,8 +429,11 @@ class ErrantRecordReporter:
                 f"{exc}; the reported records are not durable: fail the batch so it is replayed",
                 attempts=exc.attempts,
             ) from exc.__cause__
-        self._requests += n * attempts
-        self._failures += n * (attempts - 1)
+        self._requests += n * written.attempts
+        self._failures += n * (written.attempts - 1)
+        if written.topic is not None:
+            self._requests += n * written.topic.attempts
+            self._failures += n * (written.topic.attempts - 1 + int(written.topic.gave_up))
 
     def _enforce(self, n: int, cause: BaseException | None) -> None:
         """The error policy's verdict on ``n`` reported records (:attr:`Scope.SINK <quarantine.policy.Scope>`).

@@ -87,7 +87,8 @@ from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
 from quarantine.schema import CLOSING, ERROR, OPEN, SOURCE_KEY, QuarantineStatus
-from quarantine.sinks.quarantine import OffsetWatermark, close_records
+from quarantine.sinks.dlq_topic import TopicProduce
+from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_records
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage
 from quarantine.tolerance import ToleranceGuard
@@ -214,6 +215,8 @@ class _Outcome:
     failure: BaseException | None = None
     logged: int = 0
     dlq_attempts: int = 1
+    #: the DLQ topic's produce, when one is configured and there were failed rows
+    topic: TopicProduce | None = None
 
 
 @dataclass
@@ -340,6 +343,8 @@ class Run:
         broke = failure is not None and not isinstance(failure, ExpectationBreachError)
         metrics = batch_metrics(
             counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
+            topic_attempts=outcome.topic.attempts if outcome.topic else 0,
+            topic_gave_up=bool(outcome.topic and outcome.topic.gave_up),
             breaches=len(expect.breaches) + int(broke),
         )
         self.metrics.add(metrics)
@@ -423,7 +428,7 @@ class Run:
                 )
         except (ToleranceExceededError, HandlerError) as exc:
             out.failure = exc  # published with the batch's metrics, then raised
-        writes: list[Callable[[], int | None]] = []
+        writes: list[Callable[[], QuarantineWrite | None]] = []
         if out.quarantined:
             writes.append(lambda: self._write_quarantine(b))
         if out.failure is None:
@@ -432,8 +437,8 @@ class Run:
         # latency. Both are durable before this returns (before a stream commits its offsets);
         # if either fails the batch fails, and its re-run writes neither twice.
         done = _all_of(writes)
-        if out.quarantined:
-            out.dlq_attempts = int(done[0] or 1)
+        if out.quarantined and done[0] is not None:
+            out.dlq_attempts, out.topic = done[0].attempts, done[0].topic
         if out.failure is None and int(counts[CLOSING]):
             self._close_passed(b.split, b.replaying, b.now)
         return out
@@ -463,7 +468,8 @@ class Run:
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
         try:
             if out.quarantined:
-                out.dlq_attempts = self._write_quarantine(b, failed)
+                written = self._write_quarantine(b, failed)
+                out.dlq_attempts, out.topic = written.attempts, written.topic
             # handlers and the error-context log; nothing in this policy fails the batch
             out.logged = self._check_tolerance(
                 counts, b.chain, out.quarantined, b.now, b.batch_id, b.split if failed is None else failed,
@@ -503,8 +509,8 @@ class Run:
             )
         return failed
 
-    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None) -> int:
-        """Write the batch's failed rows (``failed``, or those of ``b.split``) to quarantine; the attempts made."""
+    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None) -> QuarantineWrite:
+        """Write the batch's failed rows (``failed``, or those of ``b.split``) to quarantine (and the DLQ topic)."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.pipeline.quarantine_writer().write(
             failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append

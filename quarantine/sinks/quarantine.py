@@ -35,11 +35,13 @@ from quarantine.sinks import (
     table_exists,
     table_ref,
 )
+from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 
 __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
     "OffsetWatermark",
+    "QuarantineWrite",
     "QuarantineWriter",
     "close_records",
     "ensure_quarantine_table",
@@ -210,6 +212,7 @@ class QuarantineWriter:
     retry: RetryWithToleranceOperator
     secrets: tuple[str, ...] = ()
     stacktrace: bool = False
+    topic: DlqTopic | None = None
 
     def write(
         self,
@@ -221,8 +224,8 @@ class QuarantineWriter:
         error: str = ERROR,
         action: str = "quarantine MERGE",
         append: bool = False,
-    ) -> int:
-        """Write failed records; durable on return.
+    ) -> QuarantineWrite:
+        """Write failed records; durable on return; then produce them to the DLQ topic, if any.
 
         Args:
             failed: rows with the Kafka source columns and the error struct ``error``;
@@ -237,7 +240,8 @@ class QuarantineWriter:
                 no join against the table.
 
         Returns:
-            The attempts the write took.
+            The attempts the table's write took, and how the DLQ topic's produce went
+            (it never raises: :meth:`DlqTopic.produce <quarantine.sinks.dlq_topic.DlqTopic.produce>`).
 
         Raises:
             QuarantineWriteError: the write still failed after its retries; its
@@ -265,7 +269,21 @@ class QuarantineWriter:
                 ),
                 attempts=exc.attempts,
             ) from exc.last
-        return attempts
+        produced = None if self.topic is None else self.topic.produce(rows, batch_id=batch_id)
+        return QuarantineWrite(attempts, produced)
+
+
+@dataclass(frozen=True)
+class QuarantineWrite:
+    """What :meth:`QuarantineWriter.write` did.
+
+    Attributes:
+        attempts: attempts the table's write took (1: the first succeeded).
+        topic: the DLQ topic's produce (None: no topic configured).
+    """
+
+    attempts: int
+    topic: TopicProduce | None = None
 
 
 def append_quarantine(spark: SparkSession, name: str, rows: DataFrame) -> None:
