@@ -68,6 +68,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "init-demo": ("write a Kafka-shaped sample source (orders with poison records) and the demo's config", (
         "quarantine init-demo --out data/demo",
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
+        "quarantine init-demo --format avro --out data/avro-demo",
     )),
     "schema": ("print (or write) the JSON Schema of a pipeline config, for editors", (
         "quarantine schema --out .vscode/quarantine.schema.json",
@@ -160,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
                       help="write the source as this catalog table instead (no config is written)")
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
+    demo.add_argument("--format", choices=("json", "avro"), default="json",
+                      help="json: UTF-8 JSON orders (default); avro: Avro in the schema-registry wire format, "
+                           "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml)")
     sch = command("schema")
     sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
     from quarantine import triage
@@ -340,7 +344,20 @@ def _init_demo(args: argparse.Namespace) -> int:
         raise ConfigError("--poison-rate", args.poison_rate, "a fraction in [0, 1]")
     if args.table is not None and (args.table.count(".") != 2 or "/" in args.table):
         raise ConfigError("--table", args.table, "a catalog table name catalog.schema.table")
+    if args.format == "avro" and args.table is not None:
+        raise ConfigError("--format", "avro", "json with --table (the Avro demo writes its schemas next to "
+                          "its config: use --out)")
     spark = get_spark("quarantine:init-demo")
+    if args.format == "avro":
+        from quarantine.demo_avro import write_avro_demo
+
+        conf = write_avro_demo(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate,
+                               seed=args.seed)
+        print(f"wrote {args.records:,} Avro order events ({args.poison_rate:.0%} poison) to "
+              f"{conf.parent / 'source'} (Delta, Kafka-shaped, schema-registry wire format), their writer "
+              f"schemas to {conf.parent / 'schemas'}")
+        print(f"wrote the Avro demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
+        return 0
     if args.table is not None:
         n = write_demo_table(spark, args.table, args.records, poison_rate=args.poison_rate, seed=args.seed,
                              if_missing=args.if_missing)
