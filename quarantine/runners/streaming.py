@@ -66,6 +66,7 @@ __all__ = [
     "query_name",
     "read_stream",
     "run_stream",
+    "shippable_stages",
     "trigger_options",
 ]
 
@@ -246,6 +247,27 @@ class _ConnectBatches:
             raise
 
 
+def shippable_stages(stages: list[Stage]) -> list[Stage]:
+    """``stages``, checked to pickle: over Spark Connect they are sent to the server's worker.
+
+    Raises:
+        QuarantineError: a stage does not pickle (a Python-built stage holding a lock, a
+            session, an open file…), naming it, before the query starts.
+    """
+    from pyspark import cloudpickle
+
+    for stage in stages:
+        try:
+            cloudpickle.dumps(stage)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise QuarantineError(
+                f"stage '{stage.name}' cannot be sent to the Spark Connect server, which runs a streaming "
+                f"run's batches: it does not pickle ({type(exc).__name__}: {exc}); build it from plain values "
+                "(functions by dotted path, no sessions or open resources)"
+            ) from None
+    return stages
+
+
 def _active_query(spark: SparkSession, name: str) -> StreamingQuery:
     """The session's active query called ``name`` (foreachBatch runs only while it is active)."""
     deadline = time.monotonic() + _ID_WAIT_S
@@ -334,7 +356,8 @@ def run_stream(
         staged = pipeline.stage_stream(df)
         runner.staged = staged is not None
         batches = (
-            _ConnectBatches(cfg, list(pipeline.stages), query_name(cfg.pipeline), runner.staged) if connect else runner
+            _ConnectBatches(cfg, shippable_stages(list(pipeline.stages)), query_name(cfg.pipeline), runner.staged)
+            if connect else runner
         )
         query: StreamingQuery = _writer(df if staged is None else staged, batches, pipeline).start()
         started = runner.start(str(query.id))

@@ -90,3 +90,22 @@ def test_a_config_pickles_to_an_equal_one(tmp_path: Path) -> None:
     config = load_config(conf)
     back = pickle.loads(pickle.dumps(config))  # what Spark Connect sends the worker
     assert back == config and dict(back.source.options) == {"a": "1"}
+
+
+def test_a_stage_that_cannot_be_sent_to_the_connect_server_is_named_before_the_query_starts() -> None:
+    import threading
+    from dataclasses import dataclass
+
+    import pytest
+
+    from quarantine.runners.streaming import shippable_stages
+    from quarantine.stages.decode import DecodeUtf8
+
+    @dataclass(frozen=True, repr=False)
+    class Locked(DecodeUtf8):
+        lock: Any = None
+
+    fine = [DecodeUtf8("decode")]
+    assert shippable_stages(fine) == fine
+    with pytest.raises(QuarantineError, match=r"stage 'held' cannot be sent to the Spark Connect server.*pickle"):
+        shippable_stages([DecodeUtf8("decode"), Locked("held", lock=threading.Lock())])
