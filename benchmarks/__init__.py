@@ -35,6 +35,7 @@ __all__ = [
     "fresh_dir",
     "markdown_table",
     "median",
+    "standard_main",
     "timed",
 ]
 
@@ -147,3 +148,16 @@ def markdown_table(rows: Sequence[Row]) -> str:
             f"| {r.ratio:.2f}x | {r.goal} | {'yes' if r.met else 'NO'} |"
         )
     return "\n".join(lines)
+
+
+def standard_main(doc: str | None, run: Callable[[int, int], list[Row]], argv: Sequence[str] | None) -> list[Row]:
+    """A benchmark's ``main``: ``--records N --repeat K``, run, print the table (``argv`` None: defaults)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args([] if argv is None else list(argv))
+    rows = run(args.records, args.repeat)
+    print(markdown_table(rows), flush=True)
+    return rows

@@ -22,7 +22,6 @@ Goal (issue 14): quarantine / plain <= 1.25x.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks import Row, bench_dir, bench_spark, drop_dir, fresh_dir, markdown_table, median, timed
+from benchmarks import Row, bench_dir, bench_spark, drop_dir, fresh_dir, median, standard_main, timed
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
 
@@ -177,13 +176,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01) ->
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Run and print the table (``argv`` None: defaults, as ``benchmarks.run`` calls it)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args([] if argv is None else list(argv))
-    rows = run(args.records, args.repeat)
-    print(markdown_table(rows), flush=True)
-    return rows
+    return standard_main(__doc__, run, argv)
 
 
 if __name__ == "__main__":

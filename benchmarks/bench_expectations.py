@@ -21,12 +21,11 @@ validation is reported, not held to a goal (it is a cadence knob:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, markdown_table, median, timed
+from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, median, standard_main, timed
 from benchmarks.bench_pipeline import available_stages, demo_config
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import Suite, load_suite
@@ -87,13 +86,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Run and print the table (``argv`` None: defaults, as ``benchmarks.run`` calls it)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args([] if argv is None else list(argv))
-    rows = run(args.records, args.repeat)
-    print(markdown_table(rows), flush=True)
-    return rows
+    return standard_main(__doc__, run, argv)
 
 
 if __name__ == "__main__":

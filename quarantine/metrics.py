@@ -561,7 +561,7 @@ def batch_metrics(
     dlq_attempts: int = 1,
     breaches: int = 0,
     topic_attempts: int = 0,
-    topic_gave_up: bool = False,
+    topic_failed_attempts: int = 0,
 ) -> BatchMetrics:
     """The batch's metrics from the row observed by :func:`observed_counts`.
 
@@ -574,7 +574,8 @@ def batch_metrics(
         errors_logged: error-context lines the error log wrote for the batch.
         dlq_attempts: attempts the quarantine MERGE took (1 = first try succeeded).
         topic_attempts: attempts the DLQ topic's produce took (0: no topic).
-        topic_gave_up: the DLQ topic's last attempt failed too.
+        topic_failed_attempts: those of them that failed (:attr:`TopicProduce.failed_attempts
+            <quarantine.sinks.dlq_topic.TopicProduce.failed_attempts>`).
         breaches: tolerance breaches of the batch.
     """
     row = observed_row
@@ -633,11 +634,9 @@ def batch_metrics(
     last_ms = row.get(_LAST_ERROR_TS)
     last_error = float(last_ms) if last_ms is not None else _epoch_ms(now)
     dlq_attempts = max(dlq_attempts, 1) if failed else 0
-    topic_attempts = topic_attempts if failed else 0
     # the table's write, then the DLQ topic's (each attempt sends every failed record)
     requests = failed * (dlq_attempts + topic_attempts)
-    topic_failed = max(topic_attempts - 1, 0) + int(topic_gave_up and topic_attempts > 0)
-    failures = failed * (max(dlq_attempts - 1, 0) + topic_failed)
+    failures = failed * (max(dlq_attempts - 1, 0) + topic_failed_attempts)
     points += [
         MetricPoint(mn.TOTAL_ERRORS_LOGGED, float(errors_logged)),
         MetricPoint(mn.DEADLETTERQUEUE_PRODUCE_REQUESTS, float(requests)),

@@ -433,7 +433,7 @@ class ErrantRecordReporter:
         self._failures += n * (written.attempts - 1)
         if written.topic is not None:
             self._requests += n * written.topic.attempts
-            self._failures += n * (written.topic.attempts - 1 + int(written.topic.gave_up))
+            self._failures += n * written.topic.failed_attempts
 
     def _enforce(self, n: int, cause: BaseException | None) -> None:
         """The error policy's verdict on ``n`` reported records (:attr:`Scope.SINK <quarantine.policy.Scope>`).

@@ -344,7 +344,7 @@ class Run:
         metrics = batch_metrics(
             counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
             topic_attempts=outcome.topic.attempts if outcome.topic else 0,
-            topic_gave_up=bool(outcome.topic and outcome.topic.gave_up),
+            topic_failed_attempts=outcome.topic.failed_attempts if outcome.topic else 0,
             breaches=len(expect.breaches) + int(broke),
         )
         self.metrics.add(metrics)

@@ -1,10 +1,11 @@
 """Writer schemas by id: a folder of ``.avsc`` files, or a registry speaking the Confluent REST API.
 
-Groundwork of issue 14 (the ``avro`` stage is not built yet). The schema-registry wire
-format is a zero magic byte, the writer schema's id as a 4-byte big-endian integer, then
-the encoded message (Protobuf adds message indexes after the id). The stage reads the ids
-of a batch on the driver and asks a source here for each distinct id once per run; a
-source caches what it fetched, so a batch never makes one HTTP call per record.
+The schema-registry wire format is a zero magic byte, the writer schema's id as a 4-byte
+big-endian integer, then the encoded message (Protobuf adds message indexes after the id).
+The ``avro`` stage (:mod:`quarantine.stages.avro`) reads every schema of a
+:class:`FolderSchemas` once, when it is built. :class:`RegistrySchemas` is the client for
+a registry, fetching each id once and caching it; no stage uses it yet (no registry can
+run where this project is tested, so it is tested against a stub of one endpoint only).
 
 Failures are typed so the stage can quarantine each with its own error class:
 

@@ -307,7 +307,7 @@ def _relay_to(spark: SparkSession, query: StreamingQuery, runner: _BatchRunner) 
     return collect_and_close
 
 
-def _writer(df: DataFrame, runner: Any, pipeline: Pipeline) -> DataStreamWriter:
+def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: Pipeline) -> DataStreamWriter:
     cfg = pipeline.config
     assert cfg.target.checkpoint is not None  # PipelineConfig guarantees it for streaming
     return (

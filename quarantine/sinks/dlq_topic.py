@@ -90,6 +90,11 @@ class TopicProduce:
     attempts: int
     gave_up: bool = False
 
+    @property
+    def failed_attempts(self) -> int:
+        """Attempts that failed: all of them when it gave up, else all but the last."""
+        return self.attempts if self.gave_up else max(self.attempts - 1, 0)
+
 
 @dataclass(frozen=True, repr=False)
 class DlqTopic:

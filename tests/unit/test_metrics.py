@@ -132,10 +132,10 @@ def test_batch_totals_follow_kafka_semantics() -> None:
 def test_a_dlq_topic_adds_its_produce_to_the_dlq_counts() -> None:
     """The table's write, then the topic's: each attempt sends every failed record (4 here)."""
     n = MetricNames
-    ok = batch_metrics(_row(), stages=STAGES, now=NOW, dlq_attempts=1, topic_attempts=2)
+    ok = batch_metrics(_row(), stages=STAGES, now=NOW, dlq_attempts=1, topic_attempts=2, topic_failed_attempts=1)
     assert ok.total(n.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 4 * (1 + 2)
     assert ok.total(n.DEADLETTERQUEUE_PRODUCE_FAILURES) == 4 * 1  # the topic's first attempt
-    gave_up = batch_metrics(_row(), stages=STAGES, now=NOW, dlq_attempts=1, topic_attempts=4, topic_gave_up=True)
+    gave_up = batch_metrics(_row(), stages=STAGES, now=NOW, dlq_attempts=1, topic_attempts=4, topic_failed_attempts=4)
     assert gave_up.total(n.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 4 * 5
     assert gave_up.total(n.DEADLETTERQUEUE_PRODUCE_FAILURES) == 4 * 4  # every topic attempt failed
     none = batch_metrics(_row(), stages=STAGES, now=NOW, dlq_attempts=1)
