@@ -120,12 +120,18 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
     A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
     columnar and compressed).
 
-    Serialized on purpose: ``_DESER`` saved ~1-2 s per 1M rows but ran out of a 2 GiB
-    heap unrolling a 5M-record, 50%-poison batch (benchmarks/README.md, memory).
+    A batch run's checkpoint is on disk only (``DISK_ONLY``): a batch run reads its whole
+    source at once, so its size is the source's, not a trigger's. Kept in memory
+    (``MEMORY_AND_DISK``), a 5M-record, 50%-poison batch ran a 2 GiB driver out of heap:
+    Spark copies a spilled block back into memory whole each time it is read
+    (``BlockManager.maybeCacheDiskBytesInMemory``). On disk, a read streams the block
+    from the file (the OS page cache keeps it warm). Serialized either way: ``_DESER``
+    saved ~1-2 s per 1M rows but ran out of heap unrolling the same batch
+    (benchmarks/README.md, memory).
     """
     if streaming:
         return split.persist(StorageLevel.MEMORY_AND_DISK)
-    return split.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    return split.localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY)
 
 
 def _release(held: DataFrame, streaming: bool) -> None:
