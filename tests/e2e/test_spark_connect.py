@@ -1,9 +1,12 @@
 """The library over Spark Connect, as Databricks serverless, shared clusters and Databricks Connect run it.
 
-A child process runs the ``quarantine`` command with ``QUARANTINE_SPARK_REMOTE=local[2]``:
-pyspark starts a local Spark Connect server (same jars and settings as a classic local
-session) and the library talks to it only through the DataFrame API and SQL, as a
-client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
+A child process runs the ``quarantine`` command as a Spark Connect client: the README's
+line with ``QUARANTINE_SPARK_REMOTE=local[2]`` as written (pyspark starts a local Spark
+Connect server with the same jars and settings as a classic local session), every other
+command against one such server the module starts once and shares
+(:class:`tests.support.connect.ConnectServer`, ``sc://localhost:<port>``: a server start
+is a JVM, 20-50 s on two busy cores). The library talks to it only through the DataFrame
+API and SQL, as a client without a JVM. The demo runs (decode, JSON, cast, checks and the Great
 Expectations stage) and logs to MLflow, ``stats`` reads the quarantine table, the
 replay runs, ``maintain`` keeps the table, ``inspect``, ``discard`` and ``report``
 serve the operator, and a Kafka stream runs (its batches in the
@@ -24,24 +27,40 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from quarantine.config import load_config
 from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
+from tests.support.connect import ConnectServer
 from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 600
 
 
-def _quarantine(*args: str, remote: bool = True, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """One local Connect server for the module's commands (tests.support.connect)."""
+    started = ConnectServer(tmp_path_factory.mktemp("connect"), REPO)
+    yield started
+    started.close()
+
+
+def _quarantine(
+    *args: str, server: ConnectServer | None, remote: bool = True, timeout: int = 900
+) -> subprocess.CompletedProcess[str]:
+    """``quarantine *args`` as a child process: a client of ``server``, else of a ``local[2]`` remote
+    (a Connect server of its own), or (``remote=False``) a classic session."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    if remote:
+    if server is not None:
+        env.update(server.client_env())
+    elif remote:
         env["QUARANTINE_SPARK_REMOTE"] = "local[2]"
     return subprocess.run(
         [sys.executable, "-m", "quarantine", *args], capture_output=True, text=True, env=env, timeout=timeout,
@@ -54,9 +73,11 @@ def _ok(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout
 
 
-def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Path) -> None:
+def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, server: ConnectServer, tmp_path: Path) -> None:
     demo = tmp_path / "demo"
-    _ok(_quarantine("init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1", remote=False))
+    _ok(_quarantine(
+        "init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1", server=None, remote=False
+    ))
     conf = demo / "orders_demo.yml"
     raw = yaml.safe_load(conf.read_text())
     config = load_config(conf)  # MLflow on: the demo's sqlite store in its folder (a client-side listener)
@@ -66,7 +87,7 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     assignment, *argv = shlex.split(line, comments=True)
     assert assignment == "QUARANTINE_SPARK_REMOTE=local[2]" and argv[:2] == ["quarantine", "run"], line
     argv[argv.index("--conf") + 1] = str(conf)
-    out = _ok(_quarantine(*argv[1:]))
+    out = _ok(_quarantine(*argv[1:], server=None))  # as written: a server of its own
     printed = {m[1]: int(m[2].replace(",", "")) for m in re.finditer(r"^    at (\S+) +([\d,]+)$", out, re.M)}
     target = spark.read.format("delta").load(config.target.table)
     quarantine = spark.read.format("delta").load(config.errors.dlq_table_name)
@@ -86,12 +107,12 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     assert run.data.tags["status"] == "succeeded" and run.data.metrics["records_quarantined"] == n_bad
 
     # triage over Connect: stats reads the table through the DataFrame API only
-    stats = json.loads(_ok(_quarantine("stats", "--conf", str(conf), "--json")))
+    stats = json.loads(_ok(_quarantine("stats", "--conf", str(conf), "--json", server=server)))
     assert {r["status"]: r["records"] for r in stats["records by status"]} == {"open": n_bad}
     assert sum(r["records"] for r in stats["open records by stage and error class"]) == n_bad
 
     # a re-run changes nothing (insert-only MERGE on the target, MERGE on quarantine keys)
-    _ok(_quarantine("run", "--conf", str(conf)))
+    _ok(_quarantine("run", "--conf", str(conf), server=server))
     assert spark.read.format("delta").load(config.target.table).count() == n_ok
     assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad
 
@@ -99,7 +120,9 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     # unknown currencies are refused by both): the check_order records pass now
     raw["stages"] = [s for s in raw["stages"] if s["name"] not in ("check_order", "expect_order")]
     (demo / "fixed.yml").write_text(yaml.safe_dump(raw))
-    fixed = _ok(_quarantine("replay", "--conf", str(demo / "fixed.yml"), "--where", "stage = 'check_order'"))
+    fixed = _ok(_quarantine(
+        "replay", "--conf", str(demo / "fixed.yml"), "--where", "stage = 'check_order'", server=server
+    ))
     assert re.search(r"replay: [\d,]+ open record\(s\) selected", fixed), fixed
     after = spark.read.format("delta").load(config.errors.dlq_table_name)
     assert after.count() == n_bad  # closed, not deleted
@@ -108,24 +131,26 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, tmp_path: Pa
     assert spark.read.format("delta").load(config.target.table).count() == n_ok + closed
 
     # upkeep over Connect: SQL only (DELETE, OPTIMIZE, VACUUM), the session's settings set and restored
-    kept = _ok(_quarantine("maintain", "--conf", str(conf)))
+    kept = _ok(_quarantine("maintain", "--conf", str(conf), server=server))
     assert f"{n_bad - closed:,} open row(s) kept" in kept and "VACUUM: files removed more than 168 h ago" in kept, kept
     assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad  # closed rows are young
 
     # the operator's loop over Connect: look, discard, report
-    shown = _ok(_quarantine("inspect", "--conf", str(conf), "--limit", "3"))
+    shown = _ok(_quarantine("inspect", "--conf", str(conf), "--limit", "3", server=server))
     assert f"open records of pipeline {config.pipeline}" in shown and len(re.findall(r"│ open +│", shown)) == 3, shown
-    gone = _ok(_quarantine("discard", "--conf", str(conf), "--where", "stage = 'decode'", "--reason", "resent"))
+    gone = _ok(_quarantine(
+        "discard", "--conf", str(conf), "--where", "stage = 'decode'", "--reason", "resent", server=server
+    ))
     assert f"discarded {by_stage['decode']:,} open record(s)" in gone, gone
     discarded = spark.read.format("delta").load(config.errors.dlq_table_name).where("status = 'discarded'")
     assert discarded.count() == by_stage["decode"] and {r[0] for r in discarded.select("stage").collect()} == {"decode"}
     html = tmp_path / "report.html"
-    _ok(_quarantine("report", "--conf", str(conf), "--out", str(html)))
+    _ok(_quarantine("report", "--conf", str(conf), "--out", str(html), server=server))
     assert config.pipeline in html.read_text(encoding="utf-8")
 
 
 def test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself_on_a_breach(
-    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+    spark: Any, server: ConnectServer, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
 ) -> None:
     """foreachBatch over Connect runs in the server's Python worker; the client keeps the run.
 
@@ -146,7 +171,7 @@ def test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself
     conf.write_text(yaml.safe_dump(raw))
     tables = {"target": raw["target"]["table"], "quarantine": raw["errors"]["deadletterqueue.table.name"]}
 
-    out = _ok(_quarantine("run", "--conf", str(conf)))
+    out = _ok(_quarantine("run", "--conf", str(conf), server=server))
     book = ledger(spark, first, pipeline=raw["pipeline"], **tables)
     assert book.exactly_once and book.in_quarantine > 0, book.describe()
     printed = int(re.search(r"^  records in +([\d,]+)$", out, re.M)[1].replace(",", ""))  # type: ignore[index]
@@ -170,7 +195,7 @@ def test_a_kafka_stream_runs_over_spark_connect_exactly_once_and_fails_as_itself
     second = produce(b, order_records([topic], 2, 100, poison_rate=0.2, seed=4))
     raw["errors"]["tolerance"] = "none"
     conf.write_text(yaml.safe_dump(raw))
-    proc = _quarantine("run", "--conf", str(conf))
+    proc = _quarantine("run", "--conf", str(conf), server=server)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "run failed: ToleranceExceededError: errors.tolerance=none:" in proc.stderr, proc.stderr[-3000:]
     after = spark.read.format("delta").load(tables["quarantine"])
