@@ -14,12 +14,13 @@ demo: setup
 
 # Two workers (one per core), each with its own Spark session and broker; tests that
 # start Spark or broker processes of their own share one worker (tests/conftest.py).
+# The 30 slowest tests are listed at the end (where the suite's time goes, issue 11).
 # The e2e tests' headless Chromium (Debian's package; the demo does not need it).
 browser:
 	bash scripts/install_browser.sh
 
 test: setup browser
-	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup
+	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup --durations=30
 
 # The support matrix's second pair (README: Support matrix): Python 3.12 + Spark 4.0 with
 # its Delta, in .venv-py312-spark40; the end-to-end subset (tests marked matrix in
