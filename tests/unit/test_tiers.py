@@ -54,7 +54,9 @@ def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -
     repo = Path(__file__).resolve().parents[2]
     recipe = subprocess.run(["make", "-n", "test"], cwd=repo, capture_output=True, text=True, check=True)
     line = next(ln for ln in recipe.stdout.splitlines() if "-m pytest" in ln)
-    assert line.split("-m pytest", 1)[1].split() == ["tests", "-q", "-n", "2", "--dist", "loadgroup"]
+    assert line.split("-m pytest", 1)[1].split() == [
+        "tests", "-q", "-n", "2", "--dist", "loadgroup", "--durations=30"  # no -m: every tier
+    ]
     assert all((repo / m).is_file() for m in PROCESS_MODULES)
     ci = (repo / ".ci" / "run").read_text()
     assert "make test\n" in ci
