@@ -16,6 +16,7 @@ One command of the demo test still starts its own server (the README's
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -65,8 +66,6 @@ class ConnectServer:
     def __init__(
         self, workdir: Path, cwd: Path, spark_conf: Mapping[str, str] | None = None, timeout_s: float = 300
     ) -> None:
-        import json
-
         self.port = _free_port()
         self.token = uuid.uuid4().hex
         self.log = workdir / "connect-server.log"
