@@ -34,10 +34,6 @@ from quarantine.errors import (
     TableWriteError,
     describe_write_failure,
 )
-from quarantine.expectations.stage import (
-    keeps_whole_batch,
-    validation_columns,
-)
 from quarantine.handlers import ErrorHandlers
 from quarantine.metrics import RunMetrics, retry_column_names
 from quarantine.policy import ErrorPolicy
@@ -49,6 +45,7 @@ from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.quarantine import QuarantineWriter, settled_keys
 from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
+from quarantine.verdict import carried_columns, keeps_raw_bytes
 
 if TYPE_CHECKING:
     from quarantine.run import Run
@@ -222,8 +219,8 @@ class Pipeline:
         staged = self.transform(df)
         chain = self.chain(df)
         err = final_error(chain)
-        # an expectation breach with on_breach=quarantine_batch may send every row to quarantine
-        failed = err.isNotNull() | F.lit(keeps_whole_batch(chain))
+        # a judging stage's breach (on_breach=quarantine_batch) may send every row to quarantine
+        failed = err.isNotNull() | F.lit(keeps_raw_bytes(chain))
         return staged.select(
             "topic", "partition", "offset", "timestamp", "timestampType",
             F.when(failed, F.col("key")).alias("key"),
@@ -233,7 +230,7 @@ class Pipeline:
             err.alias(ERROR),
             (F.col(OPEN) if OPEN in df.columns else F.lit(False)).alias(OPEN),
             *retry_column_names(chain),  # retried successes, for total-retries (metrics.py)
-            *validation_columns(chain),  # expectation stages' input, for GX (expectations/stage.py)
+            *carried_columns(chain),  # judging stages' input, for their verdicts (verdict.py)
         )
 
     def stage_stream(self, stream: DataFrame) -> DataFrame | None:

@@ -13,17 +13,17 @@ batch is projected to what the two writes need (raw bytes kept only for failed
 rows), then persisted, so every record's outcome is computed once and both
 writes see the same one. Then it goes one of two ways, chosen by whether the
 policy could stop the batch at all (:meth:`ErrorPolicy.may_stop
-<quarantine.policy.ErrorPolicy.may_stop>`, or an expectation stage, whose
-batch-level verdicts GX gives on the persisted batch):
+<quarantine.policy.ErrorPolicy.may_stop>`, or a stage that judges the whole
+batch, :mod:`quarantine.verdict`, as the expectation stage does with GX):
 
 *Count, decide, write* (``errors.tolerance=none``, limits, handlers that may
-fail, expectation stages):
+fail, judging stages):
 
 1. One noop pass builds the cache and observes every count (records in, failed
    per stage…) — the only pass over the source data.
 2. The error policy decides from those counts (:mod:`quarantine.policy`):
    handlers, the error-context log, ``errors.tolerance`` and its limits, and
-   expectations with ``on_breach: fail``.
+   the judging stages' breaches with ``on_breach: fail``.
 3. The writes. Failed rows always go to the quarantine table
    (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a breach fails
    the run *after* the failed records are durable; good rows go to the target
@@ -75,12 +75,6 @@ from quarantine.errors import (
     InconsistentBatchError,
     ToleranceExceededError,
 )
-from quarantine.expectations.stage import (
-    ExpectationBatchResult,
-    expectation_counts,
-    expectation_stages,
-    validate_expectations,
-)
 from quarantine.handlers import counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
 from quarantine.policy import Scope
@@ -92,6 +86,7 @@ from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage
 from quarantine.tolerance import ToleranceGuard
+from quarantine.verdict import Verdicts, check_counts, judge_batch, judging, quarantined_by_check
 
 if TYPE_CHECKING:
     from quarantine.pipeline import Pipeline
@@ -213,11 +208,11 @@ class _Batch:
 
 @dataclass
 class _Outcome:
-    """What the writes of a batch left: its counts, GX's verdicts, the policy's failure if any."""
+    """What the writes of a batch left: its counts, the judging stages' verdicts, the policy's failure if any."""
 
     counts: Mapping[str, Any]
     quarantined: int
-    expect: ExpectationBatchResult
+    verdicts: Verdicts
     failure: BaseException | None = None
     logged: int = 0
     dlq_attempts: int = 1
@@ -319,7 +314,7 @@ class Run:
         chain = self.pipeline.chain(prepared)
         split = prepared if staged else self.pipeline.split_frame(prepared)
         scope = Scope.REPLAY if replaying else Scope.RUN
-        count_first = resumed or self.pipeline.policy().may_stop(scope) or bool(expectation_stages(chain))
+        count_first = resumed or self.pipeline.policy().may_stop(scope) or bool(judging(chain))
         # Without a cache, the stages run again for the quarantine write: only where they give
         # every record the same outcome, and only after a clean batch of this run. The bet, measured
         # on 1M records (benchmarks/README.md): a clean batch saves the cache's ~3.5 s (12.4 -> 8.4 s),
@@ -342,16 +337,16 @@ class Run:
             if persisted is not None:
                 _release(persisted, streaming)
         self._last_failed = outcome.quarantined > 0
-        counts, quarantined, expect, failure = outcome.counts, outcome.quarantined, outcome.expect, outcome.failure
+        counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
         logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
 
-        # a tolerance/handler breach is one more breach than the expectation breaches GX found
+        # a tolerance/handler breach is one more breach than the judging stages found
         broke = failure is not None and not isinstance(failure, ExpectationBreachError)
         metrics = batch_metrics(
             counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
             topic_attempts=outcome.topic.attempts if outcome.topic else 0,
             topic_failed_attempts=outcome.topic.failed_attempts if outcome.topic else 0,
-            breaches=len(expect.breaches) + int(broke),
+            breaches=len(verdicts.breaches) + int(broke),
         )
         self.metrics.add(metrics)
         records_in = int(counts["records_in"])
@@ -364,12 +359,10 @@ class Run:
             records_quarantined=quarantined,
             quarantined_by_stage={k: v for k, v in by_stage.items() if v},
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
-            quarantined_by_expectation={
-                k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("expectation:") and int(v)
-            },
+            quarantined_by_expectation=quarantined_by_check(chain, counts),
             metrics=metrics.as_report(),
-            breaches=expect.breaches,
-            untranslated_expectations=expect.untranslated,
+            breaches=verdicts.breaches,
+            untranslated_expectations=verdicts.notes,
             finished_at=self.pipeline.clock(),
         )
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
@@ -380,7 +373,7 @@ class Run:
     def _observed(self, b: _Batch) -> list[Column]:
         """Every count the batch's report and policy need, as ``observe`` columns."""
         return [
-            *observed_counts(b.chain, ERROR), *expectation_counts(b.chain, F.col(ERROR)),
+            *observed_counts(b.chain, ERROR), *check_counts(b.chain, F.col(ERROR)),
             F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
             *(b.watermark.observed() if b.watermark is not None and not b.append else ()),
             *(() if b.cached else (_fingerprint(F.col(ERROR).isNotNull()).alias(_FAILED_FINGERPRINT),)),
@@ -395,8 +388,8 @@ class Run:
     def _count_then_write(self, b: _Batch) -> _Outcome:
         """Count, let the policy decide, then write: for a policy that may stop the batch.
 
-        One noop pass builds the persisted batch and observes every count; GX
-        validates the expectation stages' input; the policy decides (handlers,
+        One noop pass builds the persisted batch and observes every count; the
+        judging stages judge their input (:mod:`quarantine.verdict`); the policy decides (handlers,
         error log, tolerance, ``on_breach: fail``); then the quarantine write
         (always) and the target write (if the batch goes on) are made at once.
         """
@@ -404,28 +397,24 @@ class Run:
         counts = self._count_pass(b.split, observed)
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
-        # GX validates the expectation stages' input on the persisted batch (not the source). Not
-        # a replay's: its selection of failed records is no batch of the source, and verdicts
-        # over it (a row count, a mean) would be breaches that did not happen (issue 13).
-        expect = (
-            ExpectationBatchResult(
-                untranslated=tuple(u for s in expectation_stages(b.chain) for u in s.untranslated_summary())
-            )
-            if b.replaying else validate_expectations(b.split, b.chain, b.batch_id)
-        )
-        whole_batch_error = expect.batch_error(b.chain)
+        # The judging stages (GX's validation of an expectation stage) judge their input on the
+        # persisted batch, not the source. Not a replay's: its selection of failed records is no
+        # batch of the source, and verdicts over it (a row count, a mean) would be breaches that
+        # did not happen (issue 13).
+        verdicts = judge_batch(b.split, b.chain, b.batch_id, replaying=b.replaying)
+        whole_batch_error = verdicts.batch_error
         if whole_batch_error is not None:
             # on_breach=quarantine_batch: every row goes to quarantine; recount over the cache
             b.split = b.split.withColumn(ERROR, F.coalesce(F.col(ERROR), whole_batch_error))
             counts = self._count_pass(b.split, observed)
-        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=expect)
+        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), verdicts=verdicts)
         # The policy decides from the counts, before anything is written: failed rows
         # go to quarantine either way; good rows only when the batch goes on.
         try:
             out.logged = self._check_tolerance(
                 counts, b.chain, out.quarantined, b.now, b.batch_id, b.split, b.replaying
             )
-            failing = () if b.replaying else expect.with_action(BreachAction.FAIL)
+            failing = verdicts.with_action(BreachAction.FAIL)
             if failing:
                 raise ExpectationBreachError(
                     "expectation breach (on_breach=fail): " + "; ".join(x.message for x in failing)
@@ -468,7 +457,7 @@ class Run:
             counts = self._count_pass(b.split, observed)
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
-        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), expect=ExpectationBatchResult())
+        out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), verdicts=Verdicts())
         # an uncached batch's failed rows, run again and cached: its quarantine write and its
         # error-log sample read them, not the whole batch a third time
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None

@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "CHECK_INPUT_PREFIX",
     "CLOSING",
     "ERROR",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
-    "GX_INPUT_PREFIX",
     "HEADERS_TYPE",
     "HIDDEN_PREFIX",
     "KAFKA_SOURCE_SCHEMA",
@@ -67,8 +67,8 @@ OPEN = "_q_open"
 CLOSING = "records_closing"
 #: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
 VARIANTS = "_q_variants"
-#: Prefix of an expectation stage's input column, for GX's batch validation.
-GX_INPUT_PREFIX = "_q_gx_"
+#: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.verdict`).
+CHECK_INPUT_PREFIX = "_q_check_"
 #: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).
 HIDDEN_PREFIX = "__q_"
 #: Prefix of a stage's per-row retry count column.

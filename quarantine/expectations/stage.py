@@ -32,7 +32,7 @@ the expectation, its column and the pattern, raised before any data is read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,28 +51,18 @@ from quarantine.expectations.translate import (
     translate,
     untranslated_reason,
 )
-from quarantine.expectations.validate import BreachPolicy, GxValidator, ValidationOutcome, validate_batch
+from quarantine.expectations.validate import BreachPolicy, validate_batch
 from quarantine.report import Breach
-from quarantine.schema import GX_INPUT_PREFIX, ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
+from quarantine.schema import ErrorKind
+from quarantine.stage import StageContext, outcome
+from quarantine.verdict import JudgingStage
 
-__all__ = [
-    "GX_INPUT_PREFIX",
-    "ExpectationBatchResult",
-    "ExpectationStage",
-    "expectation_counts",
-    "expectation_stages",
-    "from_spec",
-    "keeps_whole_batch",
-    "validate_expectations",
-    "validation_columns",
-    "validation_frame",
-]
+__all__ = ["ExpectationStage", "from_spec"]
 
 
 @dataclass(frozen=True, repr=False)
-class ExpectationStage(Stage):
-    """Row-level routing for a GX suite, plus what the batch validation needs.
+class ExpectationStage(JudgingStage):
+    """Row-level routing for a GX suite, and GX's verdict on the batch (:mod:`quarantine.verdict`).
 
     Attributes:
         name: the stage's name.
@@ -107,7 +97,7 @@ class ExpectationStage(Stage):
         """Expectations validated by GX on the batch only (aggregate, table-level, …)."""
         return tuple(e for e in self.suite.expectations if untranslated_reason(e) is not None)
 
-    def untranslated_summary(self) -> tuple[str, ...]:
+    def notes(self) -> tuple[str, ...]:
         """``name (reason)`` for each untranslated expectation, for reports and logs."""
         return tuple(f"{e.name} ({untranslated_reason(e)})" for e in self.untranslated)
 
@@ -127,12 +117,25 @@ class ExpectationStage(Stage):
         """Whether GX validates this batch (every ``validate_every``-th batch, from batch 0)."""
         return batch_id % self.validate_every == 0
 
-    def observed_counts(self, error: Column) -> list[Column]:
+    def judge(self, inputs: DataFrame, batch_id: int) -> tuple[Breach, ...] | None:
+        """GX validates the whole suite, translated or not, on the rows that reached the stage
+        (the fields of their input struct), when :meth:`should_validate`; one breach per failed
+        expectation, its action from ``on_breach``."""
+        if not self.should_validate(batch_id):
+            return None
+        frame = inputs.select(f"{inputs.columns[0]}.*")
+        return validate_batch(frame, self.suite, self.on_breach, untranslated=self.notes()).breaches
+
+    def may_quarantine_batch(self) -> bool:
+        """Whether ``on_breach`` sends a breached batch to quarantine for any expectation."""
+        return BreachAction.QUARANTINE_BATCH in (self.on_breach.default, *self.on_breach.overrides.values())
+
+    def check_counts(self, error: Column) -> list[Column]:
         """Aggregate columns counting quarantined rows per translated expectation.
 
         For ``DataFrame.observe`` over the batch's final error column: one count
-        per expectation named ``expectation:<name>``, counting rows this stage
-        failed whose message lists that expectation (a row failing two
+        per expectation, named ``check:<stage>:<expectation name>``, counting rows
+        this stage failed whose message lists that expectation (a row failing two
         expectations counts for both).
         """
         mine = (error.getField("stage") == F.lit(self.name)) & (
@@ -141,7 +144,7 @@ class ExpectationStage(Stage):
         return [
             F.count(
                 F.when(mine & error.getField("message").contains(f"{e.describe()}: found "), 1)
-            ).alias(f"expectation:{e.name}")
+            ).alias(f"check:{self.name}:{e.name}")
             for e in self.translated
         ]
 
@@ -201,126 +204,3 @@ def from_spec(spec: StageSpec) -> ExpectationStage:
         validate_every=every,
         input=spec.input,
     )
-
-
-def validation_frame(df: DataFrame, record: Column, reached: Column) -> DataFrame:
-    """The flat frame GX validates: the fields of ``record`` for rows where ``reached``.
-
-    Args:
-        df: the staged batch (e.g. the output of :func:`quarantine.stage.apply_stages`).
-        record: the expectation stage's input struct column.
-        reached: true for rows that reached the stage (no earlier stage failed).
-    """
-    return df.where(reached).select(record.alias("_q_record")).select("_q_record.*")
-
-
-# --------------------------------------------------------------------------- runner support
-# The runner persists one projected frame per batch (``Pipeline.split_frame``);
-# these functions add what GX needs to it and validate every expectation stage
-# on it, so GX reads the cached batch and never the source again.
-
-
-
-def expectation_stages(stages: Sequence[Stage]) -> list[ExpectationStage]:
-    """The expectation stages of a pipeline, in order."""
-    return [s for s in stages if isinstance(s, ExpectationStage)]
-
-
-def validation_columns(stages: Sequence[Stage]) -> list[Column]:
-    """Columns for the runner's projection of the staged batch: one per expectation stage.
-
-    ``_q_gx_<name>`` holds the stage's input struct where the row reached the
-    stage (no earlier stage failed) and NULL elsewhere, so GX validates exactly
-    the rows the stage checked. Read it with :func:`validate_expectations`.
-    The frame must be the output of :func:`quarantine.stage.apply_stages`.
-    """
-    names = [s.name for s in stages]
-    out: list[Column] = []
-    for i, s in enumerate(stages):
-        if not isinstance(s, ExpectationStage):
-            continue
-        src = s.input if s.input is not None else (names[i - 1] if i else "value")
-        value = F.col(src).getField("result") if src in names[:i] else F.col(src)
-        reached = F.col(names[i - 1]).getField("error").isNull() if i else F.lit(True)
-        out.append(F.when(reached, value).alias(f"{GX_INPUT_PREFIX}{s.name}"))
-    return out
-
-
-def keeps_whole_batch(stages: Sequence[Stage]) -> bool:
-    """Whether a breach may quarantine the whole batch (the persisted batch must keep raw bytes)."""
-    return any(
-        s.on_breach.default is BreachAction.QUARANTINE_BATCH
-        or BreachAction.QUARANTINE_BATCH in s.on_breach.overrides.values()
-        for s in expectation_stages(stages)
-    )
-
-
-def expectation_counts(stages: Sequence[Stage], error: Column) -> list[Column]:
-    """``observe`` columns ``expectation:<name>``: quarantined rows per translated expectation."""
-    return [c for s in expectation_stages(stages) for c in s.observed_counts(error)]
-
-
-@dataclass(frozen=True)
-class ExpectationBatchResult:
-    """GX's verdicts on one batch, for every expectation stage.
-
-    Attributes:
-        outcomes: ``(stage name, outcome)`` for the stages validated this batch.
-        untranslated: ``name (reason)`` of expectations validated by GX only.
-    """
-
-    outcomes: tuple[tuple[str, ValidationOutcome], ...] = ()
-    untranslated: tuple[str, ...] = ()
-
-    @property
-    def breaches(self) -> tuple[Breach, ...]:
-        """Every breach, stage by stage, in suite order."""
-        return tuple(b for _, o in self.outcomes for b in o.breaches)
-
-    def with_action(self, action: BreachAction) -> tuple[Breach, ...]:
-        """The breaches whose action is ``action``."""
-        return tuple(b for b in self.breaches if b.action is action)
-
-    def batch_error(self, stages: Sequence[Stage]) -> Column | None:
-        """The error for every row of a batch a ``quarantine_batch`` breach sends to quarantine.
-
-        ``stage`` = the expectation stage, ``kind`` = ``expectation``, ``error_class`` =
-        the breached expectation's type, ``message`` = GX's finding. None if no
-        breach asks for it.
-        """
-        by_name = {s.name: s for s in expectation_stages(stages)}
-        for stage_name, o in self.outcomes:
-            hits = [b for b in o.breaches if b.action is BreachAction.QUARANTINE_BATCH]
-            if hits:
-                first = hits[0]
-                message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(
-                    b.message for b in hits
-                )
-                return by_name[stage_name].error(first.name.split(":", 1)[0], message)
-        return None
-
-
-def validate_expectations(
-    batch: DataFrame, stages: Sequence[Stage], batch_id: int, *, validator: GxValidator | None = None
-) -> ExpectationBatchResult:
-    """Validate every expectation stage due this batch with GX, on the persisted batch.
-
-    Args:
-        batch: the runner's persisted batch, including :func:`validation_columns`.
-        stages: the pipeline's stages.
-        batch_id: the batch id (for ``validate_every``).
-        validator: the GX context (default: a process-wide one).
-    """
-    outcomes: list[tuple[str, ValidationOutcome]] = []
-    untranslated: list[str] = []
-    for s in expectation_stages(stages):
-        summary = s.untranslated_summary()
-        untranslated.extend(summary)
-        if not s.should_validate(batch_id):
-            continue
-        col = f"{GX_INPUT_PREFIX}{s.name}"
-        frame = batch.where(F.col(col).isNotNull()).select(f"{col}.*")
-        outcomes.append(
-            (s.name, validate_batch(frame, s.suite, s.on_breach, untranslated=summary, validator=validator))
-        )
-    return ExpectationBatchResult(tuple(outcomes), tuple(untranslated))

@@ -1,0 +1,202 @@
+"""A stage's verdict on a whole batch, and how the runner gathers the verdicts.
+
+Most stages judge one record at a time. A :class:`JudgingStage` (the
+``expectation`` stage: GX validates its suite on the batch) also judges the
+records that reached it *as one batch*, after the batch is counted and before
+anything is written. Its verdict is a tuple of :class:`~quarantine.report.Breach`,
+each with its action:
+
+* ``warn``: reported (batch report, metrics, MLflow), the batch goes on;
+* ``fail``: the failed records are written to quarantine, the target is not, and
+  the batch fails with :class:`~quarantine.errors.ExpectationBreachError`;
+* ``quarantine_batch``: every record of the batch goes to quarantine with the
+  stage's :meth:`JudgingStage.batch_error` (so the batch keeps every record's
+  raw bytes, :func:`keeps_raw_bytes`).
+
+The runner (:mod:`quarantine.run`) and the pipeline's pure parts
+(:mod:`quarantine.pipeline`) know this module only, never what is inside a
+judging stage (``tests/unit/test_runner_layering.py``). What they do with it:
+
+1. :meth:`Pipeline.split_frame <quarantine.pipeline.Pipeline.split_frame>` carries
+   each judging stage's input in the persisted batch (:func:`carried_columns`):
+   ``_q_check_<stage>`` is the stage's input where the record reached the stage
+   (no earlier stage failed), NULL elsewhere.
+2. The count pass observes :func:`check_counts` beside the other counts.
+3. :func:`judge_batch` hands each stage the rows that reached it (a frame of one
+   column, ``input``, read from the persisted batch: the source is not read again)
+   and gathers the verdicts (:class:`Verdicts`). A replay is not judged: its
+   selection of failed records is no batch of the source.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from quarantine.config import BreachAction
+from quarantine.report import Breach
+from quarantine.schema import CHECK_INPUT_PREFIX
+from quarantine.stage import Stage
+
+__all__ = [
+    "JudgingStage",
+    "Verdicts",
+    "carried_columns",
+    "check_counts",
+    "judge_batch",
+    "judging",
+    "keeps_raw_bytes",
+    "quarantined_by_check",
+]
+
+#: The column of the frame :meth:`JudgingStage.judge` gets.
+INPUT = "input"
+
+
+class JudgingStage(Stage):
+    """A stage that also judges the records that reached it as one batch.
+
+    Implementations keep :class:`~quarantine.stage.Stage`'s contract for the
+    per-row outcome; :meth:`judge` may run Spark actions over the frame it is
+    given (it is read from the persisted batch), and must not write anything.
+    """
+
+    @abstractmethod
+    def judge(self, inputs: DataFrame, batch_id: int) -> tuple[Breach, ...] | None:
+        """The stage's verdict on one batch.
+
+        Args:
+            inputs: one row per record of the batch that reached the stage, one
+                column ``input``: the stage's input value.
+            batch_id: the batch (or micro-batch) id.
+
+        Returns:
+            The breaches (empty: the batch passed), or None when the stage does
+            not judge this batch (e.g. it judges every N-th batch).
+        """
+
+    def may_quarantine_batch(self) -> bool:
+        """Whether a breach may send the whole batch to quarantine (default: no)."""
+        return False
+
+    def check_counts(self, error: Column) -> list[Column]:
+        """``observe`` columns over the batch's final error column, read back by
+        :meth:`quarantined_by_check` (aliases must start with ``check:<stage>:``)."""
+        return []
+
+    def quarantined_by_check(self, counts: Mapping[str, Any]) -> dict[str, int]:
+        """Quarantined records per check of this stage, from the observed ``counts``."""
+        prefix = f"check:{self.name}:"
+        return {k.removeprefix(prefix): int(v) for k, v in counts.items() if k.startswith(prefix) and int(v)}
+
+    def notes(self) -> tuple[str, ...]:
+        """What every batch report should say about this stage (e.g. checks made on the batch only)."""
+        return ()
+
+    def batch_error(self, breaches: Sequence[Breach]) -> Column:
+        """The error of every record of a batch that ``breaches`` (action
+        ``quarantine_batch``, at least one) send to quarantine: ``error_class`` =
+        the first breach's name up to a ``:``, ``message`` = every breach's message."""
+        message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(b.message for b in breaches)
+        return self.error(breaches[0].name.split(":", 1)[0], message)
+
+
+def judging(stages: Sequence[Stage]) -> list[JudgingStage]:
+    """The judging stages of a chain, in order."""
+    return [s for s in stages if isinstance(s, JudgingStage)]
+
+
+def keeps_raw_bytes(stages: Sequence[Stage]) -> bool:
+    """Whether a verdict may quarantine the whole batch (the persisted batch must keep every raw byte)."""
+    return any(s.may_quarantine_batch() for s in judging(stages))
+
+
+def carried_columns(stages: Sequence[Stage]) -> list[Column]:
+    """Columns for the runner's projection of the staged batch: one per judging stage.
+
+    ``_q_check_<name>`` holds the stage's input where the record reached the
+    stage (no earlier stage failed) and NULL elsewhere, so the stage judges
+    exactly the records it checked. The frame must be the output of
+    :func:`quarantine.stage.apply_stages` over ``stages``.
+    """
+    names = [s.name for s in stages]
+    out: list[Column] = []
+    for i, s in enumerate(stages):
+        if not isinstance(s, JudgingStage):
+            continue
+        src = s.input if s.input is not None else (names[i - 1] if i else "value")
+        value = F.col(src).getField("result") if src in names[:i] else F.col(src)
+        reached = F.col(names[i - 1]).getField("error").isNull() if i else F.lit(True)
+        out.append(F.when(reached, value).alias(f"{CHECK_INPUT_PREFIX}{s.name}"))
+    return out
+
+
+def check_counts(stages: Sequence[Stage], error: Column) -> list[Column]:
+    """Every judging stage's :meth:`~JudgingStage.check_counts`."""
+    return [c for s in judging(stages) for c in s.check_counts(error)]
+
+
+def quarantined_by_check(stages: Sequence[Stage], counts: Mapping[str, Any]) -> dict[str, int]:
+    """Quarantined records per check, over every judging stage (a name two stages share is summed)."""
+    out: dict[str, int] = {}
+    for s in judging(stages):
+        for k, v in s.quarantined_by_check(counts).items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The judging stages' verdicts on one batch.
+
+    Attributes:
+        judged: ``(stage name, breaches)`` for each stage that judged this batch.
+        notes: every judging stage's :meth:`~JudgingStage.notes`.
+        batch_error: the error for every record of the batch, when a breach asks
+            for the whole batch in quarantine (the first such stage's); else None.
+    """
+
+    judged: tuple[tuple[str, tuple[Breach, ...]], ...] = ()
+    notes: tuple[str, ...] = ()
+    batch_error: Column | None = None
+
+    @property
+    def breaches(self) -> tuple[Breach, ...]:
+        """Every breach, stage by stage, in each stage's order."""
+        return tuple(b for _, bs in self.judged for b in bs)
+
+    def with_action(self, action: BreachAction) -> tuple[Breach, ...]:
+        """The breaches whose action is ``action``."""
+        return tuple(b for b in self.breaches if b.action is action)
+
+
+def judge_batch(batch: DataFrame, stages: Sequence[Stage], batch_id: int, *, replaying: bool) -> Verdicts:
+    """Let every judging stage judge the batch (none when ``replaying``).
+
+    Args:
+        batch: the runner's persisted batch, including :func:`carried_columns`.
+        stages: the chain.
+        batch_id: the batch id.
+        replaying: a replay's batch (a selection of failed records): not judged.
+    """
+    stages_ = judging(stages)
+    notes = tuple(n for s in stages_ for n in s.notes())
+    if replaying:
+        return Verdicts(notes=notes)
+    judged: list[tuple[str, tuple[Breach, ...]]] = []
+    batch_error: Column | None = None
+    for s in stages_:
+        col = F.col(f"{CHECK_INPUT_PREFIX}{s.name}")
+        breaches = s.judge(batch.where(col.isNotNull()).select(col.alias(INPUT)), batch_id)
+        if breaches is None:
+            continue
+        judged.append((s.name, breaches))
+        whole = [b for b in breaches if b.action is BreachAction.QUARANTINE_BATCH]
+        if whole and batch_error is None:
+            batch_error = s.batch_error(whole)
+    return Verdicts(tuple(judged), notes, batch_error)

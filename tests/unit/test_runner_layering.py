@@ -1,0 +1,42 @@
+"""The runner treats the expectation stage as a stage like any other (issue 11).
+
+A batch goes one way: the runner (``run.py``), the pipeline's pure parts
+(``pipeline.py``) and the runners know the :mod:`quarantine.verdict` protocol,
+never what is inside the expectation stage (GX, suites, translation). A stage
+that judges a batch is found by that protocol alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "quarantine"
+RUNNER_SIDE = ["run.py", "pipeline.py", "runners/batch.py", "runners/streaming.py", "runners/relay.py", "replay.py"]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+@pytest.mark.parametrize("module", RUNNER_SIDE)
+def test_the_runner_side_never_imports_the_expectation_package(module: str) -> None:
+    imported = _imports(PACKAGE / module)
+    inside = sorted(m for m in imported if m == "quarantine.expectations" or m.startswith("quarantine.expectations."))
+    assert not inside, f"{module} imports {inside}: reach the stage through quarantine.verdict instead"
+
+
+def test_the_expectation_stage_is_found_by_the_protocol() -> None:
+    from quarantine.expectations.stage import ExpectationStage
+    from quarantine.verdict import JudgingStage
+
+    assert issubclass(ExpectationStage, JudgingStage)
