@@ -20,7 +20,8 @@ judging stage (``tests/unit/test_runner_layering.py``). What they do with it:
 1. :meth:`Pipeline.split_frame <quarantine.pipeline.Pipeline.split_frame>` carries
    each judging stage's input in the persisted batch (:func:`carried_columns`):
    ``_q_check_<stage>`` is the stage's input where the record reached the stage
-   (no earlier stage failed), NULL elsewhere.
+   (no earlier stage failed), NULL elsewhere (or, for a last stage whose result is
+   its input, only where it failed the record).
 2. The count pass observes :func:`check_counts` beside the other counts.
 3. :func:`judge_batch` hands each stage the rows that reached it (a frame of one
    column, ``input``, read from the persisted batch: the source is not read again)
@@ -40,7 +41,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction
 from quarantine.report import Breach
-from quarantine.schema import CHECK_INPUT_PREFIX
+from quarantine.schema import CHECK_INPUT_PREFIX, ERROR, RESULT
 from quarantine.stage import Stage
 
 __all__ = [
@@ -84,6 +85,14 @@ class JudgingStage(Stage):
         """Whether a breach may send the whole batch to quarantine (default: no)."""
         return False
 
+    def result_is_input(self) -> bool:
+        """Whether the stage's result is its input unchanged where it passes (default: no).
+
+        Then, when the stage is the chain's last, the persisted batch carries its
+        input only for the records it failed: the others' input is the chain's result.
+        """
+        return False
+
     def check_counts(self, error: Column) -> list[Column]:
         """``observe`` columns over the batch's final error column, read back by
         :meth:`quarantined_by_check` (aliases must start with ``check:<stage>:``)."""
@@ -116,12 +125,22 @@ def keeps_raw_bytes(stages: Sequence[Stage]) -> bool:
     return any(s.may_quarantine_batch() for s in judging(stages))
 
 
+def _reads_result(stages: Sequence[Stage], i: int) -> bool:
+    """Whether the judging stage ``stages[i]`` is judged from the chain's result where it passed."""
+    s = stages[i]
+    return isinstance(s, JudgingStage) and i == len(stages) - 1 and s.result_is_input()
+
+
 def carried_columns(stages: Sequence[Stage]) -> list[Column]:
     """Columns for the runner's projection of the staged batch: one per judging stage.
 
     ``_q_check_<name>`` holds the stage's input where the record reached the
     stage (no earlier stage failed) and NULL elsewhere, so the stage judges
-    exactly the records it checked. The frame must be the output of
+    exactly the records it checked; :func:`judge_batch` reads it back. A last
+    stage whose result is its input (:meth:`JudgingStage.result_is_input`, the
+    expectation stage) carries it only where it failed the record: elsewhere the
+    input is the chain's result, which the batch holds anyway (a persisted batch
+    one struct per record smaller). The frame must be the output of
     :func:`quarantine.stage.apply_stages` over ``stages``.
     """
     names = [s.name for s in stages]
@@ -132,8 +151,18 @@ def carried_columns(stages: Sequence[Stage]) -> list[Column]:
         src = s.input if s.input is not None else (names[i - 1] if i else "value")
         value = F.col(src).getField("result") if src in names[:i] else F.col(src)
         reached = F.col(names[i - 1]).getField("error").isNull() if i else F.lit(True)
+        if _reads_result(stages, i):
+            reached = reached & F.col(s.name).getField("error").isNotNull()
         out.append(F.when(reached, value).alias(f"{CHECK_INPUT_PREFIX}{s.name}"))
     return out
+
+
+def _judged_input(stages: Sequence[Stage], i: int) -> Column:
+    """The input of the judging stage ``stages[i]`` in the persisted batch (NULL where it was not reached)."""
+    carried = F.col(f"{CHECK_INPUT_PREFIX}{stages[i].name}")
+    if _reads_result(stages, i):
+        return F.when(F.col(ERROR).isNull(), F.col(RESULT)).otherwise(carried)
+    return carried
 
 
 def check_counts(stages: Sequence[Stage], error: Column) -> list[Column]:
@@ -184,14 +213,15 @@ def judge_batch(batch: DataFrame, stages: Sequence[Stage], batch_id: int, *, rep
         batch_id: the batch id.
         replaying: a replay's batch (a selection of failed records): not judged.
     """
-    stages_ = judging(stages)
-    notes = tuple(n for s in stages_ for n in s.notes())
+    notes = tuple(n for s in judging(stages) for n in s.notes())
     if replaying:
         return Verdicts(notes=notes)
     judged: list[tuple[str, tuple[Breach, ...]]] = []
     batch_error: Column | None = None
-    for s in stages_:
-        col = F.col(f"{CHECK_INPUT_PREFIX}{s.name}")
+    for i, s in enumerate(stages):
+        if not isinstance(s, JudgingStage):
+            continue
+        col = _judged_input(stages, i)
         breaches = s.judge(batch.where(col.isNotNull()).select(col.alias(INPUT)), batch_id)
         if breaches is None:
             continue

@@ -130,6 +130,10 @@ class ExpectationStage(JudgingStage):
         """Whether ``on_breach`` sends a breached batch to quarantine for any expectation."""
         return BreachAction.QUARANTINE_BATCH in (self.on_breach.default, *self.on_breach.overrides.values())
 
+    def result_is_input(self) -> bool:
+        """The stage's result is its input, unchanged (see the module doc)."""
+        return True
+
     def check_counts(self, error: Column) -> list[Column]:
         """Aggregate columns counting quarantined rows per translated expectation.
 

@@ -22,7 +22,7 @@ from quarantine.errors import ExpectationBreachError
 from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
 from quarantine.report import Breach
-from quarantine.schema import ErrorKind
+from quarantine.schema import CHECK_INPUT_PREFIX, ErrorKind
 from quarantine.stage import StageContext, outcome
 from quarantine.stages import build_stages
 from quarantine.verdict import JudgingStage
@@ -42,7 +42,9 @@ class AtLeastRows(JudgingStage):
     action: BreachAction = BreachAction.WARN
     input: str | None = None
     kind: ErrorKind = field(default=ErrorKind.EXPECTATION)
+    passes_through: bool = False
     judged_batches: list[int] = field(default_factory=list)
+    judged_rows: list[int] = field(default_factory=list)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         return outcome(value, value.getField("amount") < 0, self.error("amount_positive", "amount < 0"))
@@ -50,6 +52,7 @@ class AtLeastRows(JudgingStage):
     def judge(self, inputs: DataFrame, batch_id: int) -> tuple[Breach, ...] | None:
         self.judged_batches.append(batch_id)
         n = inputs.count()
+        self.judged_rows.append(n)
         assert inputs.columns == ["input"]
         if n >= self.rows:
             return ()
@@ -58,6 +61,9 @@ class AtLeastRows(JudgingStage):
 
     def may_quarantine_batch(self) -> bool:
         return self.action is BreachAction.QUARANTINE_BATCH
+
+    def result_is_input(self) -> bool:
+        return self.passes_through
 
     def check_counts(self, error: Column) -> list[Column]:
         return [F.count(F.when(error.getField("stage") == self.name, 1)).alias(f"check:{self.name}:amount_positive")]
@@ -125,3 +131,19 @@ def test_a_batch_large_enough_passes_and_a_replay_is_never_judged(spark: Any, ta
     assert stage.judged_batches == [0]
     q = spark.read.format("delta").load(str(table_dir / "quarantine")).where("offset = 2").first()
     assert q is not None and (q["status"], q["stage"]) == ("open", "size")
+
+
+@pytest.mark.parametrize("passes_through", [False, True])
+def test_a_last_stage_whose_result_is_its_input_carries_it_only_where_it_failed(
+    spark: Any, table_dir: Path, passes_through: bool
+) -> None:
+    stage = AtLeastRows(rows=10, passes_through=passes_through)
+    pipe = _pipe(spark, table_dir, stage)
+    split = pipe.split_frame(pipe.prepare(spark.read.format("delta").load(str(table_dir / "source"))))
+    carried = {r["offset"]: r[0] for r in split.select(f"{CHECK_INPUT_PREFIX}size", "offset").collect()}
+    # a and b pass, c fails at the stage, the poison fails upstream (never reaches it)
+    assert {o for o, v in carried.items() if v is not None} == ({2} if passes_through else {0, 1, 2})
+    report = pipe.run().batches[0]
+    # the stage judges the same three records either way: the passing ones are read from the result
+    assert stage.judged_rows == [3]
+    assert [b.message for b in report.breaches] == ["3 record(s) reached size, fewer than 10"]
