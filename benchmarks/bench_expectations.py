@@ -12,6 +12,11 @@ quarantine MERGE, target append) on one batch:
   batch validation off (``validate_every`` skips the batch);
 * **+ routing + GX** — the same with GX validating the persisted batch.
 
+A fourth row is a size, not a time: the routing arm's persisted batch (``DISK_ONLY``,
+from Spark's storage info) with the stage's input carried for every row that reached
+it (as before 2026-11-26) against carried only where the stage failed the row (the
+stage is last and its result is its input: :func:`quarantine.verdict.carried_columns`).
+
 Goal (issue 5): routing adds <= 25% to the baseline's batch time. The GX
 validation is reported, not held to a goal (it is a cadence knob:
 ``validate_every``).
@@ -23,7 +28,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, median, standard_main, timed
 from benchmarks.bench_pipeline import available_stages, demo_config
@@ -44,6 +52,33 @@ def _suite10() -> Suite:
     keep = tuple(e for e in suite.expectations if e.type != "expect_table_row_count_to_be_between")
     assert len(keep) == 10
     return replace(suite, expectations=keep)
+
+
+@dataclass(frozen=True, repr=False)
+class _CarriedForEveryRow(ExpectationStage):
+    """The stage as it was before 2026-11-26: its input carried in the persisted batch for every row."""
+
+    def result_is_input(self) -> bool:
+        return False
+
+
+def persisted_mib(spark: SparkSession, source: str, suite: Suite) -> tuple[float, float]:
+    """The routing arm's persisted batch on disk (MiB): input carried for every row, and only where failed."""
+    def on_disk() -> int:
+        return sum(i.diskSize() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo())  # type: ignore[union-attr]
+
+    out: list[float] = []
+    for cls in (_CarriedForEveryRow, ExpectationStage):
+        cfg = demo_config(source, fresh_dir("expect-size"))
+        _, stages, _ = available_stages(cfg)
+        pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[*stages, cls(name="expect", suite=suite)])
+        split: DataFrame = pipe.split_frame(pipe.prepare(read_source(spark, pipe.config.source)))
+        before = on_disk()
+        held = split.persist(StorageLevel.DISK_ONLY)
+        held.count()
+        out.append((on_disk() - before) / 2**20)
+        held.unpersist(blocking=True)
+    return out[0], out[1]
 
 
 def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) -> list[Row]:
@@ -76,11 +111,15 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
         for name in order if i % 2 == 0 else list(reversed(order)):
             samples[name].append(arm(name))
     base, routing, gx = (median(samples[k]) for k in ("baseline", "routing", "routing+gx"))
+    every_row, where_failed = persisted_mib(spark, source, suite)
     return [
         Row("expectations", f"{records:,} rows, routing (10-expectation suite, no GX)", base, routing,
             routing / base, f"<= {GOAL:.2f}x", routing / base <= GOAL, samples=dict(samples)),
         Row("expectations", f"{records:,} rows, routing + GX batch validation", base, gx,
             gx / base, "reported", True, samples=dict(samples)),
+        Row("expectations", f"{records:,} rows, persisted batch on disk: input carried for every row / only where "
+            "failed", every_row, where_failed, where_failed / every_row, "reported", True, unit="MiB",
+            samples={"every_row_mib": [every_row], "where_failed_mib": [where_failed]}),
     ]
 
 

@@ -21,7 +21,7 @@ because Spark evaluates a Python UDF for every row of its input before any
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -42,6 +42,7 @@ __all__ = [
     "final_error",
     "final_result",
     "outcome",
+    "stage_input",
 ]
 
 _SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
@@ -218,14 +219,25 @@ def outcome(result: Column, failed: Column, error: Column) -> Column:
     )
 
 
-def _resolve_input(stage: Stage, previous: str | None, df: DataFrame, names: set[str]) -> Column:
+def stage_input(stage: Stage, previous: str | None, earlier: Collection[str]) -> Column:
+    """The column ``stage`` reads: its ``input`` (an earlier stage's result, or a source
+    column), else the previous stage's result, else ``value`` for the first stage.
+
+    Args:
+        stage: the stage.
+        previous: the name of the stage before it (None for the first).
+        earlier: the names of the stages before it.
+    """
     src = stage.input if stage.input is not None else previous
     if src is None:
         return F.col("value")
-    if src in names:
-        return F.col(src).getField("result")
-    if src in df.columns:
-        return F.col(src)
+    return F.col(src).getField("result") if src in earlier else F.col(src)
+
+
+def _resolve_input(stage: Stage, previous: str | None, df: DataFrame, names: set[str]) -> Column:
+    src = stage.input if stage.input is not None else previous
+    if src is None or src in names or src in df.columns:
+        return stage_input(stage, previous, names)
     raise StageDefinitionError(
         f"stage '{stage.name}': input '{src}' is neither an earlier stage "
         f"({', '.join(sorted(names)) or 'none'}) nor a source column ({', '.join(sorted(_SOURCE_COLUMNS))})"

@@ -42,9 +42,10 @@ from pyspark.sql import functions as F
 from quarantine.config import BreachAction
 from quarantine.report import Breach
 from quarantine.schema import CHECK_INPUT_PREFIX, ERROR, RESULT
-from quarantine.stage import Stage
+from quarantine.stage import Stage, stage_input
 
 __all__ = [
+    "INPUT",
     "JudgingStage",
     "Verdicts",
     "carried_columns",
@@ -148,8 +149,7 @@ def carried_columns(stages: Sequence[Stage]) -> list[Column]:
     for i, s in enumerate(stages):
         if not isinstance(s, JudgingStage):
             continue
-        src = s.input if s.input is not None else (names[i - 1] if i else "value")
-        value = F.col(src).getField("result") if src in names[:i] else F.col(src)
+        value = stage_input(s, names[i - 1] if i else None, names[:i])
         reached = F.col(names[i - 1]).getField("error").isNull() if i else F.lit(True)
         if _reads_result(stages, i):
             reached = reached & F.col(s.name).getField("error").isNotNull()

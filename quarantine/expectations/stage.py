@@ -55,7 +55,7 @@ from quarantine.expectations.validate import BreachPolicy, validate_batch
 from quarantine.report import Breach
 from quarantine.schema import ErrorKind
 from quarantine.stage import StageContext, outcome
-from quarantine.verdict import JudgingStage
+from quarantine.verdict import INPUT, JudgingStage
 
 __all__ = ["ExpectationStage", "from_spec"]
 
@@ -123,7 +123,7 @@ class ExpectationStage(JudgingStage):
         expectation, its action from ``on_breach``."""
         if not self.should_validate(batch_id):
             return None
-        frame = inputs.select(f"{inputs.columns[0]}.*")
+        frame = inputs.select(f"{INPUT}.*")
         return validate_batch(frame, self.suite, self.on_breach, untranslated=self.notes()).breaches
 
     def may_quarantine_batch(self) -> bool:
