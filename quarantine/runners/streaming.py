@@ -298,10 +298,15 @@ def _relay_to(spark: SparkSession, query: StreamingQuery, runner: _BatchRunner) 
             runner.error = reader.error()
 
     def collect_and_close() -> None:
+        # Whether the query ended is asked *before* the read: the last batch may commit and
+        # the query end during a read, and removing the settings then would lose that batch's
+        # report (published after the read began). A read that begins once the query ended
+        # finds every report the worker published.
+        ended = not query.isActive
         try:
             collect()
         finally:
-            if not query.isActive:
+            if ended:
                 reader.close()
 
     return collect_and_close

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
@@ -25,7 +25,9 @@ def _consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 6
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        consumer.assign([TopicPartition(topic, 0)])
+        # from the first offset: no committed offset to fetch, so no group coordinator to wait for
+        # (a broker just started answered that fetch with NOT_COORDINATOR and failed the test)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[Any] = []
         import time
 

@@ -109,3 +109,37 @@ def test_a_stage_that_cannot_be_sent_to_the_connect_server_is_named_before_the_q
     assert shippable_stages(fine) == fine
     with pytest.raises(QuarantineError, match=r"stage 'held' cannot be sent to the Spark Connect server.*pickle"):
         shippable_stages([DecodeUtf8("decode"), Locked("held", lock=threading.Lock())])
+
+
+def test_a_report_published_as_the_query_ends_reaches_the_client() -> None:
+    """The client reads the relay about every second and removes its settings once the query
+    has ended. The last batch may commit, and the query end, between a read and that check:
+    the settings are removed only after a read that began once the query had ended, so that
+    batch's report is still read (it was lost, from the summary and the listeners, when the
+    last batch got faster)."""
+    from types import SimpleNamespace
+
+    from quarantine.runners.streaming import _relay_to
+
+    session: Any = _Session()
+    worker = RelayListener(session, relay_prefix("run-1"))
+    worker.on_batch(_report(0))
+
+    class Query:
+        runId = "run-1"
+        running = True
+
+        @property
+        def isActive(self) -> bool:
+            if self.running:  # the last batch commits and the query ends as the client asks
+                worker.on_batch(_report(1))
+                self.running = False
+            return self.running
+
+    handed: list[BatchReport] = []
+    runner: Any = SimpleNamespace(run=SimpleNamespace(report_batch=handed.append), reports=[], error=None)
+    collect = _relay_to(session, Query(), runner)  # type: ignore[arg-type]
+    collect()  # a tick while the query runs
+    collect()  # the read after the query ended
+    assert [r.batch_id for r in runner.reports] == [0, 1] and handed == runner.reports
+    assert session.conf.values == {}  # then the relay's settings are gone
