@@ -126,11 +126,11 @@ def test_a_report_published_as_the_query_ends_reaches_the_client() -> None:
     worker.on_batch(_report(0))
 
     class Query:
-        runId = "run-1"
+        runId = "run-1"  # noqa: N815 (StreamingQuery's name)
         running = True
 
         @property
-        def isActive(self) -> bool:
+        def isActive(self) -> bool:  # noqa: N802 (StreamingQuery's name)
             if self.running:  # the last batch commits and the query ends as the client asks
                 worker.on_batch(_report(1))
                 self.running = False
