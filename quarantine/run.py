@@ -33,7 +33,8 @@ fail, judging stages):
    latency, not two.
 
 It is also the way of a stream's micro-batch after one that failed records, whatever
-the policy: the two commits made at once cost less than a noop pass (benchmarks/README.md).
+the policy: the noop pass costs less than the second commit it saves waiting for (the
+two are made at once; benchmarks/README.md, streaming).
 
 *Write while counting* (a policy that goes on whatever the counts, and replays):
 
