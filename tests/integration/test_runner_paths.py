@@ -5,10 +5,10 @@ then writes; one that goes on whatever the counts (``errors.tolerance=all``, no
 limits) writes the target while counting, with no extra pass (except in a stream
 after a batch with failed records: counted first, its two commits are made at
 once), and, when every stage is deterministic, without caching the batch (its
-stages run again for the failed rows, checked against the first run). All must split, count, close and
-report alike, on new records, re-runs and re-sent micro-batches; a stage that
-claims determinism falsely fails the batch before quarantine is written, and
-loses nothing.
+stages run again for the failed rows, checked against the first run). All must
+split, count, close and report alike, on new records, re-runs and re-sent
+micro-batches; a stage that claims determinism falsely fails the batch before
+quarantine is written, and loses nothing.
 """
 
 from __future__ import annotations
