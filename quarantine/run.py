@@ -328,13 +328,12 @@ class Run:
         # its source anew and does not fill the cache, so a stage that is not deterministic would
         # give the MERGE and the quarantine write different outcomes (records lost; see
         # tests/integration/test_runner_paths.py). Streaming appends build it as they write.
-        count_first = count_first or (not rerun and not streaming)
         # A stream's batch after one that failed records most likely fails some too. Counted
         # first (a noop pass over the cache), its target and quarantine commits are made at once
         # and it pays one commit's latency; written while counted, the quarantine write waits for
         # the target's commit. Measured side by side (benchmarks/README.md, streaming): 200k
         # Kafka records at 1 % poison, 18.6 -> 16.4 s, p50 micro-batch 1,637 -> 1,458 ms.
-        count_first = count_first or (streaming and self._last_failed is True)
+        count_first = count_first or (not rerun and (not streaming or self._last_failed is True))
         persisted = None if rerun else _hold(split, streaming)
         batch = _Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
