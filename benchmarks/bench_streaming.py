@@ -15,13 +15,9 @@ trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
   read, the quarantine MERGE, the txn target append, observed counts;
 * **serial** (reported, no goal) — the quarantine arm with every micro-batch
   written while counted, the way before 2026-11-26: the target append, then the
-  quarantine write from its cache.
-* **counted** (reported, no goal) — the quarantine arm with a micro-batch after
-  one with failed records counted first (a noop pass fills the cache), then both
-  appends made at once: the way of 2026-11-26's stop 27. Today the two appends
-  start together over the cache the first of them fills, the target's observing
-  the counts (:mod:`quarantine.run`). The two arms keep each lever's effect
-  measurable side by side.
+  quarantine write from its cache. Today a micro-batch after one with failed
+  records is counted first and makes both commits at once (:mod:`quarantine.run`);
+  this arm keeps that lever's effect measurable side by side.
 
 Reported: wall time per arm (median of repeats, arms interleaved) and their
 ratio, and per-micro-batch latency (``triggerExecution`` from the query's
@@ -57,7 +53,7 @@ from tests.support import (
 )
 from tests.support.kafka import ORDER_SCHEMA_DDL
 
-__all__ = ["main", "run_counted", "run_plain", "run_quarantine", "run_serial"]
+__all__ = ["main", "run_plain", "run_quarantine"]
 
 TOPICS = ("bench-orders", "bench-payments")
 GOAL = 1.2
@@ -141,24 +137,6 @@ def run_serial(spark: SparkSession, bootstrap: str, out: Path, max_offsets: int)
         Run.process_batch = real  # type: ignore[method-assign]
 
 
-def run_counted(spark: SparkSession, bootstrap: str, out: Path, max_offsets: int) -> tuple[float, list[float]]:
-    """The quarantine arm with a micro-batch after a dirty one counted first, then written at once (stop 27's way).
-
-    Where the run would start both writes together (``at_once``), it takes the
-    count-first way instead: a noop pass, then the two appends made at once.
-    """
-    real = Run._write_then_count
-
-    def counted(self: Run, b: Any, at_once: bool = False) -> Any:
-        return self._count_then_write(b) if at_once else real(self, b)
-
-    Run._write_then_count = counted  # type: ignore[method-assign]
-    try:
-        return run_quarantine(spark, bootstrap, out, max_offsets)
-    finally:
-        Run._write_then_count = real  # type: ignore[method-assign]
-
-
 def _pct(xs: Sequence[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -185,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         produce(broker.bootstrap, order_records(
             list(TOPICS), 2, args.records, poison_rate=args.poison_rate, seed=7))
         spark = bench_spark("quarantine-bench-streaming")
-        arms = {"plain": run_plain, "quarantine": run_quarantine, "serial": run_serial, "counted": run_counted}
+        arms = {"plain": run_plain, "quarantine": run_quarantine, "serial": run_serial}
         secs: dict[str, list[float]] = {k: [] for k in arms}
         batch_ms: dict[str, list[float]] = {k: [] for k in arms}
         # one warm-up of each (JIT, Delta, Kafka consumer pools), then interleaved repeats
@@ -210,28 +188,15 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
           f"available-now, median of {args.repeats}")
     print("| arm | wall s | records/s | batch p50 ms | batch p95 ms | batches |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name in arms:
-        med, ms = statistics.median(secs[name]), batch_ms[name]
+    serial = statistics.median(secs["serial"])
+    for name, med in (("plain", plain), ("quarantine", quar), ("serial", serial)):
+        ms = batch_ms[name]
         print(f"| {name} | {med:.1f} | {args.records / med:,.0f} | {_pct(ms, 0.5):,.0f} | "
               f"{_pct(ms, 0.95):,.0f} | {len(ms) // max(1, args.repeats)} |")
     print(f"\nratio quarantine/plain = {ratio:.2f}x (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'NOT met'})")
     case = (f"{args.records:,} rec from Kafka, {args.poison_rate:.0%} poison, 2 topics x 2 partitions, "
             f"maxOffsetsPerTrigger={args.max_offsets:,}")
     p50 = {k: _pct(batch_ms[k], 0.5) for k in batch_ms}
-    earlier = {
-        "serial": "every micro-batch written while counted (serial)",
-        "counted": "a micro-batch after a dirty one counted first, then both appends (counted)",
-    }
-    reported = [
-        row
-        for arm, how in earlier.items()
-        for row in (
-            Row("streaming", case + f": wall time, {how} / today's way", statistics.median(secs[arm]), quar,
-                quar / statistics.median(secs[arm]), "reported", True),
-            Row("streaming", case + f": micro-batch latency p50, {arm} / today's way", p50[arm], p50["quarantine"],
-                p50["quarantine"] / p50[arm], "reported", True, unit="ms"),
-        )
-    ]
     return [
         Row("streaming", case + ": wall time", plain, quar, ratio, f"<= {GOAL}x", ratio <= GOAL,
             samples={k: list(v) for k, v in secs.items()}),
@@ -239,7 +204,10 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
             p50["quarantine"] / p50["plain"], f"<= plain + {P50_SLACK_MS:.0f} ms",
             p50["quarantine"] <= p50["plain"] + P50_SLACK_MS, unit="ms",
             samples={k: list(v) for k, v in batch_ms.items()}),
-        *reported,
+        Row("streaming", case + ": wall time, every micro-batch written while counted (serial) / today's way",
+            serial, quar, quar / serial, "reported", True),
+        Row("streaming", case + ": micro-batch latency p50, serial / today's way", p50["serial"], p50["quarantine"],
+            p50["quarantine"] / p50["serial"], "reported", True, unit="ms"),
     ]
 
 

@@ -328,13 +328,12 @@ class Run:
         # its source anew and does not fill the cache, so a stage that is not deterministic would
         # give the MERGE and the quarantine write different outcomes (records lost; see
         # tests/integration/test_runner_paths.py). Streaming appends build it as they write.
-        count_first = count_first or (not rerun and not streaming)
-        # A stream's batch after one that failed records most likely fails some too: its quarantine
-        # write starts with the target's, both over the cache the first of them fills, so it pays one
-        # commit's latency. Written while counted, the quarantine write waits for the target's commit;
-        # counted first, the two wait for a noop pass. Measured side by side (benchmarks/README.md,
-        # streaming, 200k Kafka records at 1 % poison).
-        at_once = not count_first and self._last_failed is True
+        # A stream's batch after one that failed records most likely fails some too. Counted
+        # first (a noop pass over the cache), its target and quarantine commits are made at once
+        # and it pays one commit's latency; written while counted, the quarantine write waits for
+        # the target's commit. Measured side by side (benchmarks/README.md, streaming): 200k
+        # Kafka records at 1 % poison, 18.6 -> 16.4 s, p50 micro-batch 1,637 -> 1,458 ms.
+        count_first = count_first or (not rerun and (not streaming or self._last_failed is True))
         persisted = None if rerun else _hold(split, streaming)
         batch = _Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
@@ -342,7 +341,7 @@ class Run:
             append=watermark is not None and watermark.passed, cached=persisted is not None,
         )
         try:
-            outcome = self._count_then_write(batch) if count_first else self._write_then_count(batch, at_once)
+            outcome = self._count_then_write(batch) if count_first else self._write_then_count(batch)
         finally:
             if persisted is not None:
                 _release(persisted, streaming)
@@ -448,37 +447,18 @@ class Run:
             self._close_passed(b.split, b.replaying, b.now)
         return out
 
-    def _write_then_count(self, b: _Batch, at_once: bool = False) -> _Outcome:
-        """Write the target while counting, and the quarantine: for a policy that cannot stop the batch.
+    def _write_then_count(self, b: _Batch) -> _Outcome:
+        """Write the target while counting, then the quarantine: for a policy that cannot stop the batch.
 
         The verdict is "go on" whatever the counts (:meth:`ErrorPolicy.may_stop`), so
         the target write is the pass that builds the persisted batch and observes
         every count: one Spark job for a batch with no failures, one more (over the
-        cache) for its failed rows.
-
-        Args:
-            b: the batch.
-            at_once: start the quarantine write with the target's (a cached stream batch
-                likely to fail records): both read the one cache, which Spark fills once
-                (a task that needs a block another task is computing waits for it). A
-                batch that turns out clean commits nothing (Delta commits no empty write);
-                the DLQ topic's produce waits for the counts, so it is never empty.
-
-        Without ``at_once`` a write that fails fails the batch before the other is made;
-        with it both run to their end, then the batch fails. Either way its re-run writes
-        nothing twice (as in :meth:`_count_then_write`).
+        cache) for its failed rows. A write that fails fails the batch before the
+        other is made; its re-run writes nothing twice (as in :meth:`_count_then_write`).
         """
         observed = self._observed(b)
         obs = Observation(f"quarantine_{uuid.uuid4().hex}")
-
-        def target() -> None:
-            self._write_target(b.split.observe(obs, *observed), b.batch_id, b.streaming)
-
-        early: QuarantineWrite | None = None
-        if at_once:
-            early, _ = _all_of([lambda: self._write_quarantine(b, produce=False), target])
-        else:
-            target()
+        self._write_target(b.split.observe(obs, *observed), b.batch_id, b.streaming)
         counts = _collected(obs)
         if counts is None:
             # the write ran no job over the batch (a stream's micro-batch Delta had already
@@ -491,9 +471,7 @@ class Run:
         # error-log sample read them, not the whole batch a third time
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
         try:
-            if out.quarantined and early is not None:
-                out.dlq_attempts, out.topic = early.attempts, self._produce(b)
-            elif out.quarantined:
+            if out.quarantined:
                 written = self._write_quarantine(b, failed)
                 out.dlq_attempts, out.topic = written.attempts, written.topic
             # handlers and the error-context log; nothing in this policy fails the batch
@@ -535,18 +513,11 @@ class Run:
             )
         return failed
 
-    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None, produce: bool = True) -> QuarantineWrite:
+    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None) -> QuarantineWrite:
         """Write the batch's failed rows (``failed``, or those of ``b.split``) to quarantine (and the DLQ topic)."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.pipeline.quarantine_writer().write(
-            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append,
-            produce=produce,
-        )
-
-    def _produce(self, b: _Batch) -> TopicProduce | None:
-        """Produce the batch's failed rows, written with ``produce=False``, to the DLQ topic (if any)."""
-        return self.pipeline.quarantine_writer().produce(
-            b.split.where(F.col(ERROR).isNotNull()), run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR
+            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
         )
 
     def _write_target(self, split: DataFrame, batch_id: int, streaming: bool) -> None:

@@ -224,7 +224,6 @@ class QuarantineWriter:
         error: str = ERROR,
         action: str = "quarantine MERGE",
         append: bool = False,
-        produce: bool = True,
     ) -> QuarantineWrite:
         """Write failed records; durable on return; then produce them to the DLQ topic, if any.
 
@@ -239,9 +238,6 @@ class QuarantineWriter:
             append: the caller knows no key of ``failed`` can be in the table yet
                 (see :class:`OffsetWatermark`): a plain append instead of a MERGE,
                 no join against the table.
-            produce: produce them to the DLQ topic too. False for a write started
-                before the caller knows whether ``failed`` holds any row (an empty
-                write commits nothing): it calls :meth:`produce` once it knows.
 
         Returns:
             The attempts the table's write took, and how the DLQ topic's produce went
@@ -252,7 +248,8 @@ class QuarantineWriter:
                 ``attempts`` says how many were made and the message names the
                 table, the batch and what to do.
         """
-        rows = self._rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error)
+        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
+        rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
         try:
             if append:
                 action = action.replace("MERGE", "append")
@@ -272,25 +269,8 @@ class QuarantineWriter:
                 ),
                 attempts=exc.attempts,
             ) from exc.last
-        produced = None if self.topic is None or not produce else self.topic.produce(rows, batch_id=batch_id)
+        produced = None if self.topic is None else self.topic.produce(rows, batch_id=batch_id)
         return QuarantineWrite(attempts, produced)
-
-    def produce(
-        self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str = ERROR
-    ) -> TopicProduce | None:
-        """Produce failed records :meth:`write` wrote with ``produce=False`` to the DLQ topic (None: no topic).
-
-        The arguments are :meth:`write`'s, so the records are the table's rows, byte for byte.
-        """
-        if self.topic is None:
-            return None
-        return self.topic.produce(self._rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error),
-                                  batch_id=batch_id)
-
-    def _rows(self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str) -> DataFrame:
-        """``failed`` as quarantine rows, their errors redacted."""
-        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
-        return quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
 
 
 @dataclass(frozen=True)
