@@ -420,7 +420,7 @@ class ErrantRecordReporter:
         try:
             written = self._writer.write(
                 df, run_id=self.run.run_id, batch_id=self.batch_id, now=self.clock(), error=_ERR,
-                action=f"quarantine MERGE of {n} reported record(s)",
+                action=f"quarantine MERGE of {n} reported record(s)", records=n,
             )
         except QuarantineWriteError as exc:
             self._requests += n * exc.attempts

@@ -434,7 +434,7 @@ class Run:
             out.failure = exc  # published with the batch's metrics, then raised
         writes: list[Callable[[], QuarantineWrite | None]] = []
         if out.quarantined:
-            writes.append(lambda: self._write_quarantine(b))
+            writes.append(lambda: self._write_quarantine(b, out.quarantined))
         if out.failure is None:
             writes.append(lambda: self._write_target(b.split, b.batch_id, b.streaming))
         # The two tables' commits are independent: made at once, a batch pays one commit's
@@ -472,7 +472,7 @@ class Run:
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
         try:
             if out.quarantined:
-                written = self._write_quarantine(b, failed)
+                written = self._write_quarantine(b, out.quarantined, failed)
                 out.dlq_attempts, out.topic = written.attempts, written.topic
             # handlers and the error-context log; nothing in this policy fails the batch
             out.logged = self._check_tolerance(
@@ -513,11 +513,11 @@ class Run:
             )
         return failed
 
-    def _write_quarantine(self, b: _Batch, failed: DataFrame | None = None) -> QuarantineWrite:
-        """Write the batch's failed rows (``failed``, or those of ``b.split``) to quarantine (and the DLQ topic)."""
+    def _write_quarantine(self, b: _Batch, records: int, failed: DataFrame | None = None) -> QuarantineWrite:
+        """Write the batch's ``records`` failed rows (``failed``, else ``b.split``'s) to quarantine and DLQ topic."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.pipeline.quarantine_writer().write(
-            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append
+            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records
         )
 
     def _write_target(self, split: DataFrame, batch_id: int, streaming: bool) -> None:

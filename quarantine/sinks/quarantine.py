@@ -14,6 +14,7 @@ The raw ``key``, ``value`` and ``headers`` are the source bytes, unchanged.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
+    "ROWS_PER_FILE",
     "OffsetWatermark",
     "QuarantineWrite",
     "QuarantineWriter",
@@ -55,6 +57,11 @@ __all__ = [
 HISTORY_FIRST = 1
 #: ... and the latest ones; ``error_count`` counts them all.
 HISTORY_LATEST = 9
+
+#: Failed records per file a write makes at most, when their count is known (see
+#: :meth:`QuarantineWriter.write`): a quarantine row carries the record's raw bytes and
+#: its error, a few hundred bytes for a small event, so a full file is tens of MB.
+ROWS_PER_FILE = 100_000
 
 #: Columns the MERGE refreshes when a record fails again.
 _LATEST = ("stage", "kind", "error_class", "message", "stacktrace", "retriable", "attempts")
@@ -224,6 +231,7 @@ class QuarantineWriter:
         error: str = ERROR,
         action: str = "quarantine MERGE",
         append: bool = False,
+        records: int | None = None,
     ) -> QuarantineWrite:
         """Write failed records; durable on return; then produce them to the DLQ topic, if any.
 
@@ -238,6 +246,11 @@ class QuarantineWriter:
             append: the caller knows no key of ``failed`` can be in the table yet
                 (see :class:`OffsetWatermark`): a plain append instead of a MERGE,
                 no join against the table.
+            records: how many rows ``failed`` holds, when the caller knows: they are
+                written in at most ``ceil(records / ROWS_PER_FILE)`` files, not one
+                (or more) per partition of the batch they came from. A micro-batch's few
+                failed records, spread over every topic-partition it read, make one file;
+                the table stays cheap to list and read.
 
         Returns:
             The attempts the table's write took, and how the DLQ topic's produce went
@@ -248,6 +261,8 @@ class QuarantineWriter:
                 ``attempts`` says how many were made and the message names the
                 table, the batch and what to do.
         """
+        if records is not None:
+            failed = failed.coalesce(max(1, math.ceil(records / ROWS_PER_FILE)))
         masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
         rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
         try:
