@@ -1,0 +1,88 @@
+"""A batch run's quarantine write: failed records one file per ``ROWS_PER_FILE``, or as they lie.
+
+    .venv/bin/python -m benchmarks.bench_quarantine_files [--records 1000000] [--poison-rate 0.1] [--repeats 4]
+
+Three arms over the pipeline benchmark's source and stages (:mod:`benchmarks.bench_pipeline`),
+interleaved, medians reported:
+
+* **plain** — the plain arm (expressions and one Delta append of the target);
+* **quarantine** — a batch run, its failed records written one file per
+  :data:`~quarantine.sinks.quarantine.ROWS_PER_FILE` of them;
+* **scattered** — the same run with failed records written as they lie, one file
+  (or more) per partition of the batch: the way before stop 28.
+
+The streaming side of the same lever is ``bench_streaming``'s ``scattered`` arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir, timed
+from benchmarks.bench_pipeline import available_stages, demo_config, run_plain, run_quarantine
+from quarantine.sinks.quarantine import QuarantineWriter
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, float]:
+    """Run the arms; print and return each arm's median seconds."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--poison-rate", type=float, default=0.10)
+    ap.add_argument("--repeats", type=int, default=4)
+    args = ap.parse_args(argv)
+
+    spark = bench_spark("bench-quarantine-files")
+    specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))
+    source = ensure_source(spark, args.records, args.poison_rate)
+    real = QuarantineWriter.write
+
+    def as_they_lie(self: QuarantineWriter, failed: Any, **kwargs: Any) -> Any:
+        return real(self, failed, **{**kwargs, "records": None})
+
+    def scattered(out: Path) -> None:
+        QuarantineWriter.write = as_they_lie  # type: ignore[method-assign]
+        try:
+            run_quarantine(spark, source, stages, out, default=False)
+        finally:
+            QuarantineWriter.write = real  # type: ignore[method-assign]
+
+    arms: dict[str, Callable[[Path], None]] = {
+        "plain": partial(run_plain, spark, source, specs),
+        "quarantine": partial(run_quarantine, spark, source, stages, default=False),
+        "scattered": scattered,
+    }
+    # warm the JVM (JIT, Delta classes) on a small source first, as bench_pipeline does
+    warm = ensure_source(spark, 20_000, 0.10)
+    for fn in (partial(run_plain, spark, warm, specs), partial(run_quarantine, spark, warm, stages, default=False)):
+        out = fresh_dir("warmup")
+        fn(out)
+        drop_dir(out)
+    samples: dict[str, list[float]] = {a: [] for a in arms}
+    names = list(arms)
+    for k in range(args.repeats):
+        for name in names if k % 2 == 0 else names[::-1]:
+            out = fresh_dir(name)
+            try:
+                samples[name].append(timed(partial(arms[name], out)))
+            finally:
+                drop_dir(out)
+            print(f"  [{name}] repeat {k + 1}/{args.repeats}: {samples[name][-1]:.2f}s", file=sys.stderr, flush=True)
+    spark.stop()
+    medians = {a: median(v) for a, v in samples.items()}
+    print(f"\nquarantine files: {args.records:,} records, {args.poison_rate:.0%} poison, median of {args.repeats}")
+    print("| arm | median s | samples |\n|---|---:|---|")
+    for a, v in samples.items():
+        print(f"| {a} | {medians[a]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")
+    return medians
+
+
+if __name__ == "__main__":
+    main()
