@@ -104,10 +104,11 @@ def _other(name: str) -> Callable[[list[str]], Any] | None:
     return fn
 
 
-def _earlier_runs(path: Path, selected: Sequence[str]) -> list[dict[str, Any]]:
-    """Today's earlier runs, minus those wholly superseded by this run's selection.
+def _earlier_runs(path: Path) -> list[dict[str, Any]]:
+    """Today's earlier runs, every one: this run is appended after them.
 
-    Running ``--only dqx`` after a full run keeps the full run's other results.
+    benchmarks/README.md cites a run by its time and commit, so a later run of the
+    same selection (``--only streaming`` twice) keeps the earlier one's samples.
     """
     if not path.is_file():
         return []
@@ -115,7 +116,7 @@ def _earlier_runs(path: Path, selected: Sequence[str]) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
     except (ValueError, AttributeError):
         return []
-    return [r for r in runs if not set(r.get("args", {}).get("only", [])) <= set(selected)]
+    return [r for r in runs if isinstance(r, dict)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env["load_avg_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
-    runs = _earlier_runs(path, selected)
+    runs = _earlier_runs(path)
     runs.append({
         "environment": env,
         "args": {"only": selected, "records": args.records, "repeat": args.repeat,
