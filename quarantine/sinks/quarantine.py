@@ -249,10 +249,12 @@ class QuarantineWriter:
                 (see :class:`OffsetWatermark`): a plain append instead of a MERGE,
                 no join against the table.
             records: how many rows ``failed`` holds, when the caller knows: they are
-                written in at most ``ceil(records / ROWS_PER_FILE)`` files, not one
-                (or more) per partition of the batch they came from. A micro-batch's few
-                failed records, spread over every topic-partition it read, make one file;
-                the table stays cheap to list and read.
+                written from at most ``ceil(records / ROWS_PER_FILE)`` partitions, not
+                from every partition of the batch they came from. An append then makes
+                that many files at most: a micro-batch's few failed records, spread over
+                every topic-partition it read, make one, and the table stays cheap to list
+                and read. A MERGE writes what its own join gives (one file for a few
+                records in ``tests/integration/test_quarantine_files.py``).
 
         Returns:
             The attempts the table's write took, and how the DLQ topic's produce went
