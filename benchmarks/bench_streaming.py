@@ -20,8 +20,9 @@ trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
   this arm keeps that lever's effect measurable side by side.
 * **scattered** (reported, no goal) — the quarantine arm with each micro-batch's
   failed records written as they lie, one file per partition of the batch (four
-  here), the way before stop 28. Today the writer makes one file per
-  ``ROWS_PER_FILE`` failed records (:mod:`quarantine.sinks.quarantine`).
+  here), the way before stop 28. Today the writer writes them from one partition
+  per ``ROWS_PER_FILE`` failed records (:mod:`quarantine.sinks.quarantine`): one
+  file per micro-batch here.
 
 Reported: wall time per arm (median of repeats, arms interleaved) and their
 ratio, and per-micro-batch latency (``triggerExecution`` from the query's
