@@ -17,15 +17,14 @@ The streaming side of the same lever is ``bench_streaming``'s ``scattered`` arm.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir, timed
-from benchmarks.bench_pipeline import available_stages, demo_config, run_plain, run_quarantine
+from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir
+from benchmarks.bench_pipeline import _interleaved, available_stages, demo_config, run_plain, run_quarantine
 from quarantine.sinks.quarantine import QuarantineWriter
 
 __all__ = ["main"]
@@ -65,16 +64,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         out = fresh_dir("warmup")
         fn(out)
         drop_dir(out)
-    samples: dict[str, list[float]] = {a: [] for a in arms}
-    names = list(arms)
-    for k in range(args.repeats):
-        for name in names if k % 2 == 0 else names[::-1]:
-            out = fresh_dir(name)
-            try:
-                samples[name].append(timed(partial(arms[name], out)))
-            finally:
-                drop_dir(out)
-            print(f"  [{name}] repeat {k + 1}/{args.repeats}: {samples[name][-1]:.2f}s", file=sys.stderr, flush=True)
+    samples = _interleaved(arms, args.repeats)
     spark.stop()
     medians = {a: median(v) for a, v in samples.items()}
     print(f"\nquarantine files: {args.records:,} records, {args.poison_rate:.0%} poison, median of {args.repeats}")
