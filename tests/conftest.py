@@ -123,6 +123,22 @@ def _relative(path: Path) -> str:
     return "/".join(parts[parts.index("tests"):]) if "tests" in parts else str(path)
 
 
+#: Spark evaluates expressions interpreted, without generating and compiling Java code:
+#: Spark's own setting for its tests (``spark.sql.codegen.factoryMode`` is a testing conf).
+#: A test's plans are new (its own config, stages and literals), so on test-sized data
+#: Janino's compiles are a large share of a query's time: 174 -> 139 s for
+#: test_record_integrity and test_runner_batch (26 tests, one process, one after the other). It applies to this
+#: process's session and the child drivers only. Every ``quarantine`` command a test
+#: starts as a process (the CLI, Kafka streams, crash and concurrency runs, the wheel),
+#: the matrix run (``QUARANTINE_TEST_CODEGEN=1``) and the benchmarks generate code, as
+#: a user's session does.
+INTERPRETED: dict[str, str] = (
+    {}
+    if os.environ.get("QUARANTINE_TEST_CODEGEN") == "1"
+    else {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from quarantine.session import get_spark
@@ -137,6 +153,7 @@ def spark() -> Iterator[object]:
             "spark.default.parallelism": "2",
             "spark.driver.memory": "3g",
             "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+            **INTERPRETED,
         },
     )
     yield session
@@ -151,7 +168,8 @@ def child_drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """
     from tests.support.drivers import CHILD_SPARK, DriverPool
 
-    pool = DriverPool(tmp_path_factory.mktemp("drivers"), CHILD_SPARK, Path(__file__).resolve().parents[1])
+    conf = {**CHILD_SPARK, **INTERPRETED}
+    pool = DriverPool(tmp_path_factory.mktemp("drivers"), conf, Path(__file__).resolve().parents[1])
     yield pool
     pool.close()
 

@@ -1,4 +1,7 @@
-"""The local session the library builds: Delta on, and generated code JIT-compiled."""
+"""The local session the library builds: Delta on, and generated code JIT-compiled.
+
+And the test session's one difference from it: expressions interpreted (tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -44,3 +47,16 @@ def test_a_large_batch_is_shuffled_into_partitions_of_bounded_size(spark: Any) -
     finally:
         spark.conf.unset("spark.sql.adaptive.advisoryPartitionSizeInBytes")
         spark.conf.set(initial, session_value)
+
+
+def test_the_test_session_evaluates_interpreted_unless_the_matrix_asks_for_generated_code(spark: Any) -> None:
+    # tests/conftest.py: INTERPRETED. `make test-matrix` sets QUARANTINE_TEST_CODEGEN=1
+    # (tests/unit/test_tiers.py checks it does); the library's own sessions never set these.
+    import os
+
+    from quarantine.session import LOCAL_DEFAULTS
+
+    generated = os.environ.get("QUARANTINE_TEST_CODEGEN") == "1"
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == ("true" if generated else "false")
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == ("FALLBACK" if generated else "NO_CODEGEN")
+    assert not {"spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"} & set(LOCAL_DEFAULTS)
