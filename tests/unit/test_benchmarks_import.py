@@ -24,3 +24,14 @@ def test_benchmark_module_imports_with_its_entry_point(name: str) -> None:
         module = importlib.import_module(_OTHERS[name])
         # benchmarks.run calls main([]): it must take an argv list
         assert "argv" in inspect.signature(module.main).parameters
+
+
+#: Modules run on their own (``python -m benchmarks.<name>``), not by ``benchmarks.run``.
+STANDALONE = ("benchmarks.bench_quarantine_files", "benchmarks.profile_batch")
+
+
+@pytest.mark.parametrize("module_name", STANDALONE)
+def test_a_standalone_benchmark_imports_and_takes_an_argv(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert "argv" in inspect.signature(module.main).parameters
+    assert module_name.rsplit(".", 1)[1] not in BENCHMARKS
