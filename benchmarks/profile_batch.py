@@ -7,7 +7,9 @@ repeat with a fresh pipeline, in one warm JVM, medians reported:
 
 * **build** — :meth:`Pipeline.prepare` and :meth:`Pipeline.split_frame`: the Python
   side building the stages' Column expressions, one Py4J round trip per call into the
-  JVM (``py4j calls`` counts them), plus Spark's eager analysis of each DataFrame step;
+  JVM (``py4j calls`` counts them, with Py4J's releases of collected objects, so the
+  count varies a little from repeat to repeat), plus Spark's eager analysis of each
+  DataFrame step;
 * **optimize** — Catalyst's optimizer over that plan;
 * **prepare** — the physical plan made ready to run (``toRdd``). With adaptive
   execution this *runs* the plan's shuffles: for a Delta source, the ``identify``

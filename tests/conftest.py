@@ -124,10 +124,11 @@ def _relative(path: Path) -> str:
 
 
 #: Spark evaluates expressions interpreted, without generating and compiling Java code:
-#: Spark's own setting for its tests (``spark.sql.codegen.factoryMode`` is a testing conf).
-#: A test's plans are new (its own config, stages and literals), so on test-sized data
-#: Janino's compiles are a large share of a query's time: 174 -> 139 s for
-#: test_record_integrity and test_runner_batch (26 tests, one process, one after the other). It applies to this
+#: the two keys Spark's own ``CodegenInterpretedTest`` sets for its interpreted path
+#: (``spark.sql.codegen.factoryMode`` is a conf Spark keeps for tests). A test's plans are
+#: new (its own config, stages and literals), so on test-sized data Janino's compiles are
+#: a large share of a query's time: 174 -> 139 s for test_record_integrity and
+#: test_runner_batch (26 tests, one process, one after the other). It applies to this
 #: process's session and the child drivers only. Every ``quarantine`` command a test
 #: starts as a process (the CLI, Kafka streams, crash and concurrency runs, the wheel),
 #: the matrix run (``QUARANTINE_TEST_CODEGEN=1``) and the benchmarks generate code, as
