@@ -243,6 +243,34 @@ def run_quarantine(
     Pipeline.from_config(config, spark, listeners=listeners, stages=stages).run()
 
 
+def warm_up(spark: SparkSession, specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
+    """Warm the JVM (JIT, Delta classes) on a small source so the first timed run is not penalised."""
+    warm = ensure_source(spark, 20_000, 0.10)
+    warm_arms: list[Callable[[Path], None]] = [
+        partial(run_plain, spark, warm, specs),
+        partial(run_quarantine, spark, warm, stages, default=False),
+    ]
+    for fn in warm_arms:
+        out = fresh_dir("warmup")
+        fn(out)
+        drop_dir(out)
+
+
+def standalone_setup(
+    doc: str | None, argv: Sequence[str] | None, *, app: str, poison_rate: float, repeats: int
+) -> tuple[argparse.Namespace, SparkSession, list[StageSpec], list[Stage], str]:
+    """A standalone benchmark's start: ``--records``/``--poison-rate``/``--repeats`` parsed, the
+    session, this benchmark's stages (both arms') and its source, written once."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0] if doc else None)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--poison-rate", type=float, default=poison_rate)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    args = ap.parse_args(argv)
+    spark = bench_spark(app)
+    specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))
+    return args, spark, specs, stages, ensure_source(spark, args.records, args.poison_rate)
+
+
 # --------------------------------------------------------------------------- profiling
 
 
@@ -323,16 +351,7 @@ def run(
     specs, stages, missing = available_stages(probe)
     note = f" (left out of both arms: {', '.join(missing)})" if missing else ""
     has_default = bool(default_listeners(probe, spark))
-    # Warm the JVM (JIT, Delta classes) on a small source so the first timed run is not penalised.
-    warm = ensure_source(spark, 20_000, 0.10)
-    warm_arms: list[Callable[[Path], None]] = [
-        partial(run_plain, spark, warm, specs),
-        partial(run_quarantine, spark, warm, stages, default=False),
-    ]
-    for fn in warm_arms:
-        out = fresh_dir("warmup")
-        fn(out)
-        drop_dir(out)
+    warm_up(spark, specs, stages)
 
     rows: list[Row] = []
     for rate in poison_rates:

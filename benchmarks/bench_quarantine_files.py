@@ -16,15 +16,13 @@ The streaming side of the same lever is ``bench_streaming``'s ``scattered`` arm.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir
-from benchmarks.bench_pipeline import _interleaved, available_stages, demo_config, run_plain, run_quarantine
+from benchmarks.bench_pipeline import _interleaved, run_plain, run_quarantine, standalone_setup, warm_up
 from quarantine.sinks.quarantine import QuarantineWriter
 
 __all__ = ["main"]
@@ -32,15 +30,9 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the arms; print and return each arm's median seconds."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--poison-rate", type=float, default=0.10)
-    ap.add_argument("--repeats", type=int, default=4)
-    args = ap.parse_args(argv)
-
-    spark = bench_spark("bench-quarantine-files")
-    specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))
-    source = ensure_source(spark, args.records, args.poison_rate)
+    args, spark, specs, stages, source = standalone_setup(
+        __doc__, argv, app="bench-quarantine-files", poison_rate=0.10, repeats=4
+    )
     real = QuarantineWriter.write
 
     def as_they_lie(self: QuarantineWriter, failed: Any, **kwargs: Any) -> Any:
@@ -58,12 +50,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "quarantine": partial(run_quarantine, spark, source, stages, default=False),
         "scattered": scattered,
     }
-    # warm the JVM (JIT, Delta classes) on a small source first, as bench_pipeline does
-    warm = ensure_source(spark, 20_000, 0.10)
-    for fn in (partial(run_plain, spark, warm, specs), partial(run_quarantine, spark, warm, stages, default=False)):
-        out = fresh_dir("warmup")
-        fn(out)
-        drop_dir(out)
+    warm_up(spark, specs, stages)
     samples = _interleaved(arms, args.repeats)
     spark.stop()
     medians = {a: median(v) for a, v in samples.items()}

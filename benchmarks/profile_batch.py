@@ -24,15 +24,13 @@ Not part of ``benchmarks.run``: it explains a ratio, it has no goal.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from statistics import median
 from typing import Any
 
-from benchmarks import bench_spark, drop_dir, ensure_source, fresh_dir
-from benchmarks.bench_pipeline import available_stages, demo_config, plain_target, run_plain, run_quarantine
+from benchmarks import drop_dir, fresh_dir
+from benchmarks.bench_pipeline import demo_config, plain_target, run_plain, run_quarantine, standalone_setup, warm_up
 from quarantine.pipeline import Pipeline
 
 __all__ = ["main"]
@@ -87,24 +85,10 @@ def _repeat(spark: Any, source: str, specs: Any, stages: Any) -> dict[str, float
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the repeats; print and return each phase's median (seconds; ``py4j calls`` a count)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--poison-rate", type=float, default=0.0)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args(argv)
-
-    spark = bench_spark("profile-batch")
-    specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))
-    source = ensure_source(spark, args.records, args.poison_rate)
-    warm = ensure_source(spark, 20_000, 0.10)
-    warmups: list[Callable[[Path], None]] = [
-        lambda o: run_plain(spark, warm, specs, o),
-        lambda o: run_quarantine(spark, warm, stages, o, default=False),
-    ]
-    for arm in warmups:  # JIT, Delta classes: the first repeat is not the JVM's first run
-        out = fresh_dir("warmup")
-        arm(out)
-        drop_dir(out)
+    args, spark, specs, stages, source = standalone_setup(
+        __doc__, argv, app="profile-batch", poison_rate=0.0, repeats=3
+    )
+    warm_up(spark, specs, stages)
 
     phases: dict[str, list[float]] = {}
     for _ in range(args.repeats):
