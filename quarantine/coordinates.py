@@ -27,8 +27,13 @@ quarantine MERGE and the target's insert-only MERGE keep the first record
 committed under a key; a later, different record under the same key is not
 compared with it.
 
-Only sources that are not Kafka topics go through :func:`identify` (a Kafka
+Only sources that are not Kafka topics go through :func:`identified` (a Kafka
 topic's coordinates are unique by construction; a stream over one pays nothing).
+Most other sources hold no duplicate and no unkeyed record either, so
+:func:`identified` first checks that with one narrow job
+(:func:`unique_coordinates`: the coordinates only, counted exactly in bitmaps, no
+shuffle of the records' bytes) and shuffles the records by coordinates
+(:func:`identify`) only when the check finds something to apply the rules to.
 """
 
 from __future__ import annotations
@@ -39,7 +44,17 @@ from pyspark.sql import functions as F
 from quarantine.schema import VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
-__all__ = ["SOURCE_STAGE", "VARIANTS", "SourceCheck", "identify", "null_safe_key_match", "synthetic_offset"]
+__all__ = [
+    "SOURCE_STAGE",
+    "VARIANTS",
+    "SourceCheck",
+    "identified",
+    "identify",
+    "null_safe_key_match",
+    "suspect_groups",
+    "synthetic_offset",
+    "unique_coordinates",
+]
 
 #: The hidden column holding how many different records share a row's coordinates.
 #: The name (and error ``stage``) of the check that fails conflicting duplicates.
@@ -77,6 +92,55 @@ def identify(df: DataFrame) -> DataFrame:
         .where(F.col("_q_copy") == 1)
         .drop("_q_variant", "_q_copy")
     )
+
+
+def suspect_groups(df: DataFrame) -> DataFrame:
+    """The groups of ``df``'s coordinates where the identity rules would change something (pure).
+
+    Rows are grouped by ``topic``, ``partition`` and the offset's bitmap bucket
+    (32,768 offsets each; Spark's ``bitmap_bucket_number``); a group is returned when
+    its ``partition`` or any of its offsets is NULL, or when it holds fewer distinct
+    offsets than rows. The distinct offsets are counted exactly, in a bitmap per group
+    (``bitmap_bit_position`` maps every ``long``, negative ones included, to one
+    bucket and bit), so the map side folds a partition's rows into a few bitmaps and
+    only those are shuffled: the records' bytes never are.
+
+    Returns:
+        one row per suspect group: ``topic``, ``partition``, ``_q_bucket``,
+        ``_q_rows``, ``_q_offsets`` and ``_q_unkeyed`` (whether an offset is NULL).
+    """
+    offset = F.col("offset")
+    per_bucket = df.groupBy("topic", "partition", F.bitmap_bucket_number(offset).alias("_q_bucket")).agg(
+        F.count(F.lit(1)).alias("_q_rows"),
+        F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(offset))).alias("_q_offsets"),
+        F.max(offset.isNull()).alias("_q_unkeyed"),
+    )
+    return per_bucket.where(
+        F.col("partition").isNull() | F.col("_q_unkeyed") | (F.col("_q_rows") != F.col("_q_offsets"))
+    )
+
+
+def unique_coordinates(df: DataFrame) -> bool:
+    """Whether every row of ``df`` has a ``partition`` and an ``offset`` that no other row shares.
+
+    Runs one Spark job over the coordinates (:func:`suspect_groups`). ``topic`` may be
+    NULL; rows with NULL topics share it, as in every key comparison here (``<=>``).
+    """
+    return suspect_groups(df).isEmpty()
+
+
+def identified(df: DataFrame) -> DataFrame:
+    """:func:`identify`'s result, without its shuffle when the rules change nothing (one job).
+
+    When :func:`unique_coordinates` holds, no offset is made synthetic, no copy is
+    dropped and no coordinates are shared: ``df`` comes back with :data:`VARIANTS`
+    = 1 on every row, and its plan has no shuffle. Otherwise :func:`identify`.
+    ``df`` must read the same rows each time it runs (a pinned Delta version, a
+    listed set of files, a micro-batch): the check and the batch read it apart.
+    """
+    if unique_coordinates(df):
+        return df.withColumn(VARIANTS, F.lit(1))
+    return identify(df)
 
 
 def null_safe_key_match(left: str, right: str, columns: tuple[str, ...]) -> Column:

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig, SourceFormat
-from quarantine.coordinates import VARIANTS, SourceCheck, identify
+from quarantine.coordinates import VARIANTS, SourceCheck, identified
 from quarantine.errors import (
     QuarantineWriteError,
     RetriesExhaustedError,
@@ -274,7 +274,9 @@ class Pipeline:
     def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
         """What a batch runs on: identified records not settled yet (see :mod:`quarantine.coordinates`).
 
-        * Not a Kafka topic (or a replay): coordinates made total and unique (:func:`identify`).
+        * Not a Kafka topic (or a replay): coordinates made total and unique
+          (:func:`~quarantine.coordinates.identified`: one narrow job checks the
+          coordinates; only a batch with duplicates or unkeyed records is shuffled).
         * A batch run or a replay: records already in the target, or closed in
           quarantine (``replayed``, ``discarded``), are left out: a re-run does not
           run them again, so the two tables stay disjoint; ``_q_open`` marks records
@@ -282,7 +284,7 @@ class Pipeline:
         * A micro-batch of a stream: offsets are new, nothing is looked up.
         """
         if self.config.source.format is not SourceFormat.KAFKA or not streaming:
-            df = identify(df)
+            df = identified(df)
         if streaming:
             return df
         known = settled_keys(self.spark, self.quarantine_table, self.config.pipeline)
