@@ -71,6 +71,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 __all__ = [
+    "GUARD_FRAGMENTS",
+    "JAVA_GUARD",
     "JAVA_RULES",
     "MIN_SECRET_CHARS",
     "REDACTED",
@@ -188,6 +190,16 @@ _RULES: tuple[_Rule, ...] = (
 _PY_RULES = tuple(r.python() for r in _RULES)
 #: Rules 2-4 for ``java.util.regex``: ``(regex, replacement)`` pairs, applied in order.
 JAVA_RULES: tuple[tuple[str, str], ...] = tuple(r.java() for r in _RULES)
+#: Text that one of rules 2-4 matches holds one of these, matched case-insensitively as the
+#: pair rules match (a PEM block its BEGIN line, a URI its ``://``, a pair's key a word of
+#: :data:`_WORDS` or ``key``). Text without any needs no rule: :func:`redact_column` looks for
+#: them first, with one cheap regex, instead of running the seven (most failed records'
+#: messages hold none). ``test_redaction`` checks that no rule matches text without them.
+GUARD_FRAGMENTS = (
+    "-----BEGIN ", "://", "passw", "secret", "token", "credential", "jaas", "key", "authorization", "user"
+)
+#: :data:`GUARD_FRAGMENTS` for ``java.util.regex`` (``rlike``), flags as the pair rules'.
+JAVA_GUARD = "(?iU)" + "|".join(GUARD_FRAGMENTS)
 
 
 def is_secret_key(key: str) -> bool:
@@ -314,7 +326,8 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
     """A string column with :func:`redact_text` applied (pure; null stays null).
 
     Without configured secrets it is native: rules 2-4 as chained ``regexp_replace``
-    calls with :data:`JAVA_RULES` (patterns of key names, no secret in them). With
+    calls with :data:`JAVA_RULES` (patterns of key names, no secret in them), run only
+    on text that :data:`JAVA_GUARD` finds something in. With
     secrets it runs :func:`redact_text` in an Arrow-batched Python UDF whose closure
     holds them — deliberately not ``replace`` with literals: a literal puts the secret
     into the query plan, where the Spark UI, ``explain`` and Py4J debug logs would
@@ -327,7 +340,9 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
         out = text
         for regex, repl in JAVA_RULES:
             out = F.regexp_replace(out, F.lit(regex), F.lit(repl))
-        return out
+        # the seven regexes only where one could match (JAVA_GUARD): ~12 us a row saved on
+        # messages like "field 'amount': expected …" (100k failed rows: 1.2 s of CPU, benchmarks/)
+        return F.when(text.rlike(JAVA_GUARD), out).otherwise(text)
 
     @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
     def _redacted(values: pd.Series) -> pd.Series:

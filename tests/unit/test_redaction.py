@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quarantine.errorlog import SAMPLE_PER_BATCH, ErrorContextLogger
-from quarantine.redaction import REDACTED, collect_secrets, is_secret_key, redact, redact_text
+from quarantine.redaction import (
+    GUARD_FRAGMENTS,
+    JAVA_GUARD,
+    REDACTED,
+    collect_secrets,
+    is_secret_key,
+    redact,
+    redact_text,
+)
 
 PASSWORD = "hunter2-Pa55word"
 JAAS_PW = "jaas-S3cret-99"
@@ -304,6 +312,43 @@ _FRAGMENTS = st.sampled_from([
     "http://", "u", "@", "host", "/", ":5000", "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----",
     "abc", "ü", REDACTED, ";", ",", "&", "fs.azure.account.key.a", ".", "_", "-",
 ])
+
+
+# Fragments of every rule's words cut short, in other cases and with the characters Unicode
+# case-folds onto ASCII ones (long s onto s, the Kelvin sign onto k), for the guard below.
+_GUARD_EDGES = st.sampled_from([
+    "pass", "passw", "PASSWD", "pa\u017fsword", "\u212aey", "k", "ey", "KEY", "_", ".", "-", "=", ": ", '"',
+    "user", "USER_INFO", "info", "jaa", "sasl.JAAS.config", "secre", "ToKeN", "authoriz", "credential", "x",
+    "http", ":/", "//", "://", "@", "-----BEGIN ", "-----begin ", "-----BEGIN", "RSA", "-----", "\n", " ",
+])
+
+
+def _guard_py() -> Any:
+    import re
+
+    return re.compile("|".join(GUARD_FRAGMENTS), re.IGNORECASE)
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(st.one_of(_FRAGMENTS, _GUARD_EDGES), max_size=16).map("".join))
+def test_text_the_guard_finds_nothing_in_is_left_unchanged_by_every_rule(text: str) -> None:
+    """``redact_column`` skips the rules where its guard finds none of ``GUARD_FRAGMENTS``: safe only if so."""
+    if not _guard_py().search(text):
+        assert redact_text(text) == text
+
+
+def test_the_guard_is_plain_text_with_the_pair_rules_flags() -> None:
+    assert all(not set(f) & set(".^$*+?{}[]\\|()") for f in GUARD_FRAGMENTS)
+    assert "(?iU)" + "|".join(GUARD_FRAGMENTS) == JAVA_GUARD
+    # one text per alternative of every rule: each is masked, and the guard finds it
+    words = ["password", "passwd", "secret", "token", "credential", "sasl.jaas.config", "keystore",
+             "authorization", "userinfo", "user.info", "privatekey", "private_key", "apikey", "api-key",
+             "accesskey", "access.key", "account.key", "a_key", "b.key", "c-key"]
+    texts = [f"{w}=v" for w in words] + [f"{w.upper()}: 'v'" for w in words] + [
+        "pa\u017fsword=x", "api_\u212aey: y", "https://u:p@h", "https://tok@h", "-----BEGIN X-----\nA",
+    ]
+    for text in texts:
+        assert redact_text(text) != text and _guard_py().search(text), text
 
 
 @settings(deadline=None)  # a shared, loaded CI machine: time is not the property
