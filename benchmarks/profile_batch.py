@@ -5,15 +5,17 @@
 Over the pipeline benchmark's source and stages (:mod:`benchmarks.bench_pipeline`), each
 repeat with a fresh pipeline, in one warm JVM, medians reported:
 
-* **build** — :meth:`Pipeline.prepare` and :meth:`Pipeline.split_frame`: the Python
-  side building the stages' Column expressions, one Py4J round trip per call into the
-  JVM (``py4j calls`` counts them, with Py4J's releases of collected objects, so the
-  count varies a little from repeat to repeat), plus Spark's eager analysis of each
-  DataFrame step;
+* **build** — :meth:`Pipeline.prepare` and :meth:`Pipeline.split_frame`: the narrow
+  job that checks the source's coordinates (:func:`quarantine.coordinates.unique_coordinates`),
+  the Python side building the stages' Column expressions, one Py4J round trip per call
+  into the JVM (``py4j calls`` counts them, with Py4J's releases of collected objects,
+  so the count varies a little from repeat to repeat), plus Spark's eager analysis of
+  each DataFrame step;
 * **optimize** — Catalyst's optimizer over that plan;
 * **prepare** — the physical plan made ready to run (``toRdd``). With adaptive
-  execution this *runs* the plan's shuffles: for a Delta source, the ``identify``
-  shuffle of :mod:`quarantine.coordinates`;
+  execution this *runs* the plan's shuffles: for a Delta source with duplicate or
+  unkeyed records, the ``identify`` shuffle of :mod:`quarantine.coordinates` (the
+  benchmark's source has none since stop 30: nothing is shuffled);
 * **staged noop** and **plain noop** — the whole staged batch and the plain arm's
   expressions, each written to Spark's ``noop`` sink (rows computed, nothing stored);
 * **plain append** and **run** — the plain arm's Delta append and a whole batch run
