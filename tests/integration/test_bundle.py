@@ -250,6 +250,16 @@ def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None
                 assert set(JVM_OPTIONS) <= set(options), f"job {name}: {side} JVM options {options}"
 
 
+
+def test_every_job_cluster_builds_columns_without_sending_each_call_site_to_the_jvm() -> None:
+    # the driver's Python builds a batch's plan: PySpark's DataFrame debugging makes each
+    # Column call about eight Py4J round trips (quarantine/session.py: LOCAL_DEFAULTS)
+    for name, (_, job) in _jobs().items():
+        for cluster in job.get("job_clusters", []):
+            conf = cluster["new_cluster"].get("spark_conf", {})
+            assert str(conf.get("spark.python.sql.dataFrameDebugging.enabled")).lower() == "false", f"job {name}"
+
+
 # --------------------------------------------------------------------------- broken copies
 
 

@@ -17,6 +17,16 @@ def test_the_local_jvm_jit_compiles_huge_generated_methods(spark: Any) -> None:
     assert any(a.startswith("-Dderby.system.home=") for a in args)  # the user's/defaults' options stay
 
 
+def test_the_local_session_builds_columns_without_sending_each_call_site_to_the_jvm(spark: Any) -> None:
+    # PySpark 4's DataFrame debugging sends every Column call's Python call site to the JVM
+    # (about eight Py4J round trips a call); a batch builds thousands of Columns
+    # (session.LOCAL_DEFAULTS: dataFrameDebugging off, measured in benchmarks/README.md).
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
+
+
 def test_a_large_batch_is_shuffled_into_partitions_of_bounded_size(spark: Any) -> None:
     # The shuffle that makes a Delta source's coordinates unique starts at 64 partitions and
     # adaptive execution merges them to ~64 MB (here 256 KB, with its 1 MB minimum, for a
