@@ -48,9 +48,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # PySpark 4's DataFrame debugging sends each Column call's Python call site to the JVM
     # (about eight Py4J round trips a call, where F.lit is one): building a batch's plan
     # (stages, observed counts, the quarantine rows) is thousands of calls. Off, a 1M-record
-    # batch run took 8.34 s against 8.93 s (plain 6.94 s), and a micro-batch's columns were
-    # built in ~0.1 s instead of ~0.5 s (benchmarks/README.md). What it gives up: Spark's
-    # error messages no longer name the Python line that built a failing expression.
+    # batch run took 8.93 s against 9.76 s (plain 7.77 s), and a micro-batch's columns were
+    # built in 0.17 s instead of 0.36 s (benchmarks/bench_debugging.py). What it gives up:
+    # Spark's error messages no longer name the Python line that built a failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/quarantine-derby",
 }

@@ -27,7 +27,7 @@ def test_benchmark_module_imports_with_its_entry_point(name: str) -> None:
 
 
 #: Modules run on their own (``python -m benchmarks.<name>``), not by ``benchmarks.run``.
-STANDALONE = ("benchmarks.bench_quarantine_files", "benchmarks.profile_batch")
+STANDALONE = ("benchmarks.bench_debugging", "benchmarks.bench_quarantine_files", "benchmarks.profile_batch")
 
 
 @pytest.mark.parametrize("module_name", STANDALONE)
