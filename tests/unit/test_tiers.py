@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import TIERS, tier_of
+from tests.support.collected import OUTPUT_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """The whole suite collected once, as ``make test`` collects it: node id -> its marker names.
+
+    A selection such as ``-m unit`` or ``-m "matrix and kafka"`` is the tests whose markers
+    satisfy it (tests/support/collected.py writes them).
+    """
+    out = tmp_path_factory.mktemp("collected") / "items.json"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "--collect-only", "-p", "no:cacheprovider",
+         "-p", "tests.support.collected"],
+        cwd=REPO, capture_output=True, text=True, check=True, env={**os.environ, OUTPUT_ENV: str(out)},
+    )
+    return {nodeid: set(markers) for nodeid, markers in json.loads(out.read_text())}
 
 
 def test_a_test_in_tests_unit_is_unit() -> None:
@@ -28,30 +53,20 @@ def test_the_tiers_are_the_markers_pyproject_registers() -> None:
     assert all(f'"{t}: ' in text for t in TIERS)
 
 
-def test_make_test_fast_runs_exactly_the_unit_tier() -> None:
+def test_make_test_fast_runs_exactly_the_unit_tier(collected: dict[str, set[str]]) -> None:
     """The README's `make test-fast`: its pytest selects unit tests only, and all of them."""
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
-    recipe = subprocess.run(["make", "-n", "test-fast"], cwd=repo, capture_output=True, text=True, check=True)
+    recipe = subprocess.run(["make", "-n", "test-fast"], cwd=REPO, capture_output=True, text=True, check=True)
     assert "-m pytest tests -q -m unit" in recipe.stdout
-    collected = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "unit", "--collect-only", "-p", "no:cacheprovider"],
-        cwd=repo, capture_output=True, text=True, check=True,
-    ).stdout.splitlines()
-    ids = [ln for ln in collected if "::" in ln]
-    assert len(ids) > 300 and all(ln.startswith("tests/unit/") for ln in ids)
+    unit = {n for n, markers in collected.items() if "unit" in markers}
+    assert len(unit) > 300 and unit == {n for n in collected if n.startswith("tests/unit/")}
 
 
 def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -> None:
     """`make test` (CI's command) runs all tiers on two xdist workers; the modules that
     start their own Spark/broker processes exist and share one xdist group."""
-    import subprocess
-
     from tests.conftest import PROCESS_MODULES
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     recipe = subprocess.run(["make", "-n", "test"], cwd=repo, capture_output=True, text=True, check=True)
     line = next(ln for ln in recipe.stdout.splitlines() if "-m pytest" in ln)
     assert line.split("-m pytest", 1)[1].split() == [
@@ -69,12 +84,10 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
     Runs tests/conftest.py for real over stand-in modules that only record their worker.
     """
     import shutil
-    import subprocess
-    import sys
 
     from tests.conftest import PROCESS_MODULES
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     (tmp_path / "tests").mkdir()
     shutil.copy(repo / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
     seen = tmp_path / "seen"
@@ -114,9 +127,7 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
 def test_ci_runs_the_full_suite_and_then_the_matrix_subset_on_the_second_pair() -> None:
     """`.ci/run`: `make test` (Python 3.11 + Spark 4.1, every tier), then `make test-matrix`:
     the `matrix` subset with .venv-py312-spark40 (Python 3.12 + Spark 4.0, its Delta)."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     commands = [ln.strip() for ln in (repo / ".ci" / "run").read_text().splitlines()
                 if ln.strip().startswith("make ")]
     assert commands == ["make test", "make test-matrix"]
@@ -132,29 +143,19 @@ def test_ci_runs_the_full_suite_and_then_the_matrix_subset_on_the_second_pair() 
     assert 'venv="${MATRIX_VENV:-.venv-py312-spark40}"' in script
 
 
-def test_the_matrix_subset_covers_each_item_of_the_support_matrix_with_collected_tests() -> None:
+def test_the_matrix_subset_covers_each_item_of_the_support_matrix_with_collected_tests(
+    collected: dict[str, set[str]],
+) -> None:
     """Batch, streaming from Kafka, replay, expectations and MLflow each have a test in the
     subset; every listed node id exists, and `-m matrix` collects exactly them."""
-    import subprocess
-    import sys
-
     from tests.conftest import MATRIX, MATRIX_TESTS
 
     assert set(MATRIX) == {"batch", "streaming from Kafka", "replay", "expectations", "MLflow"}
     assert all(MATRIX.values())
     assert all("kafka" in n for n in MATRIX["streaming from Kafka"])
     assert any("mlflow" in n for n in MATRIX["MLflow"])
-    repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "matrix", "--collect-only", "-p", "no:cacheprovider"],
-        cwd=repo, capture_output=True, text=True, check=True,
-    ).stdout.splitlines()
-    collected = {ln.split("[", 1)[0] for ln in out if "::" in ln}
-    assert collected == MATRIX_TESTS
+    matrix = {n.split("[", 1)[0] for n, markers in collected.items() if "matrix" in markers}
+    assert matrix == MATRIX_TESTS
     # a test that proves Kafka streaming really uses the broker (the kafka tier)
-    kafka = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-m", "matrix and kafka", "--collect-only", "-p",
-         "no:cacheprovider"],
-        cwd=repo, capture_output=True, text=True, check=True,
-    ).stdout.splitlines()
-    assert {ln for ln in kafka if "::" in ln} == set(MATRIX["streaming from Kafka"])
+    kafka = {n for n, markers in collected.items() if {"matrix", "kafka"} <= markers}
+    assert kafka == set(MATRIX["streaming from Kafka"])
