@@ -37,10 +37,8 @@ from pyspark.sql import functions as F
 from benchmarks.bench_pipeline import _interleaved, run_plain, run_quarantine, standalone_setup, warm_up
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.redaction import redact_error
 from quarantine.run import _Batch
 from quarantine.schema import ERROR
-from quarantine.sinks.quarantine import quarantine_rows
 
 __all__ = ["main", "micro_batch_columns"]
 
@@ -79,8 +77,7 @@ def micro_batch_columns(spark: SparkSession, *, on: bool, times: int = 20) -> fl
                            streaming=True, replaying=False, watermark=None, append=True)
             run._observed(batch)
             failed = split.where(F.col(ERROR).isNotNull())
-            masked = failed.withColumn(ERROR, redact_error(F.col(ERROR), writer.secrets, stacktrace=writer.stacktrace))
-            quarantine_rows(masked, pipeline="bench", run_id=run.run_id, batch_id=i, now=batch.now)
+            writer.rows(failed, run_id=run.run_id, batch_id=i, now=batch.now)
             pipe.target_rows(split)
             if i >= 2:
                 samples.append(time.perf_counter() - t0)

@@ -223,6 +223,21 @@ class QuarantineWriter:
     stacktrace: bool = False
     topic: DlqTopic | None = None
 
+    def rows(
+        self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str = ERROR
+    ) -> DataFrame:
+        """The quarantine table's rows of ``failed``, its error redacted (no job runs).
+
+        Args:
+            failed: rows with the Kafka source columns and the error struct ``error``.
+            run_id: the run writing them.
+            batch_id: the micro-batch writing them.
+            now: the write time.
+            error: the error struct column of ``failed``.
+        """
+        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
+        return quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
+
     def write(
         self,
         failed: DataFrame,
@@ -267,8 +282,7 @@ class QuarantineWriter:
         """
         if records is not None:
             failed = failed.coalesce(max(1, math.ceil(records / ROWS_PER_FILE)))
-        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
-        rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
+        rows = self.rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error)
         try:
             if append:
                 action = action.replace("MERGE", "append")

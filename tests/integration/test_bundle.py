@@ -250,7 +250,6 @@ def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None
                 assert set(JVM_OPTIONS) <= set(options), f"job {name}: {side} JVM options {options}"
 
 
-
 def test_every_job_cluster_builds_columns_without_sending_each_call_site_to_the_jvm() -> None:
     # the driver's Python builds a batch's plan: PySpark's DataFrame debugging makes each
     # Column call about eight Py4J round trips (quarantine/session.py: LOCAL_DEFAULTS)

@@ -66,14 +66,13 @@ def test_make_test_runs_every_tier_on_two_workers_with_process_tests_grouped() -
     start their own Spark/broker processes exist and share one xdist group."""
     from tests.conftest import PROCESS_MODULES
 
-    repo = REPO
-    recipe = subprocess.run(["make", "-n", "test"], cwd=repo, capture_output=True, text=True, check=True)
+    recipe = subprocess.run(["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, check=True)
     line = next(ln for ln in recipe.stdout.splitlines() if "-m pytest" in ln)
     assert line.split("-m pytest", 1)[1].split() == [
         "tests", "-q", "-n", "2", "--dist", "loadgroup", "--durations=30"  # no -m: every tier
     ]
-    assert all((repo / m).is_file() for m in PROCESS_MODULES)
-    ci = (repo / ".ci" / "run").read_text()
+    assert all((REPO / m).is_file() for m in PROCESS_MODULES)
+    ci = (REPO / ".ci" / "run").read_text()
     assert "make test\n" in ci
 
 
@@ -87,9 +86,8 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
 
     from tests.conftest import PROCESS_MODULES
 
-    repo = REPO
     (tmp_path / "tests").mkdir()
-    shutil.copy(repo / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
     seen = tmp_path / "seen"
     seen.mkdir()
     body = (
@@ -127,18 +125,17 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
 def test_ci_runs_the_full_suite_and_then_the_matrix_subset_on_the_second_pair() -> None:
     """`.ci/run`: `make test` (Python 3.11 + Spark 4.1, every tier), then `make test-matrix`:
     the `matrix` subset with .venv-py312-spark40 (Python 3.12 + Spark 4.0, its Delta)."""
-    repo = REPO
-    commands = [ln.strip() for ln in (repo / ".ci" / "run").read_text().splitlines()
+    commands = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()
                 if ln.strip().startswith("make ")]
     assert commands == ["make test", "make test-matrix"]
-    recipe = subprocess.run(["make", "-n", "test-matrix"], cwd=repo, capture_output=True, text=True, check=True)
+    recipe = subprocess.run(["make", "-n", "test-matrix"], cwd=REPO, capture_output=True, text=True, check=True)
     lines = recipe.stdout.splitlines()
     assert "bash scripts/bootstrap_matrix.sh" in lines
     line = next(ln for ln in lines if "-m pytest" in ln)
     # the second pair's sessions generate code, as a user's do (tests/conftest.py: INTERPRETED)
     assert line.startswith("QUARANTINE_TEST_CODEGEN=1 .venv-py312-spark40/bin/python -m pytest ")
     assert line.split("-m pytest", 1)[1].split() == ["tests", "-q", "-m", "matrix"]
-    script = (repo / "scripts" / "bootstrap_matrix.sh").read_text()
+    script = (REPO / "scripts" / "bootstrap_matrix.sh").read_text()
     assert "python3.12" in script and "scripts/constraints-spark40.txt" in script
     assert 'venv="${MATRIX_VENV:-.venv-py312-spark40}"' in script
 
