@@ -44,6 +44,7 @@ PROCESS_MODULES = frozenset({
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_kafka_crash.py",
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
+    "tests/e2e/test_readme_benchmark.py",  # the README's benchmark command, its own driver
     "tests/e2e/test_replay_crash.py",
     "tests/e2e/test_spark_connect.py",  # each command a child process with a Spark Connect server
 })

@@ -1,7 +1,8 @@
 """Every benchmark module imports and has the entry point ``benchmarks.run`` calls.
 
-The benchmarks are not run by the test suite (they are measured separately), so
-this is what keeps a renamed helper from breaking one silently.
+The benchmarks are measured separately, not by the test suite (which runs only the one
+the README names, tests/e2e/test_readme_benchmark.py), so this is what keeps a renamed
+helper from breaking one silently.
 """
 
 from __future__ import annotations
