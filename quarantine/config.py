@@ -83,6 +83,7 @@ __all__ = [
     "MlflowConfig",
     "PipelineConfig",
     "RateDuration",
+    "ReusedCoordinates",
     "SourceConfig",
     "SourceFormat",
     "SparkConfig",
@@ -115,6 +116,15 @@ class RateDuration(StrEnum):
     @property
     def seconds(self) -> int:
         return {"minute": 60, "hour": 3600, "day": 86400}[self.value]
+
+
+class ReusedCoordinates(StrEnum):
+    """``errors.coordinates.reused``: what a record whose coordinates an earlier record with
+    other content already holds does (a recreated topic, a rewritten source)."""
+
+    QUARANTINE = "quarantine"
+    PROCESS = "process"
+    FAIL = "fail"
 
 
 class SourceFormat(StrEnum):
@@ -263,6 +273,12 @@ class ErrorsConfig(_Section):
     )
     """quarantine maintain's VACUUM keeps files removed in the last N hours (≥ 168, Delta's safety
     check; more if the table's delta.deletedFileRetentionDuration says so)."""
+    coordinates_reused: Annotated[ReusedCoordinates, choice(ReusedCoordinates)] = Field(
+        ReusedCoordinates.QUARANTINE, alias="coordinates.reused"
+    )
+    """A record whose coordinates an earlier record with other content holds (a recreated topic, a
+    rewritten source; records sharing coordinates in one read too): quarantine it (CoordinatesReused,
+    ConflictingDuplicate), process it as a new record, or fail the run before any write."""
     handler_deserialize: Annotated[str | None, _HANDLER] = Field(None, alias="handler.deserialize")
     """What a deserialize error does: continue | fail | log_and_continue | a dotted path module.Class."""
     handler_transform: Annotated[str | None, _HANDLER] = Field(None, alias="handler.transform")

@@ -1,31 +1,27 @@
-"""A source record's identity: ``(topic, partition, offset)``, made total.
+"""A source record's identity: its coordinates ``(topic, partition, offset)`` and its content.
 
-Spark's Kafka source gives every record unique, non-NULL coordinates. Tables
-and files shaped like it do not always: a message re-delivered into a Delta
-table, a file loaded twice, rows with no partition or offset. The quarantine
-table is keyed by the coordinates and the target is de-duplicated on them, so
-they must identify one record. The rules (README "Guarantees"):
+Coordinates alone are not an identity across a topic's lifetime (a recreated
+topic starts again at offset 0), a source table's rewrite, or a file loaded
+twice. A record is identified by its coordinates and its content's
+:func:`fingerprint` (key, value, headers, timestamp), which both tables keep with
+the settled record (the quarantine table's ``fingerprint``, the target's
+``_source_fingerprint``). The rules (README "Guarantees"):
 
 * **Unkeyed records.** A record whose ``partition`` or ``offset`` is NULL gets
   a synthetic offset, stable across runs:
   ``-1 - (xxhash64(topic, partition, key, value, headers) & 0x7FFFFFFFFFFFFFFF)``
   (always negative, so it never collides with a real Kafka offset). ``topic``
   and ``partition`` keep their values, NULL included; every key comparison is
-  NULL-safe (``<=>``). Identical bytes give the identical key: they are one
-  record, as below.
-* **Same coordinates, same bytes** (``key``, ``value``, ``headers``): one
-  record. The copies are dropped before any stage runs.
-* **Same coordinates, different bytes**: a conflict. One copy is kept (the
-  first in byte order, so the choice is stable), the :class:`SourceCheck`
-  stage fails it with ``error_class = ConflictingDuplicate`` and a message
-  naming how many different records share the coordinates; it is quarantined
-  with that copy's bytes and never reaches the target. The source still holds
-  every copy.
-
-Within one read this is exact (byte comparison, no hash). Across runs the
-quarantine MERGE and the target's insert-only MERGE keep the first record
-committed under a key; a later, different record under the same key is not
-compared with it.
+  NULL-safe (``<=>``).
+* **Same coordinates, same content**: one record. The copies are dropped before
+  any stage runs.
+* **Same coordinates, other content**: different records. None is dropped; each
+  has its own quarantine row. Under ``errors.coordinates.reused: quarantine`` (the
+  default) the :class:`SourceCheck` stage fails each of them: ``ConflictingDuplicate``
+  when they share the coordinates within one read, ``CoordinatesReused`` when an
+  earlier record with other content is settled under them (its message says
+  where: :mod:`quarantine.pipeline`'s ``prepare`` finds it). ``process`` runs them
+  as any record; ``fail`` stops the run before any write.
 
 Only sources that are not Kafka topics go through :func:`identified` (a Kafka
 topic's coordinates are unique by construction; a stream over one pays nothing).
@@ -38,16 +34,22 @@ shuffle of the records' bytes) and shuffles the records by coordinates
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import VARIANTS, ErrorKind
+from quarantine.schema import FINGERPRINT, OPEN, REUSED, VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
 __all__ = [
+    "DELIVERED",
     "SOURCE_STAGE",
     "VARIANTS",
     "SourceCheck",
+    "against_settled",
+    "fingerprint",
     "identified",
     "identify",
     "null_safe_key_match",
@@ -70,27 +72,43 @@ def synthetic_offset() -> Column:
     return F.when(F.col("partition").isNull() | F.col("offset").isNull(), synthetic).otherwise(F.col("offset"))
 
 
+def fingerprint(col: Callable[[str], Column] = F.col) -> Column:
+    """A record's content fingerprint: a 64-bit ``xxhash64`` of key, value, headers and timestamp.
+
+    Which of them are NULL is hashed too (Spark's hash skips a NULL input, so
+    ``(NULL, x)`` and ``(x, NULL)`` would otherwise hash alike). Two records with
+    other content get the same fingerprint with a chance of about 2**-64.
+
+    Args:
+        col: how to reach a column by name (``F.col`` for a frame; a table's
+            columns in a MERGE condition).
+    """
+    key, value, headers, ts = (col(c) for c in ("key", "value", "headers", "timestamp"))
+    return F.xxhash64(key, value, headers, ts, key.isNull(), value.isNull(), headers.isNull(), ts.isNull())
+
+
 def identify(df: DataFrame) -> DataFrame:
     """Apply the identity rules to a Kafka-shaped frame (pure; one shuffle by coordinates).
 
     Returns:
-        ``df`` with unkeyed offsets made synthetic, byte-identical copies dropped,
-        and a :data:`VARIANTS` column (1, or the number of different records that
-        share the row's coordinates) for :class:`SourceCheck`.
+        ``df`` with unkeyed offsets made synthetic, copies with the same content
+        (:func:`fingerprint`) dropped, and a :data:`VARIANTS` column (1, or the
+        number of records with other content that share the row's coordinates,
+        each of which is kept) for :class:`SourceCheck`.
     """
-    keyed = df.withColumn("offset", synthetic_offset())
+    keyed = df.withColumn("offset", synthetic_offset()).withColumn("_q_content", fingerprint())
     by_key = Window.partitionBy("topic", "partition", "offset")
-    in_byte_order = by_key.orderBy(F.col("key").asc_nulls_first(), F.col("value").asc_nulls_first(),
-                                   F.col("headers").asc_nulls_first())
+    by_content = by_key.orderBy("_q_content")
     ranked = keyed.select(
         "*",
-        F.dense_rank().over(in_byte_order).alias("_q_variant"),
-        F.row_number().over(in_byte_order).alias("_q_copy"),
+        F.dense_rank().over(by_content).alias("_q_variant"),
+        F.row_number().over(Window.partitionBy("topic", "partition", "offset", "_q_content").orderBy(
+            "_q_content")).alias("_q_copy"),
     )
     return (
         ranked.withColumn(VARIANTS, F.max("_q_variant").over(by_key))
         .where(F.col("_q_copy") == 1)
-        .drop("_q_variant", "_q_copy")
+        .drop("_q_variant", "_q_copy", "_q_content")
     )
 
 
@@ -153,29 +171,121 @@ def null_safe_key_match(left: str, right: str, columns: tuple[str, ...]) -> Colu
     return cond
 
 
+@dataclass(frozen=True)
 class SourceCheck(Stage):
-    """Fails a record whose coordinates are shared by different records (kind ``validate``).
+    """Fails a record whose coordinates other content shares (kind ``validate``).
 
-    Its result is the record's ``value``, unchanged, so the next stage reads what it
-    would have read without it. Reads :data:`VARIANTS` (see :func:`identify`).
+    ``ConflictingDuplicate``: other records with the same coordinates are in the same
+    read (:data:`VARIANTS` > 1, see :func:`identify`). ``CoordinatesReused``: an earlier
+    record with other content is settled under them (:data:`REUSED`, a sentence saying
+    where, set by the pipeline's ``prepare``); it wins when both hold. Its result is the
+    record's ``value``, unchanged, so the next stage reads what it would have read
+    without it.
+
+    Under ``errors.coordinates.reused: process`` the pipeline leaves it out of the chain.
+
+    Attributes:
+        reads_reused: the frame has the :data:`REUSED` column (a batch run or a replay).
     """
 
-    name = SOURCE_STAGE
-    kind = ErrorKind.VALIDATE
-    input = "value"
+    reads_reused: bool = False
+    name: str = SOURCE_STAGE
+    kind: ErrorKind = ErrorKind.VALIDATE
+    input: str | None = "value"
 
     deterministic = True  # pure Column expressions of the record
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         variants = F.col(VARIANTS)
-        failed = variants > 1
-        message = F.concat(
-            variants.cast("string"),
-            F.lit(" records with different key/value/headers share topic="),
-            F.coalesce(F.col("topic"), F.lit("NULL")),
+        reused = F.col(REUSED) if self.reads_reused else F.lit(None).cast("string")
+        where = F.concat(
+            F.lit("topic="), F.coalesce(F.col("topic"), F.lit("NULL")),
             F.lit(" partition="), F.coalesce(F.col("partition").cast("string"), F.lit("NULL")),
             F.lit(" offset="), F.col("offset").cast("string"),
-            F.lit("; this row holds the first of them in byte order, the source holds all"),
         )
-        err = error_column(self.name, self.kind, F.lit("ConflictingDuplicate"), message, retriable=False)
-        return outcome(value, failed, err)
+        conflict = F.concat(
+            variants.cast("string"),
+            F.lit(" records with different key/value/headers/timestamp share "), where,
+            F.lit(" in this read; each is quarantined with its own row (column fingerprint)"),
+        )
+        again = F.concat(
+            F.lit("an earlier record with other content holds "), where, F.lit(": "), reused,
+            F.lit("; this is a new record (a recreated topic or a rewritten source?); "
+                  "errors.coordinates.reused: process takes such records as new ones"),
+        )
+        error_class = F.when(reused.isNotNull(), F.lit("CoordinatesReused")).otherwise(F.lit("ConflictingDuplicate"))
+        message = F.when(reused.isNotNull(), again).otherwise(conflict)
+        err = error_column(self.name, self.kind, error_class, message, retriable=False)
+        # a record open in quarantine from an earlier run is that row's own record: it runs as before
+        settled_here = F.col(OPEN) if self.reads_reused else F.lit(False)
+        return outcome(value, reused.isNotNull() | ((variants > 1) & ~settled_here), err)
+
+
+#: ``settled``'s status of a record in the target (the quarantine table's are :class:`QuarantineStatus`' values).
+DELIVERED = "delivered"
+
+
+def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
+    """``df``'s records that are not settled yet, each marked open or reused (pure; one join).
+
+    Args:
+        df: identified records (:func:`identified`) with a :data:`~quarantine.schema.FINGERPRINT`
+            column.
+        settled: the records the tables hold for this pipeline, one row per table row:
+            ``topic``, ``partition``, ``offset``, ``_s_fp`` (fingerprint; NULL: compare by
+            ``_s_ts``, then by coordinates alone), ``_s_ts`` (timestamp), ``_s_status``
+            (``open``, ``replayed``, ``discarded`` or :data:`DELIVERED`) and ``_s_where``
+            (a sentence naming the table and the row's state).
+
+    Returns:
+        ``df`` less the records that are closed in quarantine or in the target (and not
+        open), with :data:`~quarantine.schema.OPEN` (open in quarantine: closed once it
+        passes) and :data:`~quarantine.schema.REUSED` (``_s_where`` of the earliest
+        settled record with other content under the same coordinates, else NULL).
+        ``settled`` is grouped by coordinates first, so ``df``'s rows are joined once
+        each and its bytes are not shuffled by the grouping.
+    """
+    fp, ts = F.col(FINGERPRINT), F.col("timestamp")
+
+    def same(status: Column) -> list[Column]:
+        both = F.col("_s_fp").isNotNull()
+        return [
+            F.collect_set(F.when(status & both, F.col("_s_fp"))),
+            F.collect_set(F.when(status & ~both & F.col("_s_ts").isNotNull(), F.col("_s_ts"))),
+            F.max(status & ~both & F.col("_s_ts").isNull()),
+        ]
+
+    status = F.col("_s_status")
+    groups = {"c": status.isin("replayed", "discarded"), "o": status == F.lit("open"), "d": status == F.lit(DELIVERED)}
+    aggs: list[Column] = []
+    for g, cond in groups.items():
+        fps, tss, any_ = same(cond)
+        aggs += [fps.alias(f"_s_{g}_fp"), tss.alias(f"_s_{g}_ts"), any_.alias(f"_s_{g}_any")]
+    per_key = settled.groupBy(*[F.col(c).alias(f"_s_{c}") for c in ("topic", "partition", "offset")]).agg(
+        *aggs,
+        F.collect_list(F.struct(F.col("_s_fp").alias("fp"), F.col("_s_ts").alias("ts"),
+                                F.col("_s_where").alias("where"))).alias("_s_all"),
+    )
+    joined = df.join(
+        per_key, [df[c].eqNullSafe(per_key[f"_s_{c}"]) for c in ("topic", "partition", "offset")], "left"
+    )
+
+    def held(g: str) -> Column:
+        return F.coalesce(
+            F.array_contains(F.col(f"_s_{g}_fp"), fp) | F.array_contains(F.col(f"_s_{g}_ts"), ts)
+            | F.col(f"_s_{g}_any"),
+            F.lit(False),
+        )
+
+    closed, opened, delivered = held("c"), held("o"), held("d")
+    # another record: a row whose fingerprint differs, or (no fingerprint) whose timestamp does
+    others = F.filter(
+        F.col("_s_all"),
+        lambda s: F.when(s["fp"].isNotNull(), s["fp"] != fp)
+        .when(s["ts"].isNotNull(), ~s["ts"].eqNullSafe(ts))
+        .otherwise(F.lit(False)),
+    )
+    reused = F.array_min(F.transform(others, lambda s: s["where"]))
+    return joined.where(~closed & ~(delivered & ~opened)).select(
+        *df.columns, opened.alias(OPEN), reused.alias(REUSED)
+    )

@@ -12,6 +12,7 @@ from quarantine.redaction import redact, redact_text
 
 __all__ = [
     "ConfigError",
+    "CoordinatesReusedError",
     "ExpectationBreachError",
     "HandlerError",
     "InconsistentBatchError",
@@ -54,6 +55,11 @@ class StageDefinitionError(QuarantineError):
 
 class SourceError(QuarantineError):
     """The source does not have the shape of Spark's Kafka source, or is the quarantine table."""
+
+
+class CoordinatesReusedError(SourceError):
+    """A record's coordinates are held by an earlier record with other content, and
+    ``errors.coordinates.reused`` is ``fail``: raised before anything is written."""
 
 
 class ToleranceExceededError(QuarantineError):

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.config import PipelineConfig, SourceFormat
-from quarantine.coordinates import VARIANTS, SourceCheck, identified
+from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
+from quarantine.coordinates import DELIVERED, VARIANTS, SourceCheck, against_settled, fingerprint, identified
 from quarantine.errors import (
+    CoordinatesReusedError,
     QuarantineWriteError,
     RetriesExhaustedError,
     TableWriteError,
@@ -39,10 +40,10 @@ from quarantine.metrics import RunMetrics, retry_column_names
 from quarantine.policy import ErrorPolicy
 from quarantine.report import Listeners, RunInfo, RunKind, RunListener, RunSummary
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
-from quarantine.schema import ERROR, OPEN, RESULT, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import ERROR, FINGERPRINT, OPEN, RESULT, REUSED, SOURCE_KEY, TARGET_FINGERPRINT
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
-from quarantine.sinks.quarantine import QuarantineWriter, settled_keys
+from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes
@@ -54,12 +55,6 @@ __all__ = ["Pipeline", "default_listeners"]
 
 log = logging.getLogger("quarantine")
 
-
-
-def _without(df: DataFrame, keys: DataFrame) -> DataFrame:
-    """``df`` less the rows whose coordinates are in ``keys`` (NULL-safe anti join)."""
-    k = keys.select(*[F.col(c).alias(f"_x_{c}") for c in SOURCE_KEY])
-    return df.join(k, [df[c].eqNullSafe(k[f"_x_{c}"]) for c in SOURCE_KEY], "left_anti")
 
 
 def _utcnow() -> dt.datetime:
@@ -197,8 +192,11 @@ class Pipeline:
     # ------------------------------------------------------------------ pure parts
 
     def chain(self, df: DataFrame) -> list[Stage]:
-        """The stages a frame runs through: :class:`SourceCheck` first when ``df`` was identified."""
-        return [SourceCheck(), *self.stages] if VARIANTS in df.columns else list(self.stages)
+        """The stages a frame runs through: :class:`SourceCheck` first when ``df`` was identified
+        (unless ``errors.coordinates.reused: process``)."""
+        if VARIANTS not in df.columns or self.config.errors.coordinates_reused is ReusedCoordinates.PROCESS:
+            return list(self.stages)
+        return [SourceCheck(reads_reused=REUSED in df.columns), *self.stages]
 
     def transform(self, df: DataFrame) -> DataFrame:
         """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
@@ -214,7 +212,8 @@ class Pipeline:
         Columns: the source coordinates, the raw ``key``/``value``/``headers``
         (only for failed rows — good rows do not need them, which keeps the
         persisted batch small), the chain's result ``_q_result`` and error ``_q_error``,
-        and ``_q_open`` (the record is open in quarantine) when ``df`` has it.
+        ``_q_open`` (the record is open in quarantine) and the record's content
+        fingerprint ``_q_fingerprint``.
         """
         staged = self.transform(df)
         chain = self.chain(df)
@@ -229,6 +228,7 @@ class Pipeline:
             final_result(chain).alias(RESULT),
             err.alias(ERROR),
             (F.col(OPEN) if OPEN in df.columns else F.lit(False)).alias(OPEN),
+            (F.col(FINGERPRINT) if FINGERPRINT in df.columns else fingerprint()).alias(FINGERPRINT),
             *retry_column_names(chain),  # retried successes, for total-retries (metrics.py)
             *carried_columns(chain),  # judging stages' input, for their verdicts (verdict.py)
         )
@@ -266,6 +266,7 @@ class Pipeline:
                 F.col("partition").alias("_source_partition"),
                 F.col("offset").alias("_source_offset"),
                 F.col("timestamp").alias("_source_timestamp"),
+                F.col(FINGERPRINT).alias(TARGET_FINGERPRINT),
             ]
         return split.where(F.col(ERROR).isNull()).select(*payload, *extra)
 
@@ -274,37 +275,67 @@ class Pipeline:
     def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
         """What a batch runs on: identified records not settled yet (see :mod:`quarantine.coordinates`).
 
-        * Not a Kafka topic (or a replay): coordinates made total and unique
-          (:func:`~quarantine.coordinates.identified`: one narrow job checks the
-          coordinates; only a batch with duplicates or unkeyed records is shuffled).
+        * Not a Kafka topic (or a replay): coordinates made total, copies of one
+          record dropped (:func:`~quarantine.coordinates.identified`: one narrow job
+          checks the coordinates; only a batch with duplicates or unkeyed records is
+          shuffled).
         * A batch run or a replay: records already in the target, or closed in
           quarantine (``replayed``, ``discarded``), are left out: a re-run does not
-          run them again, so the two tables stay disjoint; ``_q_open`` marks records
-          open in quarantine, which are closed once their good row is in the target.
+          run them again, so the two tables stay disjoint. A record is the same
+          record when its coordinates and its content's fingerprint are
+          (:func:`~quarantine.coordinates.against_settled`); ``_q_open`` marks
+          records open in quarantine, which are closed once their good row is in
+          the target, and ``_q_reused`` records whose coordinates an earlier record
+          with other content holds.
         * A micro-batch of a stream: offsets are new, nothing is looked up.
+
+        Raises:
+            CoordinatesReusedError: ``errors.coordinates.reused: fail`` and a record's
+                coordinates are held by other content (one Spark job looks, under
+                ``fail`` only), before anything is written.
         """
         if self.config.source.format is not SourceFormat.KAFKA or not streaming:
             df = identified(df)
         if streaming:
             return df
-        known = settled_keys(self.spark, self.quarantine_table, self.config.pipeline)
-        opened = None
-        if known is not None:
-            opened = known.where(F.col("status") == QuarantineStatus.OPEN.value).select(*SOURCE_KEY)
-            closed = known.where(F.col("status") != QuarantineStatus.OPEN.value).select(*SOURCE_KEY)
-            df = _without(df, closed)
-        if table_exists(self.spark, self.target_table):
-            delivered = read_table(self.spark, self.target_table).select(
-                *[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY]
+        df = df.withColumn(FINGERPRINT, fingerprint())
+        settled = [s for s in (settled_records(self.spark, self.quarantine_table, self.config.pipeline),
+                               self._delivered()) if s is not None]
+        if not settled:
+            df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
+        else:
+            union = settled[0] if len(settled) == 1 else settled[0].unionByName(settled[1])
+            df = against_settled(df, union)
+        if self.config.errors.coordinates_reused is ReusedCoordinates.FAIL:
+            self._refuse_reused(df)
+        return df
+
+    def _delivered(self) -> DataFrame | None:
+        """The target's records in :func:`~quarantine.coordinates.against_settled`'s ``settled`` shape."""
+        if not table_exists(self.spark, self.target_table):
+            return None
+        target = read_table(self.spark, self.target_table)
+        fp = F.col(TARGET_FINGERPRINT) if TARGET_FINGERPRINT in target.columns else F.lit(None).cast("bigint")
+        return target.select(
+            *[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY],
+            fp.alias("_s_fp"), F.col("_source_timestamp").alias("_s_ts"),
+            F.lit(DELIVERED).alias("_s_status"), F.lit(f"in the target table {self.target_table}").alias("_s_where"),
+        )
+
+    def _refuse_reused(self, df: DataFrame) -> None:
+        """Raise :class:`CoordinatesReusedError` naming a record of ``df`` whose coordinates other content shares."""
+        shared = F.col(REUSED).isNotNull() | (F.col(VARIANTS) > 1 if VARIANTS in df.columns else F.lit(False))
+        found = df.where(shared).select("topic", "partition", "offset", REUSED).limit(1).collect()
+        if found:
+            r = found[0]
+            where = r[REUSED] or "in this read, with other content"
+            raise CoordinatesReusedError(
+                f"errors.coordinates.reused is fail: the record at topic={r['topic']} partition={r['partition']} "
+                f"offset={r['offset']} has other content than the record {where}; nothing was written. "
+                "If the topic was recreated or the source rewritten, set errors.coordinates.reused to "
+                "quarantine (the default: such records are quarantined as CoordinatesReused) or process "
+                "(they are taken as new records)"
             )
-            # a record delivered but still open (a crash before its row was closed) runs
-            # again: it passes, the target MERGE adds nothing, and its row is closed
-            df = _without(df, delivered if opened is None else _without(delivered, opened))
-        if opened is None:
-            return df.withColumn(OPEN, F.lit(False))
-        flags = opened.select(*[F.col(c).alias(f"_k_{c}") for c in SOURCE_KEY])
-        flagged = df.join(flags, [df[c].eqNullSafe(flags[f"_k_{c}"]) for c in SOURCE_KEY], "left")
-        return flagged.select(*df.columns, F.col(f"_k_{SOURCE_KEY[-1]}").isNotNull().alias(OPEN))
 
     def quarantine_writer(self, retry: RetryWithToleranceOperator | None = None) -> QuarantineWriter:
         """The pipeline's quarantine writer (its batches and its errant record reporters use it).

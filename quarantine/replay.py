@@ -42,9 +42,16 @@ from quarantine.errors import ConfigError, QuarantineError, describe_failure
 from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.report import BatchReport, RunKind, RunStatus
-from quarantine.schema import ERROR, KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import (
+    ERROR,
+    FINGERPRINT,
+    KAFKA_SOURCE_SCHEMA,
+    QUARANTINE_SCHEMA,
+    SOURCE_KEY,
+    QuarantineStatus,
+)
 from quarantine.sinks import is_path, table_exists, table_version
-from quarantine.sinks.quarantine import close_records
+from quarantine.sinks.quarantine import close_records, row_fingerprint
 
 __all__ = [
     "ErrorGroup",
@@ -229,16 +236,19 @@ def replay_outcomes(pipe: Pipeline, where: str | None = None) -> DataFrame:
     """
     _needs_source_columns(pipe)
     selected = open_records(pipe, where, version=_version(pipe))
-    old = selected.select(*[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")])
+    old = selected.select(
+        *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
+        row_fingerprint(selected).alias(f"_old_{FINGERPRINT}"),
+    )
     split = pipe.split_frame(pipe.prepare(selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
     new = split.select(
-        *SOURCE_KEY,
+        *SOURCE_KEY, FINGERPRINT,
         F.col(ERROR).isNull().alias("would_pass"),
         F.col(f"{ERROR}.stage").alias("new_stage"),
         F.col(f"{ERROR}.error_class").alias("new_error_class"),
         F.col(f"{ERROR}.message").alias("new_message"),
     )
-    joined = new.join(old, [new[c].eqNullSafe(old[f"_old_{c}"]) for c in SOURCE_KEY], "left")
+    joined = new.join(old, [new[c].eqNullSafe(old[f"_old_{c}"]) for c in (*SOURCE_KEY, FINGERPRINT)], "left")
     return joined.select(
         *SOURCE_KEY, F.col("_old_stage").alias("stage"), F.col("_old_error_class").alias("error_class"),
         "would_pass", "new_stage", "new_error_class", "new_message",
@@ -352,7 +362,8 @@ def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None 
     _check_discard(where, reason)
     check_predicate(pipe.spark, where)
     version = _version(pipe)
-    keys = open_records(pipe, where, version=version).select("topic", "partition", "offset")
+    selected = open_records(pipe, where, version=version)
+    keys = selected.select("topic", "partition", "offset", row_fingerprint(selected).alias(FINGERPRINT))
     at = now or pipe.clock()
     run = pipe.start_run(kind=RunKind.DISCARD)
     run.begin()

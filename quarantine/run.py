@@ -84,7 +84,7 @@ from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
-from quarantine.schema import CLOSING, ERROR, OPEN, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_records
 from quarantine.sinks.target import append_batch, merge_new_rows
@@ -547,7 +547,7 @@ class Run:
         quarantine row last. Runs after the target write: a crash in between leaves
         the row open, and the next run or replay runs the record again and closes it.
         """
-        passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY)
+        passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY, FINGERPRINT)
         how = "replayed by run" if replaying else "passed on re-run, run"
         self.pipeline.write(
             "quarantine close", self.pipeline.quarantine_table, 0,

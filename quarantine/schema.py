@@ -35,16 +35,20 @@ __all__ = [
     "ERROR",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
+    "FINGERPRINT",
     "HEADERS_TYPE",
     "HIDDEN_PREFIX",
     "KAFKA_SOURCE_SCHEMA",
     "METRICS_SCHEMA",
     "OPEN",
+    "QUARANTINE_FINGERPRINT",
     "QUARANTINE_KEY",
     "QUARANTINE_SCHEMA",
     "RESULT",
     "RETRIES_PREFIX",
+    "REUSED",
     "SOURCE_KEY",
+    "TARGET_FINGERPRINT",
     "VARIANTS",
     "WATERMARK_PREFIX",
     "ErrorKind",
@@ -67,6 +71,13 @@ OPEN = "_q_open"
 CLOSING = "records_closing"
 #: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
 VARIANTS = "_q_variants"
+#: A record's content fingerprint in a batch (:func:`quarantine.coordinates.fingerprint`).
+FINGERPRINT = "_q_fingerprint"
+#: Where the record's coordinates are held by an earlier record with other content (a sentence), else NULL.
+REUSED = "_q_reused"
+#: The fingerprint's column in the quarantine table, and in the target (with the coordinates).
+QUARANTINE_FINGERPRINT = "fingerprint"
+TARGET_FINGERPRINT = "_source_fingerprint"
 #: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.verdict`).
 CHECK_INPUT_PREFIX = "_q_check_"
 #: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).
@@ -174,6 +185,9 @@ QUARANTINE_SCHEMA = StructType(
         StructField("resolved_at", TimestampType()),
         StructField("resolution", StringType()),
         StructField("first_seen_date", DateType()),
+        # the record's content (quarantine.coordinates.fingerprint); NULL in rows written before it
+        # existed (computed from their raw bytes when read) and in rows a custom sink reported
+        StructField("fingerprint", LongType()),
     ]
 )
 

@@ -22,11 +22,20 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.coordinates import null_safe_key_match
+from quarantine.coordinates import fingerprint, null_safe_key_match
 from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.redaction import redact_error
 from quarantine.retry import RetryWithToleranceOperator
-from quarantine.schema import ERROR, QUARANTINE_SCHEMA, SOURCE_KEY, WATERMARK_PREFIX, QuarantineStatus
+from quarantine.schema import (
+    ERROR,
+    FINGERPRINT,
+    QUARANTINE_FINGERPRINT,
+    QUARANTINE_SCHEMA,
+    SOURCE_KEY,
+    WATERMARK_PREFIX,
+    ErrorKind,
+    QuarantineStatus,
+)
 from quarantine.sinks import (
     add_missing_columns,
     create_table,
@@ -50,7 +59,9 @@ __all__ = [
     "merge_quarantine",
     "quarantine_rows",
     "read_quarantine",
-    "settled_keys",
+    "row_fingerprint",
+    "settled_records",
+    "stored_fingerprint",
 ]
 
 #: ``error_history`` keeps the first entries of a record's failures ...
@@ -103,6 +114,9 @@ def quarantine_rows(
         batch_id: the micro-batch writing these rows.
         now: the write time (``first_seen_at``/``last_seen_at``, history ``at``).
         error: the error struct column.
+
+    ``fingerprint`` is ``failed``'s :data:`~quarantine.schema.FINGERPRINT` column, or NULL
+    without one (rows a custom sink reports from target rows, whose bytes are not the source's).
     """
     err = F.col(error) if isinstance(error, str) else error
     at = F.lit(now).cast("timestamp")
@@ -127,6 +141,7 @@ def quarantine_rows(
         F.lit(None).cast("timestamp").alias("resolved_at"),
         F.lit(None).cast("string").alias("resolution"),
         F.to_date(at).alias("first_seen_date"),
+        (F.col(FINGERPRINT) if FINGERPRINT in failed.columns else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
     ]
     rows = failed.select(*cols)
     # Cast each column to the contract's type (nullability aside) so MERGE sees one schema.
@@ -142,10 +157,41 @@ def _history(existing: Column, new: Column) -> Column:
     )
 
 
+def stored_fingerprint(col: Any = F.col) -> Column:
+    """A quarantine row's fingerprint: its ``fingerprint``, or for a row written before that
+    column existed, the :func:`~quarantine.coordinates.fingerprint` of its raw bytes (kept byte
+    for byte); NULL for a row a custom sink reported (kind ``sink``: its bytes are not the source's).
+
+    Args:
+        col: how to reach the row's columns by name (``F.col``, or a table's in a MERGE).
+    """
+    return F.coalesce(
+        col(QUARANTINE_FINGERPRINT),
+        F.when(~col("kind").eqNullSafe(F.lit(ErrorKind.SINK.value)), fingerprint(col)),
+    )
+
+
+def row_fingerprint(rows: DataFrame) -> Column:
+    """:func:`stored_fingerprint` of quarantine rows read from the table, whether or not it has
+    the ``fingerprint`` column yet (a table written before it existed)."""
+    if QUARANTINE_FINGERPRINT in rows.columns:
+        return stored_fingerprint()
+    return stored_fingerprint(lambda c: F.lit(None).cast("bigint") if c == QUARANTINE_FINGERPRINT else F.col(c))
+
+
 def _key_match(name: str, pipeline: str) -> Column:
-    """The MERGE condition: this pipeline's row with the same coordinates (NULL-safe, no SQL text)."""
-    return (table_column(name, "pipeline") == F.lit(pipeline)) & null_safe_key_match(
-        table_ref(name), "s", ("pipeline", *SOURCE_KEY)
+    """The MERGE condition: this pipeline's row of the same record (NULL-safe, no SQL text).
+
+    The same record: the same coordinates and the same fingerprint; a row or a source
+    without one (a custom sink's report) is the same record by its coordinates.
+    """
+    t_fp = stored_fingerprint(lambda c: table_column(name, c))
+    s_fp = F.col(f"s.{QUARANTINE_FINGERPRINT}")
+    same = t_fp.isNull() | s_fp.isNull() | (t_fp == s_fp)
+    return (
+        (table_column(name, "pipeline") == F.lit(pipeline))
+        & null_safe_key_match(table_ref(name), "s", ("pipeline", *SOURCE_KEY))
+        & same
     )
 
 
@@ -185,6 +231,7 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
             "last_seen_at": F.col("s.last_seen_at"),
             "run_id": F.col("s.run_id"),
             "batch_id": F.col("s.batch_id"),
+            QUARANTINE_FINGERPRINT: F.coalesce(t(QUARANTINE_FINGERPRINT), F.col(f"s.{QUARANTINE_FINGERPRINT}")),
         }
     )
     open_row = t("status") == F.lit(QuarantineStatus.OPEN.value)
@@ -409,7 +456,8 @@ def close_records(
     """Close this pipeline's ``open`` rows whose coordinates are in ``keys``.
 
     Args:
-        keys: distinct ``topic``, ``partition``, ``offset`` (other columns ignored).
+        keys: distinct ``topic``, ``partition``, ``offset``, and the records' fingerprints
+            in :data:`~quarantine.schema.FINGERPRINT` when known (other columns ignored).
         status: ``replayed`` (the record is in the target now) or ``discarded``.
         resolution: the text kept in ``resolution``.
         now: ``resolved_at``.
@@ -417,7 +465,9 @@ def close_records(
     Rows that are not ``open`` any more (closed by a concurrent writer) are left as
     they are, so a record is closed exactly once.
     """
-    source = keys.select(F.lit(pipeline).alias("pipeline"), *SOURCE_KEY)
+    _add_missing_columns(spark, name)
+    fp = F.col(FINGERPRINT) if FINGERPRINT in keys.columns else F.lit(None).cast("bigint")
+    source = keys.select(F.lit(pipeline).alias("pipeline"), *SOURCE_KEY, fp.alias(QUARANTINE_FINGERPRINT))
     (
         source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
         .whenMatched(table_column(name, "status") == F.lit(QuarantineStatus.OPEN.value))
@@ -452,14 +502,24 @@ def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
     return df
 
 
-def settled_keys(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
-    """This pipeline's quarantined coordinates with their ``status`` (None: no table yet)."""
+def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
+    """This pipeline's quarantined records in the shape of
+    :func:`quarantine.coordinates.against_settled`'s ``settled`` (None: no table yet).
+
+    ``_s_fp`` is :func:`stored_fingerprint`, ``_s_where`` names the table, the row's
+    status and when it was first seen.
+    """
     if not table_exists(spark, name):
         return None
-    return (
-        read_quarantine(spark, name)
-        .where(F.col("pipeline") == F.lit(pipeline))
-        .select(*SOURCE_KEY, "status")
+    df = read_quarantine(spark, name).where(F.col("pipeline") == F.lit(pipeline))
+    first_seen = F.to_utc_timestamp(F.col("first_seen_at"), spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    where = F.format_string(
+        "in the quarantine table %s (status %s, first seen %s UTC)",
+        F.lit(name), F.col("status"), F.date_format(first_seen, "yyyy-MM-dd HH:mm:ss"),
+    )
+    return df.select(
+        *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), F.col("timestamp").alias("_s_ts"),
+        F.col("status").alias("_s_status"), where.alias("_s_where"),
     )
 
 

@@ -6,9 +6,12 @@ Two idempotence strategies, both Delta-native:
   ``txnVersion`` (the micro-batch id): Delta skips a version it has already
   committed, so a micro-batch replayed after a crash appends nothing.
 * **batch** — the first write creates the table with a plain append; later
-  runs MERGE insert-only on the source coordinates (``_source_topic``,
-  ``_source_partition``, ``_source_offset``), so re-running the same input
-  adds nothing and new records are added once.
+  runs MERGE insert-only on the source record's identity: its coordinates
+  (``_source_topic``, ``_source_partition``, ``_source_offset``) and its content's
+  fingerprint (``_source_fingerprint``), so re-running the same input adds nothing,
+  new records are added once, and a record with other content under coordinates
+  the table holds (a recreated topic) is a new record. A row written before the
+  fingerprint existed is the same record when its ``_source_timestamp`` is.
 """
 
 from __future__ import annotations
@@ -18,13 +21,26 @@ from operator import and_
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
-from quarantine.sinks import save, table_column, table_exists, table_ref
+from quarantine.schema import TARGET_FINGERPRINT
+from quarantine.sinks import add_missing_columns, read_table, save, table_column, table_exists, table_ref
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "merge_new_rows", "txn_app_id"]
 
-#: The source coordinates kept in the target (when ``target.source_columns``).
-SOURCE_COLUMNS: tuple[str, ...] = ("_source_topic", "_source_partition", "_source_offset", "_source_timestamp")
+#: The source record kept in the target (when ``target.source_columns``): its coordinates,
+#: timestamp and content fingerprint (:func:`quarantine.coordinates.fingerprint`).
+SOURCE_COLUMNS: tuple[str, ...] = (
+    "_source_topic", "_source_partition", "_source_offset", "_source_timestamp", TARGET_FINGERPRINT,
+)
+
+_FINGERPRINTED = StructType([StructField(TARGET_FINGERPRINT, LongType())])
+
+
+def _add_fingerprint(spark: SparkSession, rows: DataFrame, table: str) -> None:
+    """Give a target written before the fingerprint existed its column (NULL in its rows)."""
+    if TARGET_FINGERPRINT in rows.columns and TARGET_FINGERPRINT not in read_table(spark, table).columns:
+        add_missing_columns(spark, table, _FINGERPRINTED)
 
 
 def txn_app_id(pipeline: str, table: str) -> str:
@@ -34,6 +50,9 @@ def txn_app_id(pipeline: str, table: str) -> str:
 
 def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -> None:
     """Append a micro-batch exactly once (``txnAppId``/``txnVersion``)."""
+    spark = rows.sparkSession
+    if table_exists(spark, table):
+        _add_fingerprint(spark, rows, table)
     writer = (
         rows.write.format("delta")
         .mode("append")
@@ -44,7 +63,7 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -
 
 
 def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str) -> None:
-    """Insert rows whose source coordinates are not in the table yet.
+    """Insert rows whose source record is not in the table yet (see the module doc).
 
     Creates the table with a plain append when it does not exist. Needs the
     :data:`SOURCE_COLUMNS`.
@@ -52,5 +71,13 @@ def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str) -> None:
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
         return
-    cond = reduce(and_, (table_column(table, c) == F.col(f"s.{c}") for c in SOURCE_COLUMNS[:3]))
-    rows.alias("s").mergeInto(table_ref(table), cond).whenNotMatched().insertAll().merge()
+    _add_fingerprint(spark, rows, table)
+    coordinates = reduce(and_, (table_column(table, c) == F.col(f"s.{c}") for c in SOURCE_COLUMNS[:3]))
+    t_fp, s_fp = table_column(table, TARGET_FINGERPRINT), F.col(f"s.{TARGET_FINGERPRINT}")
+    same = (
+        F.when(t_fp.isNotNull() & s_fp.isNotNull(), t_fp == s_fp)
+        .when(t_fp.isNull() & s_fp.isNotNull(),
+              table_column(table, "_source_timestamp").eqNullSafe(F.col("s._source_timestamp")))
+        .otherwise(F.lit(True))
+    )
+    rows.alias("s").mergeInto(table_ref(table), coordinates & same).whenNotMatched().insertAll().merge()
