@@ -57,6 +57,10 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "--reason \"producer bug, resent\"",
         "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --dry-run",
     )),
+    "rebuild-target": ("write a new target from the source and the quarantine table's replayed records", (
+        "quarantine rebuild-target --conf data/demo/orders_demo.yml --dry-run",
+        "quarantine rebuild-target --conf data/demo/orders_demo.yml",
+    )),
     "maintain": ("delete old replayed/discarded quarantine rows, then OPTIMIZE and VACUUM the table", (
         "quarantine maintain --conf data/demo/orders_demo.yml",
         "quarantine maintain --conf data/demo/orders_demo.yml --set errors.deadletterqueue.retention.days=90",
@@ -142,6 +146,10 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", default=None, help="why, kept in the rows' resolution (not needed with --dry-run)")
     dis.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
+    reb = command("rebuild-target")
+    reb.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    reb.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    reb.add_argument("--dry-run", action="store_true", help="say what a rebuild would do; write nothing")
     mnt = command("maintain")
     mnt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     mnt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -261,6 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             n = discard(Pipeline.from_config(config), args.where, args.reason)
             print(f"discarded {n:,} open record(s) (run_kind discard)")
+            return 0
+        if args.command == "rebuild-target":
+            from quarantine.rebuild import rebuild_target
+
+            print(rebuild_target(Pipeline.from_config(config, listeners=[] if args.dry_run else None),
+                                 dry_run=args.dry_run).render())
             return 0
         if args.command == "maintain":
             from quarantine.maintain import maintain

@@ -400,7 +400,11 @@ class TargetConfig(_Section):
     checkpoint: Annotated[str | None, file_path(optional=True)] = None
     """The streaming checkpoint location (required when streaming), relative to the config's folder."""
     source_columns: Annotated[bool, BOOL] = True
-    """Keep _source_topic, _source_partition, _source_offset, _source_timestamp (batch re-runs need them)."""
+    """Keep _source_topic, _source_partition, _source_offset, _source_timestamp, _source_fingerprint (batch
+    re-runs need them)."""
+    shared: Annotated[bool, BOOL] = False
+    """Other pipelines write the same topics into this target on purpose (else a batch run writing a topic
+    another pipeline writes into it is refused before any write)."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TargetConfig:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import FINGERPRINT, OPEN, REUSED, VARIANTS, ErrorKind
+from quarantine.schema import FINGERPRINT, OPEN, REUSED, SOURCE_STAGE, VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
 __all__ = [
@@ -49,8 +49,10 @@ __all__ = [
     "VARIANTS",
     "SourceCheck",
     "against_settled",
+    "coordinate_groups",
     "fingerprint",
     "identified",
+    "identified_topics",
     "identify",
     "null_safe_key_match",
     "suspect_groups",
@@ -58,9 +60,6 @@ __all__ = [
     "unique_coordinates",
 ]
 
-#: The hidden column holding how many different records share a row's coordinates.
-#: The name (and error ``stage``) of the check that fails conflicting duplicates.
-SOURCE_STAGE = "source"
 
 _MAX_LONG = 0x7FFFFFFFFFFFFFFF
 
@@ -112,20 +111,20 @@ def identify(df: DataFrame) -> DataFrame:
     )
 
 
-def suspect_groups(df: DataFrame) -> DataFrame:
-    """The groups of ``df``'s coordinates where the identity rules would change something (pure).
+def coordinate_groups(df: DataFrame) -> DataFrame:
+    """``df``'s coordinates grouped by ``topic``, ``partition`` and the offset's bitmap bucket (pure).
 
-    Rows are grouped by ``topic``, ``partition`` and the offset's bitmap bucket
-    (32,768 offsets each; Spark's ``bitmap_bucket_number``); a group is returned when
-    its ``partition`` or any of its offsets is NULL, or when it holds fewer distinct
-    offsets than rows. The distinct offsets are counted exactly, in a bitmap per group
-    (``bitmap_bit_position`` maps every ``long``, negative ones included, to one
-    bucket and bit), so the map side folds a partition's rows into a few bitmaps and
-    only those are shuffled: the records' bytes never are.
+    Each group is one bucket of 32,768 offsets (Spark's ``bitmap_bucket_number``). The
+    distinct offsets are counted exactly, in a bitmap per group (``bitmap_bit_position``
+    maps every ``long``, negative ones included, to one bucket and bit), so the map side
+    folds a partition's rows into a few bitmaps and only those are shuffled: the
+    records' bytes never are.
 
     Returns:
-        one row per suspect group: ``topic``, ``partition``, ``_q_bucket``,
-        ``_q_rows``, ``_q_offsets`` and ``_q_unkeyed`` (whether an offset is NULL).
+        one row per group: ``topic``, ``partition``, ``_q_bucket``, ``_q_rows``,
+        ``_q_offsets``, ``_q_unkeyed`` (whether an offset is NULL) and ``_q_suspect``:
+        whether the identity rules would change something in the group (its
+        ``partition`` or an offset is NULL, or it holds fewer distinct offsets than rows).
     """
     offset = F.col("offset")
     per_bucket = df.groupBy("topic", "partition", F.bitmap_bucket_number(offset).alias("_q_bucket")).agg(
@@ -133,9 +132,15 @@ def suspect_groups(df: DataFrame) -> DataFrame:
         F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(offset))).alias("_q_offsets"),
         F.max(offset.isNull()).alias("_q_unkeyed"),
     )
-    return per_bucket.where(
-        F.col("partition").isNull() | F.col("_q_unkeyed") | (F.col("_q_rows") != F.col("_q_offsets"))
+    return per_bucket.withColumn(
+        "_q_suspect",
+        F.col("partition").isNull() | F.col("_q_unkeyed") | (F.col("_q_rows") != F.col("_q_offsets")),
     )
+
+
+def suspect_groups(df: DataFrame) -> DataFrame:
+    """The groups of :func:`coordinate_groups` where the identity rules would change something (pure)."""
+    return coordinate_groups(df).where(F.col("_q_suspect")).drop("_q_suspect")
 
 
 def unique_coordinates(df: DataFrame) -> bool:
@@ -147,6 +152,15 @@ def unique_coordinates(df: DataFrame) -> bool:
     return suspect_groups(df).isEmpty()
 
 
+def identified_topics(df: DataFrame) -> tuple[DataFrame, frozenset[str | None]]:
+    """:func:`identified`'s frame, and the topics ``df`` holds, from the same one job."""
+    rows = coordinate_groups(df).groupBy("topic").agg(F.max("_q_suspect").alias("s")).collect()
+    topics = frozenset(r["topic"] for r in rows)
+    if not any(r["s"] for r in rows):
+        return df.withColumn(VARIANTS, F.lit(1)), topics
+    return identify(df), topics
+
+
 def identified(df: DataFrame) -> DataFrame:
     """:func:`identify`'s result, without its shuffle when the rules change nothing (one job).
 
@@ -156,9 +170,7 @@ def identified(df: DataFrame) -> DataFrame:
     ``df`` must read the same rows each time it runs (a pinned Delta version, a
     listed set of files, a micro-batch): the check and the batch read it apart.
     """
-    if unique_coordinates(df):
-        return df.withColumn(VARIANTS, F.lit(1))
-    return identify(df)
+    return identified_topics(df)[0]
 
 
 def null_safe_key_match(left: str, right: str, columns: tuple[str, ...]) -> Column:

@@ -22,6 +22,7 @@ __all__ = [
     "SourceError",
     "StageDefinitionError",
     "TableWriteError",
+    "TablesDisagreeError",
     "ToleranceExceededError",
     "describe_failure",
     "describe_write_failure",
@@ -60,6 +61,11 @@ class SourceError(QuarantineError):
 class CoordinatesReusedError(SourceError):
     """A record's coordinates are held by an earlier record with other content, and
     ``errors.coordinates.reused`` is ``fail``: raised before anything is written."""
+
+
+class TablesDisagreeError(QuarantineError):
+    """The target and the quarantine table tell different stories (a target deleted or rebuilt
+    while the quarantine table says records were replayed into it): raised before any write."""
 
 
 class ToleranceExceededError(QuarantineError):

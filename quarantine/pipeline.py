@@ -26,8 +26,16 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.agreement import check_tables_agree
 from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
-from quarantine.coordinates import DELIVERED, VARIANTS, SourceCheck, against_settled, fingerprint, identified
+from quarantine.coordinates import (
+    DELIVERED,
+    VARIANTS,
+    SourceCheck,
+    against_settled,
+    fingerprint,
+    identified_topics,
+)
 from quarantine.errors import (
     CoordinatesReusedError,
     QuarantineWriteError,
@@ -43,6 +51,7 @@ from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR, FINGERPRINT, OPEN, RESULT, REUSED, SOURCE_KEY, TARGET_FINGERPRINT
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
+from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
@@ -290,17 +299,31 @@ class Pipeline:
         * A micro-batch of a stream: offsets are new, nothing is looked up.
 
         Raises:
+            TablesDisagreeError: the target does not exist while the quarantine table
+                says records of this pipeline were replayed into it
+                (:func:`~quarantine.agreement.check_tables_agree`), or another pipeline
+                writes one of the batch's topics into the target
+                (:mod:`quarantine.sinks.ownership`; not with ``target.shared``).
             CoordinatesReusedError: ``errors.coordinates.reused: fail`` and a record's
                 coordinates are held by other content (one Spark job looks, under
                 ``fail`` only), before anything is written.
         """
+        topics: frozenset[str | None] = frozenset()
         if self.config.source.format is not SourceFormat.KAFKA or not streaming:
-            df = identified(df)
+            df, topics = identified_topics(df)
         if streaming:
             return df
         df = df.withColumn(FINGERPRINT, fingerprint())
-        settled = [s for s in (settled_records(self.spark, self.quarantine_table, self.config.pipeline),
-                               self._delivered()) if s is not None]
+        quarantined, delivered = settled_records(self.spark, self.quarantine_table, self.config.pipeline), \
+            self._delivered()
+        check_tables_agree(self.spark, self.config, target_exists=delivered is not None,
+                           quarantine_exists=quarantined is not None)
+        if delivered is not None:
+            target, name = self.target_table, self.config.pipeline
+            new = check_owners(target, name, topics, owners(self.spark, target), shared=self.config.target.shared)
+            if new:
+                self.write("target claim", target, 0, lambda: claim_topics(self.spark, target, name, new))
+        settled = [s for s in (quarantined, delivered) if s is not None]
         if not settled:
             df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
         else:

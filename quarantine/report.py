@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from quarantine.config import BreachAction
+from quarantine.schema import SOURCE_STAGE
 
 __all__ = [
     "BatchReport",
@@ -243,8 +244,15 @@ class RunSummary:
             f"  ok -> target         {self.records_ok:>12,}",
             f"  quarantined          {self.records_quarantined:>12,}",
         ]
-        for stage, n in self.quarantined_by_stage().items():
+        by_stage = self.quarantined_by_stage()
+        for stage, n in by_stage.items():
             lines.append(f"    at {stage:<17} {n:>12,}")
+        if by_stage.get(SOURCE_STAGE):
+            lines.append(
+                f"  warning: {by_stage[SOURCE_STAGE]:,} record(s) have coordinates that other content holds "
+                "(a recreated topic, a rewritten source?): quarantined at stage source as CoordinatesReused "
+                "or ConflictingDuplicate, each with its own row; errors.coordinates.reused says what to do"
+            )
         untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
         if untranslated:
             lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))

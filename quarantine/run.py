@@ -537,7 +537,9 @@ class Run:
         else:
             self.pipeline.write(
                 "target MERGE", self.pipeline.target_table, batch_id,
-                lambda: merge_new_rows(self.pipeline.spark, good, self.pipeline.target_table),
+                lambda: merge_new_rows(
+                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline
+                ),
             )
 
     def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "RETRIES_PREFIX",
     "REUSED",
     "SOURCE_KEY",
+    "SOURCE_STAGE",
     "TARGET_FINGERPRINT",
     "VARIANTS",
     "WATERMARK_PREFIX",
@@ -71,6 +72,9 @@ OPEN = "_q_open"
 CLOSING = "records_closing"
 #: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
 VARIANTS = "_q_variants"
+#: The stage (the error's ``stage``) that fails records whose coordinates other content shares
+#: (:class:`quarantine.coordinates.SourceCheck`).
+SOURCE_STAGE = "source"
 #: A record's content fingerprint in a batch (:func:`quarantine.coordinates.fingerprint`).
 FINGERPRINT = "_q_fingerprint"
 #: Where the record's coordinates are held by an earlier record with other content (a sentence), else NULL.

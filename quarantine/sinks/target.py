@@ -25,6 +25,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from quarantine.schema import TARGET_FINGERPRINT
 from quarantine.sinks import add_missing_columns, read_table, save, table_column, table_exists, table_ref
+from quarantine.sinks.ownership import claim_written_topics
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "merge_new_rows", "txn_app_id"]
 
@@ -62,14 +63,17 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -
     save(writer, table)
 
 
-def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str) -> None:
+def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str, *, pipeline: str | None = None) -> None:
     """Insert rows whose source record is not in the table yet (see the module doc).
 
-    Creates the table with a plain append when it does not exist. Needs the
-    :data:`SOURCE_COLUMNS`.
+    Creates the table with a plain append when it does not exist, and then records
+    ``pipeline`` as the writer of the topics it wrote (:mod:`quarantine.sinks.ownership`).
+    Needs the :data:`SOURCE_COLUMNS`.
     """
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
+        if pipeline is not None:
+            claim_written_topics(spark, table, pipeline)
         return
     _add_fingerprint(spark, rows, table)
     coordinates = reduce(and_, (table_column(table, c) == F.col(f"s.{c}") for c in SOURCE_COLUMNS[:3]))

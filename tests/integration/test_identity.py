@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from quarantine.config import parse_config
 from quarantine.errors import CoordinatesReusedError
@@ -61,6 +62,16 @@ def _versions(spark: Any, d: Path) -> tuple[int, int]:
     )
 
 
+def _properties(spark: Any, table: Path) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{table}`").collect()}
+
+
+def _quarantine_version(spark: Any, d: Path) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, str(d / "quarantine")).history(1).collect()[0]["version"])
+
+
 def _every_record_in_one_place(spark: Any, d: Path, generations: list[list[tuple[Any, ...]]]) -> None:
     """Each source record (coordinates and value) of every generation in exactly one table, once
     (a ``replayed`` quarantine row is the history of a record now in the target)."""
@@ -88,6 +99,7 @@ def test_a_rewritten_source_whose_offsets_start_again_loses_no_record(spark: Any
     second = _pipe(spark, table_dir).run()
     assert (second.records_in, second.records_quarantined) == (10, 10)
     assert second.quarantined_by_stage() == {"source": 10}
+    assert "warning: 10 record(s) have coordinates that other content holds" in second.render()
     rows = _quarantine(spark, table_dir)
     reused = [r for r in rows if r["error_class"] == "CoordinatesReused"]
     assert len(reused) == 10 and len(rows) == 12
@@ -185,3 +197,129 @@ def test_tables_written_before_the_fingerprint_compare_their_records_by_bytes_or
     assert new.records_quarantined == 10 and len(rows) == 14
     assert len(_target(spark, table_dir)) == 6
     assert "fingerprint" in spark.read.format("delta").load(str(table_dir / "quarantine")).columns
+
+
+# ------------------------------------------------------------------ a rebuilt target (defect 2)
+
+
+def _amounts_config(d: Path, amount: str) -> dict[str, Any]:
+    conf = orders_config(d, pipeline="rebuild")
+    conf["stages"][1]["options"]["schema"] = f"order_id STRING, amount {amount}"
+    return conf
+
+
+def _amounts_source(spark: Any, d: Path) -> None:
+    """10 records: offsets 2 and 7 have a fractional amount (fail ``amount INT``), offset 3 is not UTF-8."""
+    values = [b"\xff" if i == 3 else b'{"order_id":"o-%d","amount":%s}' % (i, b"2.5" if i in (2, 7) else b"1")
+              for i in range(10)]
+    _write_source(spark, d, kafka_rows(values), "append")
+
+
+def _settled_target(spark: Any, d: Path) -> None:
+    """Run with ``amount INT`` (7 to the target, 3 open), then replay with DOUBLE (2 replayed): target 9."""
+    _amounts_source(spark, d)
+    Pipeline.from_config(parse_config(_amounts_config(d, "INT")), spark, listeners=[]).run()
+    replayed = replay(Pipeline.from_config(parse_config(_amounts_config(d, "DOUBLE")), spark, listeners=[]))
+    assert replayed.replayed == 2 and len(_target(spark, d)) == 9
+
+
+def test_a_run_into_a_deleted_target_is_refused_before_any_write_and_rebuild_target_loses_nothing(
+    spark: Any, table_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from quarantine.cli import main
+    from quarantine.errors import TablesDisagreeError
+
+    _settled_target(spark, table_dir)
+    shutil.rmtree(table_dir / "target")
+    fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])
+    q_version = _quarantine_version(spark, table_dir)
+    with pytest.raises(TablesDisagreeError, match=r"says 2 record\(s\) of pipeline rebuild were replayed into it"):
+        fixed.run()
+    assert not (table_dir / "target").exists() and _quarantine_version(spark, table_dir) == q_version
+    with pytest.raises(TablesDisagreeError, match="rebuild-target"):
+        replay(fixed)
+
+    conf = table_dir / "rebuild.yml"
+    conf.write_text(yaml.safe_dump(_amounts_config(table_dir, "DOUBLE")))
+    assert main(["rebuild-target", "--conf", str(conf), "--dry-run"]) == 0
+    assert "2 replayed record(s) would be reopened" in capsys.readouterr().out
+    assert not (table_dir / "target").exists() and _quarantine_version(spark, table_dir) == q_version
+
+    assert main(["rebuild-target", "--conf", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "2 replayed record(s) reopened" in out
+    target = sorted(r["_source_offset"] for r in _target(spark, table_dir))
+    assert target == [0, 1, 2, 4, 5, 6, 7, 8, 9]  # every good record once, the 2 replayed ones included
+    statuses = sorted((r["offset"], r["status"]) for r in _quarantine(spark, table_dir))
+    assert statuses == [(2, "replayed"), (3, "open"), (7, "replayed")]
+    again = fixed.run()
+    assert again.records_ok == 0 and len(_target(spark, table_dir)) == 9
+
+
+def test_a_deleted_quarantine_table_starts_a_new_one_says_so_and_duplicates_nothing(
+    spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from quarantine.replay import discard
+
+    _settled_target(spark, table_dir)
+    fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])
+    discard(fixed, "offset = 3", reason="test")
+    shutil.rmtree(table_dir / "quarantine")
+    with caplog.at_level("WARNING", logger="quarantine"):
+        summary = fixed.run()
+    assert "starting a new one for the target" in caplog.text and str(table_dir / "target") in caplog.text
+    assert (summary.records_in, summary.records_ok, summary.records_quarantined) == (1, 0, 1)  # offset 3 reopens
+    assert len(_target(spark, table_dir)) == 9
+    assert [(r["offset"], r["status"]) for r in _quarantine(spark, table_dir)] == [(3, "open")]
+
+
+# ------------------------------------------------------------------ two pipelines, one target (defect 3)
+
+
+def _two(d: Path, name: str, source: str, amount: str, **target: Any) -> dict[str, Any]:
+    conf = _amounts_config(d, amount)
+    conf["pipeline"] = name
+    conf["source"]["path"] = str(d / source)
+    conf["target"].update(target)
+    return conf
+
+
+def test_a_second_pipeline_writing_a_topic_another_pipeline_writes_into_one_target_is_refused(
+    spark: Any, table_dir: Path
+) -> None:
+    from quarantine.errors import TablesDisagreeError
+
+    _amounts_source(spark, table_dir)
+    Pipeline.from_config(parse_config(_two(table_dir, "pa", "source", "INT")), spark, listeners=[]).run()
+    owners_after_pa = _properties(spark, table_dir / "target")
+    assert owners_after_pa["quarantine.writer.topic.orders"] == "pa"
+    versions = _versions(spark, table_dir)
+    pc = Pipeline.from_config(parse_config(_two(table_dir, "pc", "source", "DOUBLE")), spark, listeners=[])
+    with pytest.raises(TablesDisagreeError, match=r"pipeline pc would write topic orders .* pipeline pa already"):
+        pc.run()
+    assert _versions(spark, table_dir) == versions  # refused before any write
+
+    # another topic into the same target is another pipeline's to write
+    spark.createDataFrame(kafka_rows([b'{"order_id":"p-1","amount":1}'], topic="payments"),
+                          KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(table_dir / "payments"))
+    pb = Pipeline.from_config(parse_config(_two(table_dir, "pb", "payments", "INT")), spark, listeners=[]).run()
+    assert pb.records_ok == 1
+    assert _properties(spark, table_dir / "target")["quarantine.writer.topic.payments"] == "pb"
+
+
+def test_a_target_shared_on_purpose_holds_each_record_once_whichever_pipeline_delivers_it(
+    spark: Any, table_dir: Path
+) -> None:
+    _amounts_source(spark, table_dir)
+    pa = _two(table_dir, "pa", "source", "INT", shared=True)
+    pc = _two(table_dir, "pc", "source", "DOUBLE", shared=True)
+    Pipeline.from_config(parse_config(pa), spark, listeners=[]).run()
+    second = Pipeline.from_config(parse_config(pc), spark, listeners=[]).run()
+    assert (second.records_in, second.records_ok, second.records_quarantined) == (3, 2, 1)
+    for conf in (pa, pc):  # re-runs of either add nothing to the target
+        Pipeline.from_config(parse_config(conf), spark, listeners=[]).run()
+    offsets = [r["_source_offset"] for r in _target(spark, table_dir)]
+    assert sorted(offsets) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    # each pipeline keeps its own quarantine rows: pa's rows for the 2 records pc delivered stay open
+    rows = sorted((r["pipeline"], r["offset"], r["status"]) for r in _quarantine(spark, table_dir))
+    assert rows == [("pa", 2, "open"), ("pa", 3, "open"), ("pa", 7, "open"), ("pc", 3, "open")]

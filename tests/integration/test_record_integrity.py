@@ -85,16 +85,18 @@ def test_same_coordinates_with_different_bytes_are_quarantined_as_a_conflict(spa
     other = kafka_rows([b'{"id":"A"}'])  # offset 0 again, other bytes
     _source(spark, table_dir, one + other)
     summary = _pipe(spark, table_dir).run()
-    assert (summary.records_in, summary.records_ok, summary.records_quarantined) == (2, 1, 1)
+    # two records share offset 0: neither is dropped, each is quarantined with its own row
+    assert (summary.records_in, summary.records_ok, summary.records_quarantined) == (3, 1, 2)
     target, quarantine = _tables(spark, table_dir)
-    _assert_disjoint_and_complete(target, quarantine, {("orders", 0, 0), ("orders", 0, 1)})
-    (row,) = quarantine
-    assert (row["offset"], row["stage"], row["error_class"]) == (0, "source", "ConflictingDuplicate")
-    assert "2 records with different key/value/headers" in row["message"]
-    assert bytes(row["value"]) in (b'{"id":"a"}', b'{"id":"A"}')
+    assert [(r["_source_offset"]) for r in target] == [1]
+    assert sorted((r["offset"], r["stage"], r["error_class"], bytes(r["value"])) for r in quarantine) == [
+        (0, "source", "ConflictingDuplicate", b'{"id":"A"}'), (0, "source", "ConflictingDuplicate", b'{"id":"a"}'),
+    ]
+    assert all("2 records with different key/value/headers/timestamp" in r["message"] for r in quarantine)
+    assert len({r["fingerprint"] for r in quarantine}) == 2
     _pipe(spark, table_dir).run()  # and a re-run neither fails nor adds anything
     target2, quarantine2 = _tables(spark, table_dir)
-    assert (len(target2), len(quarantine2)) == (1, 1)
+    assert (len(target2), len(quarantine2)) == (1, 2)
 
 
 # ------------------------------------------------------------------ NULL coordinates (point 3)
