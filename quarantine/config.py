@@ -57,6 +57,7 @@ from quarantine._config_types import (
     BOOL,
     CLASS_NAMES,
     IDENTIFIER,
+    OPTIONAL_TABLE_NAME,
     OPTIONAL_TEXT,
     TEXT,
     Check,
@@ -317,7 +318,7 @@ class SourceConfig(_Section):
     """kafka, or a Kafka-shaped delta / parquet table."""
     path: Annotated[str | None, file_path(optional=True)] = None
     """A table path (delta/parquet), relative to the config's folder; or use table for a catalog name."""
-    table: Annotated[str | None, OPTIONAL_TEXT] = None
+    table: Annotated[str | None, OPTIONAL_TABLE_NAME] = None
     """A catalog table name (delta), e.g. catalog.schema.table."""
     streaming: Annotated[bool, BOOL] = Field(False, validate_default=True)
     """Read with readStream: incremental and checkpointed (always true for kafka)."""

@@ -1,0 +1,67 @@
+"""What a config load refuses, naming the key, without Spark (issue 34, "What validate must know").
+
+Each of these used to load and then fail a run (or quarantine every record) with a
+message that named no config key: a table name Spark cannot parse, a ``range`` bound
+that is neither a number nor a date/time, a misspelt key (answered with every known
+key), a YAML error (named ``<unicode string>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from quarantine.config import parse_config
+from quarantine.errors import ConfigError
+
+
+def _raw(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "pipeline": "orders",
+        "source": {"format": "delta", "path": "/data/source"},
+        "target": {"table": "/data/target"},
+        "errors": {"deadletterqueue.table.name": "/data/quarantine"},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {"schema": "id STRING, qty INT"}},
+        ],
+    }
+    raw.update(changes)
+    return raw
+
+
+def _error(raw: dict[str, Any]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    return info.value
+
+
+# --------------------------------------------------------------------------- table names
+
+
+@pytest.mark.parametrize(("section", "key", "name"), [
+    ("target", "table", "my target"),
+    ("errors", "deadletterqueue.table.name", "quarantine table"),
+    ("metrics", "table", "main.ops.my-metrics"),
+    ("source", "table", "main.raw.orders raw"),
+])
+def test_a_table_name_that_is_neither_an_identifier_nor_a_path_is_refused_naming_the_key(
+    section: str, key: str, name: str
+) -> None:
+    raw = _raw()
+    if section == "source":
+        raw["source"] = {"format": "delta", "table": name}
+    else:
+        raw[section] = {**raw.get(section, {}), key: name}
+    e = _error(raw)
+    assert e.key == f"{section}.{key}" and e.value == name
+    assert "catalog.schema.table" in e.allowed and "backquote" in e.allowed and "path" in e.allowed
+
+
+@pytest.mark.parametrize("name", [
+    "orders", "main.raw.orders", "`main`.`raw`.`my orders`", "main.raw.`orders-2026`", "spark_catalog.db.t1",
+    "/data/target", "data/target", "s3://bucket/target", "dbfs:/mnt/target",
+])
+def test_identifiers_with_optional_backquotes_and_paths_are_table_names(name: str) -> None:
+    assert parse_config(_raw(target={"table": name})).target.table.endswith(name.split("/")[-1])
