@@ -65,3 +65,24 @@ def test_a_table_name_that_is_neither_an_identifier_nor_a_path_is_refused_naming
 ])
 def test_identifiers_with_optional_backquotes_and_paths_are_table_names(name: str) -> None:
     assert parse_config(_raw(target={"table": name})).target.table.endswith(name.split("/")[-1])
+
+
+# --------------------------------------------------------------------------- range bounds
+
+
+def _range(**bounds: Any) -> dict[str, Any]:
+    rule = {"column": "qty", "check": "range", **bounds}
+    return _raw(stages=[*_raw()["stages"], {"name": "check", "type": "checks", "options": {"rules": [rule]}}])
+
+
+def test_a_range_bound_that_is_neither_a_number_nor_a_date_is_refused_at_load_naming_the_key() -> None:
+    e = _error(_range(min=0, max="ten thousand"))
+    assert e.key == "stages[2].options.rules[0].max" and e.value == "ten thousand"
+    assert "number" in e.allowed and "date" in e.allowed
+
+
+@pytest.mark.parametrize("bound", [10, 2.5, "10", "-1e3", "2026-01-31", "2026-01-31 12:00:00", "2026-01-31T12:00:00Z",
+                                   "2026-01-31 12:00:00.123+01:00"])
+def test_numbers_and_dates_and_times_are_range_bounds(bound: Any) -> None:
+    rule = parse_config(_range(max=bound)).stages[2].options["rules"][0]
+    assert rule["max"] == bound
