@@ -21,9 +21,10 @@ folder, see :func:`quarantine.config.load_config`) and left as written without.
 from __future__ import annotations
 
 import copyreg
+import difflib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -59,6 +60,7 @@ __all__ = [
     "string_map",
     "table_ref",
     "text",
+    "unknown_key",
 ]
 
 
@@ -393,8 +395,7 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
     if kind == "config":
         return ConfigError(key, value, e["msg"])
     if kind == "extra_forbidden":
-        known = _properties(schema, e["loc"][:-1])
-        return ConfigError(key, value, f"one of the known keys: {', '.join(sorted(known))}")
+        return ConfigError(key, value, unknown_key(key, str(e["loc"][-1]), _properties(schema, e["loc"][:-1])))
     if kind == "missing":
         prop = _properties(schema, e["loc"][:-1]).get(str(e["loc"][-1]), {})
         described = None if "$ref" in prop or "allOf" in prop else prop.get("description")  # not for a section
@@ -412,6 +413,19 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
             return ConfigError(key, value, f"a mapping with a '{tag}' key")
         return ConfigError(f"{key}.{tag}", value.get(tag), e["msg"])
     return ConfigError(key, value, e["msg"])
+
+
+def unknown_key(key: str, name: str, known: Iterable[str]) -> str:
+    """What an unknown key ``name`` (at config path ``key``) should be: the nearest known key, by its
+    full path (``did you mean 'errors.tolerance'?``), or every known key when none is near."""
+    known = sorted(known)
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name.lower().replace("_", "."), known, n=1, cutoff=0.6
+    )
+    if near:
+        parent = key[: len(key) - len(name)]
+        return f"a known key: did you mean '{parent}{near[0]}'?"
+    return f"one of the known keys: {', '.join(known)}"
 
 
 def _first_sentence(text: str) -> str:

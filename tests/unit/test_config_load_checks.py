@@ -8,11 +8,12 @@ key), a YAML error (named ``<unicode string>``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from quarantine.config import parse_config
+from quarantine.config import load_config, parse_config
 from quarantine.errors import ConfigError
 
 
@@ -86,3 +87,45 @@ def test_a_range_bound_that_is_neither_a_number_nor_a_date_is_refused_at_load_na
 def test_numbers_and_dates_and_times_are_range_bounds(bound: Any) -> None:
     rule = parse_config(_range(max=bound)).stages[2].options["rules"][0]
     assert rule["max"] == bound
+
+
+# --------------------------------------------------------------------------- unknown keys, YAML
+
+
+def test_an_unknown_key_names_the_nearest_known_key_instead_of_all_of_them() -> None:
+    e = _error(_raw(errors={"deadletterqueue.table.name": "/data/q", "tolerence": "all"}))
+    assert e.key == "errors.tolerence"
+    assert "did you mean 'errors.tolerance'?" in e.allowed and "retry.timeout" not in e.allowed
+
+
+def test_an_unknown_top_level_flat_errors_key_names_the_nearest_one() -> None:
+    raw = _raw(**{"errors.tolerence": "all"})
+    e = _error(raw)
+    assert e.key == "errors.tolerence" and "did you mean 'errors.tolerance'?" in e.allowed
+
+
+def test_an_unknown_stage_option_names_the_nearest_option() -> None:
+    raw = _raw()
+    raw["stages"][1]["options"] = {"schema": "id STRING", "requird": ["id"]}
+    e = _error(raw)
+    assert e.key == "stages[1].options.requird" and "did you mean 'stages[1].options.required'?" in e.allowed
+
+
+def test_an_attribute_name_in_yaml_names_its_yaml_key() -> None:
+    e = _error(_raw(errors={"deadletterqueue.table.name": "/data/q", "retry_timeout_ms": 5}))
+    assert e.key == "errors.retry_timeout_ms" and "did you mean 'errors.retry.timeout'?" in e.allowed
+
+
+def test_a_key_like_no_known_one_still_lists_the_known_keys() -> None:
+    e = _error(_raw(target={"table": "/data/t", "zzzzzz": 1}))
+    assert e.key == "target.zzzzzz" and "checkpoint" in e.allowed and "source_columns" in e.allowed
+
+
+def test_a_yaml_error_names_the_file_and_line_not_a_unicode_string(tmp_path: Path) -> None:
+    conf = tmp_path / "pipeline.yml"
+    conf.write_text("pipeline: orders\nsource:\n  format: delta\n   path: x\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(conf)
+    message = str(info.value)
+    assert "<unicode string>" not in message
+    assert str(conf) in message and "line 4" in message
