@@ -254,6 +254,9 @@ def test_every_declared_option_builds_without_spark_where_the_stage_needs_none()
 
     cfg = parse_config(_raw(
         {"name": "decode", "type": "decode_utf8", "options": {"nullable": True}},
+        # the fields the next stages read (a cast of a string's field would fail at load: quarantine.lineage)
+        {"name": "fields", "type": "python", "options": {
+            "function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<at: STRING, a: STRING>"}},
         {"name": "convert", "type": "cast", "options": {"columns": {"at": "TIMESTAMP"}, "formats": {"at": "yyyy"}}},
         {"name": "check", "type": "checks", "options": {"rules": [
             {"column": "a", "check": "not_null"},
@@ -271,4 +274,4 @@ def test_every_declared_option_builds_without_spark_where_the_stage_needs_none()
             "suite": SUITE, "on_breach": {"default": "warn", "expect_column_mean_to_be_between": "fail"},
             "validate_every": 2}},
     ))
-    assert [s.name for s in build_stages(cfg.stages)] == ["decode", "convert", "check", "py", "expect"]
+    assert [s.name for s in build_stages(cfg.stages)] == ["decode", "fields", "convert", "check", "py", "expect"]
