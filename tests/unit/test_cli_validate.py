@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.helpers import orders_config
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,3 +86,13 @@ def test_a_bad_type_is_a_config_error_naming_its_key_without_spark(
     proc = _validate(_write(tmp_path, cfg))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("quarantine: bad config:") and key in proc.stderr and why in proc.stderr
+
+
+def test_the_readme_config_reference_validates(tmp_path: Path) -> None:
+    """README "Config reference": the example config, as written, passes ``quarantine validate``."""
+    conf = tmp_path / "conf" / "pipeline.yml"
+    conf.parent.mkdir()
+    conf.write_text(block("config-reference").body, encoding="utf-8")
+    proc = _validate(conf)
+    assert proc.returncode == 0, proc.stderr
+    assert "config ok: pipeline orders_demo" in proc.stdout
