@@ -43,6 +43,7 @@ from quarantine.schema import ERROR, OPEN, RESULT, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.quarantine import QuarantineWriter, settled_keys
+from quarantine.source_contract import check_source_contract
 from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes
@@ -133,8 +134,10 @@ class Pipeline:
         """Check a config as :meth:`from_config` would, without starting Spark.
 
         Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
-        loaded and translated) and the error handlers, and checks this Python and the
-        installed pyspark against the support matrix. What only Spark can check, SQL
+        loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
+        and the error handlers, checks a path-named Delta source's schema from its log
+        (:mod:`quarantine.source_contract`), and checks this Python and the installed
+        pyspark against the support matrix. What only Spark can check, SQL
         expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
         run builds its pipeline.
 
@@ -142,7 +145,8 @@ class Pipeline:
             The stages the pipeline would run.
 
         Raises:
-            ConfigError: a stage option or handler is bad (naming its key).
+            ConfigError: a stage option or handler is bad, a stage reads a column no earlier
+                stage declares, or the source is not Kafka-shaped (naming its key).
             QuarantineError: this Python or pyspark is outside the support matrix.
         """
         import pyspark
@@ -153,6 +157,7 @@ class Pipeline:
         check_runtime(pyspark.__version__)
         stages = build_stages(config.stages)
         ErrorHandlers.from_config(config.errors, config.secrets())
+        check_source_contract(config.source)
         return stages
 
     def with_stages(self, stages: Sequence[Stage]) -> Pipeline:
