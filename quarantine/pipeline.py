@@ -44,7 +44,14 @@ from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.quarantine import QuarantineWriter, settled_keys
 from quarantine.source_contract import check_source_contract
-from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
+from quarantine.stage import (
+    BatchWideStageError,
+    Stage,
+    StageAnalysisError,
+    apply_stages,
+    final_error,
+    final_result,
+)
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes
 
@@ -206,12 +213,23 @@ class Pipeline:
         return [SourceCheck(), *self.stages] if VARIANTS in df.columns else list(self.stages)
 
     def transform(self, df: DataFrame) -> DataFrame:
-        """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
-        return apply_stages(
-            df, self.chain(df),
-            stacktrace=self.config.errors.dlq_context_stacktrace_enable,
-            retry=RetryPolicy.from_config(self.config.errors),
-        )
+        """Apply the stages: ``df`` plus one result column per stage (no I/O).
+
+        Raises:
+            ConfigError: Spark cannot analyse a stage (an ``expr`` rule naming a column the
+                row does not have…), named by the stage's config key (``stages[2].options.rules[1].expr``).
+        """
+        try:
+            return apply_stages(
+                df, self.chain(df),
+                stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+                retry=RetryPolicy.from_config(self.config.errors),
+            )
+        except StageAnalysisError as exc:
+            index = next((s.index for s in self.config.stages if s.name == exc.stage), None)
+            if index is None:  # a stage built in Python (with_stages): named by its name
+                raise
+            raise exc.keyed(index) from exc
 
     def split_frame(self, df: DataFrame) -> DataFrame:
         """The staged batch, projected to what the two writes need.
