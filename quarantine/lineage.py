@@ -133,7 +133,7 @@ def _avro_type(schema: Any) -> DataType | None:
         return StructType([
             StructField(str(f["name"]), _avro_type(f.get("type")) or NullType()) for f in schema.get("fields", [])
         ])
-    if isinstance(schema, Mapping):
+    if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
         return _avro_type(schema.get("type"))
     return None
 
