@@ -21,9 +21,10 @@ folder, see :func:`quarantine.config.load_config`) and left as written without.
 from __future__ import annotations
 
 import copyreg
+import difflib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -39,7 +40,10 @@ __all__ = [
     "BOOL",
     "CLASS_NAMES",
     "IDENTIFIER",
+    "OPTIONAL_TABLE_NAME",
     "OPTIONAL_TEXT",
+    "TABLE_NAME",
+    "TABLE_NAME_ALLOWED",
     "TEXT",
     "Check",
     "base_dir_of",
@@ -48,6 +52,7 @@ __all__ = [
     "fail",
     "file_path",
     "integer",
+    "is_path",
     "is_relative_path",
     "number",
     "read_only",
@@ -55,6 +60,7 @@ __all__ = [
     "string_map",
     "table_ref",
     "text",
+    "unknown_key",
 ]
 
 
@@ -303,9 +309,27 @@ def base_dir_of(info: ValidationInfo) -> str | None:
     return None
 
 
+#: One part of a table name: letters, digits and ``_``, or anything in backquotes (a ``` `` ``` is one backquote).
+_NAME_PART = r"(?:[A-Za-z0-9_]+|`(?:[^`]|``)+`)"
+#: A table name Spark parses: one to three parts (``orders``, ``schema.orders``, ``catalog.schema.orders``).
+TABLE_NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART}){{0,2}}")
+#: What a table key holds, for messages.
+TABLE_NAME_ALLOWED = (
+    "a table name catalog.schema.table (letters, digits and _; any other characters inside backquotes: "
+    "main.raw.`my orders`) or a path (one with a /, or a URI such as s3://…)"
+)
+
+
+def is_path(value: str) -> bool:
+    """Whether a table key's value is a path (it has a ``/``, a URI scheme or a ``~``) rather than a name."""
+    return "/" in value or value.startswith("~") or bool(_SCHEME.match(value))
+
+
 def _path_check(*, bare_names: bool, optional: bool) -> Check:
     def check(value: Any, info: ValidationInfo) -> str | None:
         out = _optional_text(value) if optional else TEXT.fn(value)
+        if out is not None and not bare_names and not is_path(out) and not TABLE_NAME.fullmatch(out):
+            raise fail(TABLE_NAME_ALLOWED)
         base = base_dir_of(info)
         if out is not None and base is not None and is_relative_path(out, bare_names=bare_names):
             out = resolve(out, base)
@@ -323,8 +347,20 @@ def file_path(*, optional: bool = False) -> Check:
 
 
 def table_ref(*, optional: bool = False) -> Check:
-    """A Delta table: a path (resolved like :func:`file_path` when it has a ``/``) or a table name."""
+    """A Delta table: a path (resolved like :func:`file_path` when it has a ``/``) or a table name
+    Spark can parse (:data:`TABLE_NAME`); anything else is refused, saying what a valid one looks like."""
     return _path_check(bare_names=False, optional=optional)
+
+
+def _table_name(value: Any) -> str | None:
+    out = _optional_text(value)
+    if out is not None and not TABLE_NAME.fullmatch(out):
+        raise fail(TABLE_NAME_ALLOWED.split(") or a path")[0] + "); a path goes in source.path")
+    return out
+
+
+#: A catalog table name (never a path): ``catalog.schema.table``, parts optionally in backquotes; or nothing.
+OPTIONAL_TABLE_NAME = Check(_table_name, {"type": ["string", "null"]})
 
 
 # --------------------------------------------------------------------------- errors
@@ -359,8 +395,7 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
     if kind == "config":
         return ConfigError(key, value, e["msg"])
     if kind == "extra_forbidden":
-        known = _properties(schema, e["loc"][:-1])
-        return ConfigError(key, value, f"one of the known keys: {', '.join(sorted(known))}")
+        return ConfigError(key, value, unknown_key(key, str(e["loc"][-1]), _properties(schema, e["loc"][:-1])))
     if kind == "missing":
         prop = _properties(schema, e["loc"][:-1]).get(str(e["loc"][-1]), {})
         described = None if "$ref" in prop or "allOf" in prop else prop.get("description")  # not for a section
@@ -378,6 +413,19 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
             return ConfigError(key, value, f"a mapping with a '{tag}' key")
         return ConfigError(f"{key}.{tag}", value.get(tag), e["msg"])
     return ConfigError(key, value, e["msg"])
+
+
+def unknown_key(key: str, name: str, known: Iterable[str]) -> str:
+    """What an unknown key ``name`` (at config path ``key``) should be: the nearest known key, by its
+    full path (``did you mean 'errors.tolerance'?``), or every known key when none is near."""
+    known = sorted(known)
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name.lower().replace("_", "."), known, n=1, cutoff=0.6
+    )
+    if near:
+        parent = key[: len(key) - len(name)]
+        return f"a known key: did you mean '{parent}{near[0]}'?"
+    return f"one of the known keys: {', '.join(known)}"
 
 
 def _first_sentence(text: str) -> str:

@@ -252,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + " -> ".join(f"{s.name}({type(s).__name__})" for s in stages))
             print(_tables(config))
             print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
+            from quarantine.source_contract import unchecked
+
+            not_checked = unchecked(config.source)
+            if not_checked:
+                print(f"not checked: {not_checked}")
             return 0
         if args.command == "replay":
             from quarantine.replay import preview_replay, replay

@@ -57,6 +57,7 @@ from quarantine._config_types import (
     BOOL,
     CLASS_NAMES,
     IDENTIFIER,
+    OPTIONAL_TABLE_NAME,
     OPTIONAL_TEXT,
     TEXT,
     Check,
@@ -70,6 +71,7 @@ from quarantine._config_types import (
     string_map,
     table_ref,
     text,
+    unknown_key,
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
@@ -177,9 +179,9 @@ class _Section(BaseModel):
             attributes = {name for name, f in cls.model_fields.items() if f.alias and f.alias != name}
             for k in data:
                 if k in attributes:
-                    known = sorted(f.alias or name for name, f in cls.model_fields.items())
+                    known = [f.alias or name for name, f in cls.model_fields.items()]
                     where = f"{cls._key}.{k}" if cls._key else str(k)
-                    raise ConfigError(where, data[k], f"one of the known keys: {', '.join(known)}")
+                    raise ConfigError(where, data[k], unknown_key(where, str(k), known))
         return data
 
     @model_validator(mode="wrap")
@@ -333,7 +335,7 @@ class SourceConfig(_Section):
     """kafka, or a Kafka-shaped delta / parquet table."""
     path: Annotated[str | None, file_path(optional=True)] = None
     """A table path (delta/parquet), relative to the config's folder; or use table for a catalog name."""
-    table: Annotated[str | None, OPTIONAL_TEXT] = None
+    table: Annotated[str | None, OPTIONAL_TABLE_NAME] = None
     """A catalog table name (delta), e.g. catalog.schema.table."""
     streaming: Annotated[bool, BOOL] = Field(False, validate_default=True)
     """Read with readStream: incremental and checkpointed (always true for kafka)."""
@@ -827,7 +829,8 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     if not p.is_file():
         raise ConfigError("--conf", str(path), "an existing YAML file")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        with p.open(encoding="utf-8") as stream:  # a stream: YAML's errors name the file, not "<unicode string>"
+            raw = yaml.safe_load(stream)
     except yaml.YAMLError as exc:
         raise ConfigError("--conf", str(path), f"valid YAML ({exc})") from None
     if not isinstance(raw, Mapping):

@@ -53,7 +53,15 @@ from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
-from quarantine.stage import BatchWideStageError, Stage, apply_stages, final_error, final_result
+from quarantine.source_contract import check_source_contract
+from quarantine.stage import (
+    BatchWideStageError,
+    Stage,
+    StageAnalysisError,
+    apply_stages,
+    final_error,
+    final_result,
+)
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes
 
@@ -137,8 +145,10 @@ class Pipeline:
         """Check a config as :meth:`from_config` would, without starting Spark.
 
         Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
-        loaded and translated) and the error handlers, and checks this Python and the
-        installed pyspark against the support matrix. What only Spark can check, SQL
+        loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
+        and the error handlers, checks a path-named Delta source's schema from its log
+        (:mod:`quarantine.source_contract`), and checks this Python and the installed
+        pyspark against the support matrix. What only Spark can check, SQL
         expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
         run builds its pipeline.
 
@@ -146,7 +156,8 @@ class Pipeline:
             The stages the pipeline would run.
 
         Raises:
-            ConfigError: a stage option or handler is bad (naming its key).
+            ConfigError: a stage option or handler is bad, a stage reads a column no earlier
+                stage declares, or the source is not Kafka-shaped (naming its key).
             QuarantineError: this Python or pyspark is outside the support matrix.
         """
         import pyspark
@@ -157,6 +168,7 @@ class Pipeline:
         check_runtime(pyspark.__version__)
         stages = build_stages(config.stages)
         ErrorHandlers.from_config(config.errors, config.secrets())
+        check_source_contract(config.source)
         return stages
 
     def with_stages(self, stages: Sequence[Stage]) -> Pipeline:
@@ -208,12 +220,23 @@ class Pipeline:
         return [SourceCheck(reads_reused=REUSED in df.columns), *self.stages]
 
     def transform(self, df: DataFrame) -> DataFrame:
-        """Apply the stages: ``df`` plus one result column per stage (no I/O)."""
-        return apply_stages(
-            df, self.chain(df),
-            stacktrace=self.config.errors.dlq_context_stacktrace_enable,
-            retry=RetryPolicy.from_config(self.config.errors),
-        )
+        """Apply the stages: ``df`` plus one result column per stage (no I/O).
+
+        Raises:
+            ConfigError: Spark cannot analyse a stage (an ``expr`` rule naming a column the
+                row does not have…), named by the stage's config key (``stages[2].options.rules[1].expr``).
+        """
+        try:
+            return apply_stages(
+                df, self.chain(df),
+                stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+                retry=RetryPolicy.from_config(self.config.errors),
+            )
+        except StageAnalysisError as exc:
+            index = next((s.index for s in self.config.stages if s.name == exc.stage), None)
+            if index is None:  # a stage built in Python (with_stages): named by its name
+                raise
+            raise exc.keyed(index) from exc
 
     def split_frame(self, df: DataFrame) -> DataFrame:
         """The staged batch, projected to what the two writes need.

@@ -55,6 +55,7 @@ __all__ = [
     "ErrorKind",
     "QuarantineStatus",
     "check_kafka_shaped",
+    "kafka_shape_problems",
     "result_struct",
 ]
 
@@ -214,11 +215,11 @@ METRICS_SCHEMA = StructType(
 )
 
 
-def check_kafka_shaped(df: DataFrame, where: str) -> None:
-    """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
-    from quarantine.errors import SourceError
-
-    have = {f.name: f.dataType for f in df.schema.fields}
+def kafka_shape_problems(schema: StructType) -> list[str]:
+    """What keeps ``schema`` from being Kafka-shaped: each missing column and each column of
+    another type (``column value: expected binary, found string``); empty when it is one.
+    Columns beyond :data:`KAFKA_SOURCE_SCHEMA`'s are allowed."""
+    have = {f.name: f.dataType for f in schema.fields}
     problems = []
     for f in KAFKA_SOURCE_SCHEMA.fields:
         if f.name not in have:
@@ -227,6 +228,14 @@ def check_kafka_shaped(df: DataFrame, where: str) -> None:
             problems.append(
                 f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
             )
+    return problems
+
+
+def check_kafka_shaped(df: DataFrame, where: str) -> None:
+    """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
+    from quarantine.errors import SourceError
+
+    problems = kafka_shape_problems(df.schema)
     if problems:
         raise SourceError(
             f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)

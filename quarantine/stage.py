@@ -24,18 +24,21 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.errors import QuarantineError, StageDefinitionError
+from quarantine.errors import ConfigError, QuarantineError, StageDefinitionError
 from quarantine.metrics import ReportsRetries, retry_columns
 from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, ErrorKind
+from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
     "HIDDEN_PREFIX",
     "BatchWideStageError",
     "Stage",
+    "StageAnalysisError",
     "StageContext",
     "apply_stages",
     "error_column",
@@ -178,6 +181,17 @@ class Stage(ABC):
             retriable=retriable, attempts=attempts, stacktrace=stacktrace,
         )
 
+    def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
+        """Which of this stage's options Spark cannot analyse over ``scope``, once applying the
+        stage failed analysis: ``(option key, value, why)`` (``options.rules[1].expr``…), or
+        None when no option alone is the cause (then the stage is named without one).
+
+        Args:
+            scope: the rows the stage is applied to (the source columns and every earlier
+                stage's column).
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, kind={self.kind.value!r})"
 
@@ -258,7 +272,68 @@ def apply_stages(
     Returns:
         ``df`` with a column per stage; :func:`final_error` / :func:`final_result`
         read the outcome of the whole chain.
+
+    Raises:
+        StageAnalysisError: Spark cannot analyse a stage over ``df`` (an ``expr`` rule naming
+            a column the row does not have…): a ConfigError naming the stage and its option.
     """
+    try:
+        with unlogged_analysis():  # what fails is raised, in one line; not logged as a 12 KB JSON line too
+            return _apply_stages(df, stages, stacktrace=stacktrace, retry=retry)
+    except AnalysisException as exc:
+        with unlogged_analysis():
+            named = _analysis_error(df, stages, exc, stacktrace=stacktrace, retry=retry)
+        if named is exc:
+            raise
+        raise named from exc
+
+
+class StageAnalysisError(ConfigError):
+    """Spark cannot analyse a stage over the rows it is applied to: a config only Spark can judge.
+
+    Its key names the stage by name (``stage 'check' options.rules[1].expr``);
+    :meth:`keyed` gives the same error under the stage's config key once its place in
+    ``stages:`` is known (:meth:`quarantine.pipeline.Pipeline.transform`).
+
+    Attributes:
+        stage: the stage's name.
+        option: the option at fault (``options.rules[1].expr``), or None for the stage.
+    """
+
+    def __init__(self, stage: str, option: str | None, value: object, allowed: str) -> None:
+        self.stage = stage
+        self.option = option
+        super().__init__(f"stage '{stage}'" + (f" {option}" if option else ""), value, allowed)
+
+    def keyed(self, index: int) -> ConfigError:
+        """This error under the config key ``stages[index]`` (and the option's)."""
+        return ConfigError(f"stages[{index}]" + (f".{self.option}" if self.option else ""), self.value, self.allowed)
+
+
+def _analysis_error(
+    df: DataFrame, stages: Sequence[Stage], exc: AnalysisException, *, stacktrace: bool, retry: object | None
+) -> StageAnalysisError | AnalysisException:
+    """The error naming the first stage Spark cannot analyse over ``df`` (found by applying the
+    stages one more at a time: analysis only, no job), and its option at fault when the stage can
+    tell (:meth:`Stage.analysis_problem`); ``exc`` itself if no stage alone fails."""
+    scope = df
+    for stage_count, stage in enumerate(stages, start=1):
+        try:
+            staged = _apply_stages(df, stages[:stage_count], stacktrace=stacktrace, retry=retry)
+        except AnalysisException as failed:
+            problem = stage.analysis_problem(scope)
+            if problem is not None:
+                option, value, why = problem
+                return StageAnalysisError(stage.name, option, value, f"{why} (stage '{stage.name}')")
+            first = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
+            return StageAnalysisError(stage.name, None, stage.name, f"a stage Spark can apply ({first})")
+        scope = staged
+    return exc
+
+
+def _apply_stages(
+    df: DataFrame, stages: Sequence[Stage], *, stacktrace: bool = False, retry: object | None = None
+) -> DataFrame:
     if not stages:
         raise StageDefinitionError("a pipeline needs at least one stage")
     names: set[str] = set()

@@ -17,6 +17,7 @@ at least what the stage modules accept, so a config that builds always loads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -97,12 +98,31 @@ def _tagged(key: str, tags: tuple[str, ...]) -> Discriminator:
 # --------------------------------------------------------------------------- option values
 
 
+#: A date or timestamp as Spark casts one from a string: ``2026-01-31``, ``2026-01-31 12:00:00.5+01:00``…
+_DATE_TIME = re.compile(
+    r"\s*[+-]?\d{4,}(-\d{1,2}(-\d{1,2}([T ]\d{1,2}(:\d{1,2}(:\d{1,2}(\.\d{1,9})?)?)?"
+    r"\s*(Z|UTC|[+-]\d{1,2}(:?\d{2})?|[A-Za-z]+/[A-Za-z_]+)?)?)?)?\s*"
+)
+
+
 def _scalar_or_date(value: Any) -> Any:
+    """A ``range`` bound: a number, or a string that reads as a number or a date/timestamp."""
     if value is None:
         return None
+    allowed = "a number, or a date/timestamp string such as '2026-01-31' or '2026-01-31 12:00:00'"
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise fail("a number (or a date/timestamp string)")
+        raise fail(allowed)
+    if isinstance(value, str) and not (_DATE_TIME.fullmatch(value) or _reads_as_number(value)):
+        raise fail(allowed)
     return value
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 _BOUND = Check(_scalar_or_date, {"type": ["number", "string", "null"]})

@@ -23,6 +23,7 @@ from typing import Any
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
+from quarantine.lineage import check_lineage
 from quarantine.stage import Stage
 
 __all__ = ["STAGE_TYPES", "build_stage", "build_stages", "option"]
@@ -66,5 +67,12 @@ def build_stage(spec: StageSpec) -> Stage:
 
 
 def build_stages(specs: Sequence[StageSpec]) -> list[Stage]:
-    """Build every stage of a pipeline, in order (all config errors surface here)."""
-    return [build_stage(s) for s in specs]
+    """Build every stage of a pipeline, in order (all config errors surface here).
+
+    Each stage's input is then checked against what the stages before it declare
+    (:func:`quarantine.lineage.check_lineage`): a column no earlier stage produces, or a
+    json stage reading the raw bytes, is a ConfigError here, not an analysis error at run time.
+    """
+    stages = [build_stage(s) for s in specs]
+    check_lineage(specs, stages)
+    return stages

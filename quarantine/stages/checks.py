@@ -69,9 +69,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pyspark.sql import Column
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import BooleanType, DataType, NullType, StructType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
@@ -86,6 +87,7 @@ from quarantine.stages._values import (
     render_value,
     text_length,
 )
+from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
     "Check",
@@ -467,7 +469,8 @@ def _check_sql(text: str, key: str) -> None:
     if session is None:
         return
     try:
-        _ = session.range(0).select(F.expr(text)).schema
+        with unlogged_analysis():  # an unresolved column is expected here: not a 12 KB log line
+            _ = session.range(0).select(F.expr(text)).schema
     except ParseException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(key, text, f"a Spark SQL boolean expression ({first})") from None
@@ -542,6 +545,21 @@ class Checks(Stage):
     def deterministic(self) -> bool:  # type: ignore[override]
         """Built-in rules are pure; an ``expr`` rule is the author's SQL (it might call ``rand()``)."""
         return not any(isinstance(r, ExprRule) for r in self.rules)
+
+    def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
+        """The first ``expr`` rule Spark cannot analyse over ``scope``, or that is not a condition."""
+        for j, rule in enumerate(self.rules):
+            if not isinstance(rule, ExprRule):
+                continue
+            allowed = "a Spark SQL condition over the staged row (source columns and earlier stages' columns)"
+            try:
+                dtype = scope.select(F.expr(rule.expr)).schema[0].dataType
+            except AnalysisException as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                return f"options.rules[{j}].expr", rule.expr, f"{allowed}; Spark: {first}"
+            if not isinstance(dtype, BooleanType | NullType):
+                return f"options.rules[{j}].expr", rule.expr, f"{allowed}; it is of type {dtype.simpleString()}"
+        return None
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         # every rule built for its value's type, so that no value can fail the job

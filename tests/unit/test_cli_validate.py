@@ -7,16 +7,19 @@ and that process then asserts that no JVM gateway was ever started.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.helpers import orders_config
+from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,3 +88,52 @@ def test_a_bad_type_is_a_config_error_naming_its_key_without_spark(
     proc = _validate(_write(tmp_path, cfg))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("quarantine: bad config:") and key in proc.stderr and why in proc.stderr
+
+
+def test_the_readme_config_reference_validates(tmp_path: Path) -> None:
+    """README "Config reference": the example config, as written, passes ``quarantine validate``."""
+    conf = tmp_path / "conf" / "pipeline.yml"
+    conf.parent.mkdir()
+    conf.write_text(block("config-reference").body, encoding="utf-8")
+    proc = _validate(conf)
+    assert proc.returncode == 0, proc.stderr
+    assert "config ok: pipeline orders_demo" in proc.stdout
+
+
+def _not_kafka_shaped_delta_source(table: Path) -> None:
+    """A Delta table whose log says its value is a STRING (written as Delta writes its log)."""
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": "value", "type": "string", "nullable": True, "metadata": {}}]}
+    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {}}}
+    (log / f"{0:020d}.json").write_text(json.dumps(meta) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    (lambda cfg, d: cfg["target"].update(table="my target"), "target.table"),
+    (lambda cfg, d: cfg["errors"].update(tolerence="all"), "errors.tolerence"),
+    (lambda cfg, d: cfg["stages"].append({"name": "check", "type": "checks", "options": {"rules": [
+        {"column": "amount", "check": "range", "min": 0, "max": "ten thousand"}]}}), "stages[2].options.rules[0].max"),
+    (lambda cfg, d: cfg["stages"].append({"name": "check", "type": "checks", "options": {"rules": [
+        {"column": "amout", "check": "not_null"}]}}), "stages[2].options.rules[0].column"),
+    (lambda cfg, d: cfg["stages"].pop(0), "stages[0].input"),
+    (lambda cfg, d: _not_kafka_shaped_delta_source(d / "source"), "source.path"),
+])
+def test_validate_exits_2_naming_the_key_of_what_it_knows_without_spark(
+    tmp_path: Path, change: Any, key: str
+) -> None:
+    cfg = orders_config(tmp_path)
+    change(cfg, tmp_path)
+    proc = _validate(_write(tmp_path, cfg))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("quarantine: bad config:") and f"'{key}'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_validate_says_it_did_not_check_a_catalog_source(tmp_path: Path) -> None:
+    cfg = orders_config(tmp_path)
+    cfg["source"] = {"format": "delta", "table": "main.raw.orders"}
+    proc = _validate(_write(tmp_path, cfg))
+    assert proc.returncode == 0, proc.stderr
+    assert "not checked: source main.raw.orders is a catalog table" in proc.stdout

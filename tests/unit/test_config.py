@@ -136,9 +136,9 @@ def test_yaml_file_and_overrides(tmp_path: Path) -> None:
         ("deadletterqueue.context.stacktrace.enable", "maybe", "true | false"),
         ("deadletterqueue.table.name", "", "a non-empty string"),
         ("handler.deserialize", "skip", "continue | fail | log_and_continue"),
-        ("handler.metrics", "continue", "one of the known keys"),
-        ("retries.limit", 3, "one of the known keys"),
-        ("tolerance.limt", 3, "one of the known keys"),
+        ("handler.metrics", "continue", "known key"),
+        ("retries.limit", 3, "known key"),
+        ("tolerance.limt", 3, "did you mean 'errors.tolerance.limit'?"),
     ],
 )
 def test_bad_value_or_key_names_key_value_and_allowed(key: str, value: Any, allowed: str) -> None:

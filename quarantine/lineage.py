@@ -1,0 +1,174 @@
+"""Column lineage of a pipeline's stages: what each stage reads is what an earlier one declares it produces.
+
+The stages declare their output before Spark starts: ``decode_utf8`` gives a STRING,
+``json`` its schema, ``cast`` its input struct with the converted fields, ``avro`` its
+reader schema's record, ``python`` its ``returns`` type, ``checks`` and ``expectation``
+their input unchanged; the source columns are those of Spark's Kafka source
+(:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`). :func:`check_lineage` holds each stage
+to that, so a config that cannot run fails when its stages are built (``quarantine
+validate`` and every run), naming the stage and the key:
+
+* a ``checks`` rule's ``column`` or a ``cast`` column that the input does not have
+  (with the columns it has, and the nearest one);
+* a field read from an input that is not a struct (a STRING has no fields);
+* a ``json`` stage reading BINARY (the raw ``value`` or ``key``) instead of a
+  ``decode_utf8`` stage's STRING.
+
+Where an input's type is not declared (a source column other than Kafka's, a stage
+type it does not know) nothing is guessed: that input is not checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.stage import Stage
+
+__all__ = ["Produced", "check_lineage"]
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What a column holds, as far as the config declares it.
+
+    Attributes:
+        by: who produced it, for messages (``stage 'parse' (json)``, ``the source column value``).
+        type: its Spark type; None when it is not declared.
+    """
+
+    by: str
+    type: DataType | None
+
+
+def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
+    """Check every stage's input against what the stages before it declare.
+
+    Args:
+        specs: the stages as declared (their types and config keys).
+        stages: the same stages, built (their parsed schemas and effective inputs).
+
+    Raises:
+        ConfigError: naming the key of the first column a stage reads that its input
+            does not have, or of a json stage reading BINARY.
+    """
+    produced: dict[str, Produced] = {}
+    previous: str | None = None
+    for spec, stage in zip(specs, stages, strict=True):
+        source = stage.input if stage.input is not None else previous
+        read = _input(source or "value", produced)
+        _check_stage(spec, stage, source or "value", read)
+        produced[stage.name] = Produced(f"stage '{stage.name}' ({spec.type})", _output(spec.type, stage, read))
+        previous = stage.name
+
+
+def _input(name: str, produced: Mapping[str, Produced]) -> Produced:
+    if name in produced:
+        return produced[name]
+    if name in KAFKA_SOURCE_SCHEMA.fieldNames():
+        return Produced(f"the source column {name}", KAFKA_SOURCE_SCHEMA[name].dataType)
+    return Produced(f"the column {name}", None)  # not a Kafka column: what it holds is not declared
+
+
+def _output(kind: str, stage: Stage, read: Produced) -> DataType | None:
+    """The type of a stage's result, as declared; None when it is not known before Spark runs."""
+    if kind == "decode_utf8":
+        return StringType()
+    if kind == "json":
+        schema: DataType = stage.schema  # type: ignore[attr-defined]
+        return schema
+    if kind == "python":
+        returns: DataType = stage.returns  # type: ignore[attr-defined]
+        return returns
+    if kind == "avro":
+        return _avro_type(json.loads(stage.reader))  # type: ignore[attr-defined]
+    if kind == "cast":
+        if not isinstance(read.type, StructType):
+            return None
+        fields = {f.name: f for f in read.type.fields}
+        for fc in stage.fields:  # type: ignore[attr-defined]
+            fields[fc.field] = StructField(fc.field, fc.to)
+        return StructType(list(fields.values()))
+    if kind in ("checks", "expectation"):
+        return read.type
+    return None
+
+
+#: Avro primitive types and the Spark types ``from_avro`` gives them.
+_AVRO_PRIMITIVES: dict[str, DataType] = {
+    "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+    "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
+}
+
+
+def _avro_type(schema: Any) -> DataType | None:
+    """A reader schema's Spark type where it matters here: a record's field names (a field of a
+    type not mapped here is NULL-typed: its name is known, its type is not checked)."""
+    if isinstance(schema, str):
+        return _AVRO_PRIMITIVES.get(schema)
+    if isinstance(schema, list):  # a union: ["null", T] is T
+        branches = [b for b in schema if b != "null"]
+        return _avro_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(schema, Mapping) and schema.get("type") == "record":
+        return StructType([
+            StructField(str(f["name"]), _avro_type(f.get("type")) or NullType()) for f in schema.get("fields", [])
+        ])
+    if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
+        return _avro_type(schema.get("type"))
+    return None
+
+
+def _check_stage(spec: StageSpec, stage: Stage, source: str, read: Produced) -> None:
+    where = f"stage '{stage.name}' ({spec.key()})"
+    if spec.type == "json" and isinstance(read.type, BinaryType):
+        raise ConfigError(
+            spec.key("input"), source,
+            f"a STRING for {where} to parse: it reads {read.by}, the raw BINARY bytes; add a decode_utf8 stage "
+            f"before it ({{name: decode, type: decode_utf8, input: {source}}}) and let it read that stage",
+        )
+    if spec.type == "checks":
+        for j, rule in enumerate(stage.rules):  # type: ignore[attr-defined]
+            if rule.column is not None:
+                _has_field(read, rule.column, spec.key(f"options.rules[{j}].column"), where)
+    if spec.type == "cast":
+        for fc in stage.fields:  # type: ignore[attr-defined]
+            _has_field(read, fc.field, spec.key(f"options.columns.{fc.field}"), where)
+
+
+def _has_field(read: Produced, name: str, key: str, where: str) -> None:
+    """``read`` has the field ``name``, unless its type is not declared."""
+    if read.type is None:
+        return
+    shown = read.type.simpleString()
+    if not isinstance(read.type, StructType):
+        raise ConfigError(
+            key, name, f"an input with fields: {where} reads {read.by}, a {shown}, which has no fields"
+        )
+    names = read.type.fieldNames()
+    if name in names:
+        return
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    raise ConfigError(
+        key, name, f"a field of the input of {where}, which reads {read.by}: one of {', '.join(names)}{hint}"
+    )

@@ -1,0 +1,131 @@
+"""What a config load refuses, naming the key, without Spark (issue 34, "What validate must know").
+
+Each of these used to load and then fail a run (or quarantine every record) with a
+message that named no config key: a table name Spark cannot parse, a ``range`` bound
+that is neither a number nor a date/time, a misspelt key (answered with every known
+key), a YAML error (named ``<unicode string>``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quarantine.config import load_config, parse_config
+from quarantine.errors import ConfigError
+
+
+def _raw(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "pipeline": "orders",
+        "source": {"format": "delta", "path": "/data/source"},
+        "target": {"table": "/data/target"},
+        "errors": {"deadletterqueue.table.name": "/data/quarantine"},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {"schema": "id STRING, qty INT"}},
+        ],
+    }
+    raw.update(changes)
+    return raw
+
+
+def _error(raw: dict[str, Any]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    return info.value
+
+
+# --------------------------------------------------------------------------- table names
+
+
+@pytest.mark.parametrize(("section", "key", "name"), [
+    ("target", "table", "my target"),
+    ("errors", "deadletterqueue.table.name", "quarantine table"),
+    ("metrics", "table", "main.ops.my-metrics"),
+    ("source", "table", "main.raw.orders raw"),
+])
+def test_a_table_name_that_is_neither_an_identifier_nor_a_path_is_refused_naming_the_key(
+    section: str, key: str, name: str
+) -> None:
+    raw = _raw()
+    if section == "source":
+        raw["source"] = {"format": "delta", "table": name}
+    else:
+        raw[section] = {**raw.get(section, {}), key: name}
+    e = _error(raw)
+    assert e.key == f"{section}.{key}" and e.value == name
+    assert "catalog.schema.table" in e.allowed and "backquote" in e.allowed and "path" in e.allowed
+
+
+@pytest.mark.parametrize("name", [
+    "orders", "main.raw.orders", "`main`.`raw`.`my orders`", "main.raw.`orders-2026`", "spark_catalog.db.t1",
+    "/data/target", "data/target", "s3://bucket/target", "dbfs:/mnt/target",
+])
+def test_identifiers_with_optional_backquotes_and_paths_are_table_names(name: str) -> None:
+    assert parse_config(_raw(target={"table": name})).target.table.endswith(name.split("/")[-1])
+
+
+# --------------------------------------------------------------------------- range bounds
+
+
+def _range(**bounds: Any) -> dict[str, Any]:
+    rule = {"column": "qty", "check": "range", **bounds}
+    return _raw(stages=[*_raw()["stages"], {"name": "check", "type": "checks", "options": {"rules": [rule]}}])
+
+
+def test_a_range_bound_that_is_neither_a_number_nor_a_date_is_refused_at_load_naming_the_key() -> None:
+    e = _error(_range(min=0, max="ten thousand"))
+    assert e.key == "stages[2].options.rules[0].max" and e.value == "ten thousand"
+    assert "number" in e.allowed and "date" in e.allowed
+
+
+@pytest.mark.parametrize("bound", [10, 2.5, "10", "-1e3", "2026-01-31", "2026-01-31 12:00:00", "2026-01-31T12:00:00Z",
+                                   "2026-01-31 12:00:00.123+01:00"])
+def test_numbers_and_dates_and_times_are_range_bounds(bound: Any) -> None:
+    rule = parse_config(_range(max=bound)).stages[2].options["rules"][0]
+    assert rule["max"] == bound
+
+
+# --------------------------------------------------------------------------- unknown keys, YAML
+
+
+def test_an_unknown_key_names_the_nearest_known_key_instead_of_all_of_them() -> None:
+    e = _error(_raw(errors={"deadletterqueue.table.name": "/data/q", "tolerence": "all"}))
+    assert e.key == "errors.tolerence"
+    assert "did you mean 'errors.tolerance'?" in e.allowed and "retry.timeout" not in e.allowed
+
+
+def test_an_unknown_top_level_flat_errors_key_names_the_nearest_one() -> None:
+    raw = _raw(**{"errors.tolerence": "all"})
+    e = _error(raw)
+    assert e.key == "errors.tolerence" and "did you mean 'errors.tolerance'?" in e.allowed
+
+
+def test_an_unknown_stage_option_names_the_nearest_option() -> None:
+    raw = _raw()
+    raw["stages"][1]["options"] = {"schema": "id STRING", "requird": ["id"]}
+    e = _error(raw)
+    assert e.key == "stages[1].options.requird" and "did you mean 'stages[1].options.required'?" in e.allowed
+
+
+def test_an_attribute_name_in_yaml_names_its_yaml_key() -> None:
+    e = _error(_raw(errors={"deadletterqueue.table.name": "/data/q", "retry_timeout_ms": 5}))
+    assert e.key == "errors.retry_timeout_ms" and "did you mean 'errors.retry.timeout'?" in e.allowed
+
+
+def test_a_key_like_no_known_one_still_lists_the_known_keys() -> None:
+    e = _error(_raw(target={"table": "/data/t", "zzzzzz": 1}))
+    assert e.key == "target.zzzzzz" and "checkpoint" in e.allowed and "source_columns" in e.allowed
+
+
+def test_a_yaml_error_names_the_file_and_line_not_a_unicode_string(tmp_path: Path) -> None:
+    conf = tmp_path / "pipeline.yml"
+    conf.write_text("pipeline: orders\nsource:\n  format: delta\n   path: x\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(conf)
+    message = str(info.value)
+    assert "<unicode string>" not in message
+    assert str(conf) in message and "line 4" in message
