@@ -101,8 +101,12 @@ class BatchReport:
         run: the run this batch belongs to.
         batch_id: the micro-batch id (0 for a batch run).
         records_in: source records in the batch.
-        records_ok: records written to the target.
+        records_ok: records this batch's own commit wrote to the target (Delta's operation
+            metrics for a batch run's MERGE).
         records_quarantined: records written to the quarantine table.
+        already_in_target: records that passed but were in the target already when this
+            batch's MERGE committed (another writer settled them first, or an earlier run
+            crashed before closing their quarantine rows); in no count above but records_in.
         quarantined_by_stage: quarantined records per failing stage.
         quarantined_by_topic: quarantined records per source topic.
         quarantined_by_expectation: quarantined records per failing expectation.
@@ -120,6 +124,7 @@ class BatchReport:
     records_in: int
     records_ok: int
     records_quarantined: int
+    already_in_target: int = 0
     quarantined_by_stage: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_topic: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_expectation: Mapping[str, int] = field(default_factory=dict)
@@ -229,6 +234,10 @@ class RunSummary:
     def records_quarantined(self) -> int:
         return sum(b.records_quarantined for b in self.batches)
 
+    @property
+    def already_in_target(self) -> int:
+        return sum(b.already_in_target for b in self.batches)
+
     def quarantined_by_stage(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for b in self.batches:
@@ -244,6 +253,11 @@ class RunSummary:
             f"  ok -> target         {self.records_ok:>12,}",
             f"  quarantined          {self.records_quarantined:>12,}",
         ]
+        if self.already_in_target:
+            lines.append(
+                f"  already in target    {self.already_in_target:>12,}   (passed, but another writer or an "
+                "earlier run had written them: not written again)"
+            )
         by_stage = self.quarantined_by_stage()
         for stage, n in by_stage.items():
             lines.append(f"    at {stage:<17} {n:>12,}")

@@ -208,6 +208,8 @@ class _Batch:
     append: bool
     #: whether ``split`` is persisted (else its stages run again for each write that reads it)
     cached: bool = True
+    #: the rows the target MERGE's own commit inserted (None: not a MERGE, or it created the table)
+    inserted: int | None = None
 
 
 @dataclass
@@ -360,11 +362,16 @@ class Run:
         self.metrics.add(metrics)
         records_in = int(counts["records_in"])
         by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
+        passed = records_in - quarantined
+        # what this batch's own commit wrote: records that passed but were in the target already
+        # (another writer, or an earlier run that crashed before closing them) are said apart
+        written = passed if batch.inserted is None or failure is not None else min(passed, batch.inserted)
         report = BatchReport(
             run=run,
             batch_id=batch_id,
             records_in=records_in,
-            records_ok=records_in - quarantined,
+            records_ok=written,
+            already_in_target=passed - written if failure is None else 0,
             records_quarantined=quarantined,
             quarantined_by_stage={k: v for k, v in by_stage.items() if v},
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
@@ -436,7 +443,7 @@ class Run:
         if out.quarantined:
             writes.append(lambda: self._write_quarantine(b, out.quarantined))
         if out.failure is None:
-            writes.append(lambda: self._write_target(b.split, b.batch_id, b.streaming))
+            writes.append(lambda: self._write_target(b, b.split))
         # The two tables' commits are independent: made at once, a batch pays one commit's
         # latency. Both are durable before this returns (before a stream commits its offsets);
         # if either fails the batch fails, and its re-run writes neither twice.
@@ -458,7 +465,7 @@ class Run:
         """
         observed = self._observed(b)
         obs = Observation(f"quarantine_{uuid.uuid4().hex}")
-        self._write_target(b.split.observe(obs, *observed), b.batch_id, b.streaming)
+        self._write_target(b, b.split.observe(obs, *observed))
         counts = _collected(obs)
         if counts is None:
             # the write ran no job over the batch (a stream's micro-batch Delta had already
@@ -520,11 +527,14 @@ class Run:
             failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records
         )
 
-    def _write_target(self, split: DataFrame, batch_id: int, streaming: bool) -> None:
-        """Write the batch's good rows to the target exactly once."""
-        run_id = self.run_id
+    def _write_target(self, b: _Batch, split: DataFrame) -> None:
+        """Write the batch's good rows (of ``split``, ``b``'s split or it observed) to the target exactly once.
+
+        A batch run's MERGE sets ``b.inserted`` to the rows its own commit inserted.
+        """
+        run_id, batch_id = self.run_id, b.batch_id
         good = self.pipeline.target_rows(split)
-        if streaming:
+        if b.streaming:
             self.pipeline.write(
                 "target append", self.pipeline.target_table, batch_id,
                 # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
@@ -535,12 +545,12 @@ class Run:
                 ),
             )
         else:
-            self.pipeline.write(
-                "target MERGE", self.pipeline.target_table, batch_id,
-                lambda: merge_new_rows(
+            def merge() -> None:
+                b.inserted = merge_new_rows(
                     self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline
-                ),
-            )
+                )
+
+            self.pipeline.write("target MERGE", self.pipeline.target_table, batch_id, merge)
 
     def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
         """Close the open quarantine rows of the batch's records that passed.

@@ -16,15 +16,13 @@ Two idempotence strategies, both Delta-native:
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import and_
+import uuid
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from quarantine.schema import TARGET_FINGERPRINT
-from quarantine.sinks import add_missing_columns, read_table, save, table_column, table_exists, table_ref
+from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
 from quarantine.sinks.ownership import claim_written_topics
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "merge_new_rows", "txn_app_id"]
@@ -63,25 +61,44 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -
     save(writer, table)
 
 
-def merge_new_rows(spark: SparkSession, rows: DataFrame, table: str, *, pipeline: str | None = None) -> None:
+def merge_new_rows(
+    spark: SparkSession, rows: DataFrame, table: str, *, pipeline: str | None = None
+) -> int | None:
     """Insert rows whose source record is not in the table yet (see the module doc).
 
     Creates the table with a plain append when it does not exist, and then records
     ``pipeline`` as the writer of the topics it wrote (:mod:`quarantine.sinks.ownership`).
     Needs the :data:`SOURCE_COLUMNS`.
+
+    Returns:
+        The rows this call's own commit inserted (Delta's ``num_inserted_rows`` of its
+        MERGE): fewer than ``rows`` holds when another writer (a replay, a concurrent
+        run) or an earlier run had already written some of the records. None when the
+        call created the table (every row was appended).
     """
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
         if pipeline is not None:
             claim_written_topics(spark, table, pipeline)
-        return
+        return None
     _add_fingerprint(spark, rows, table)
-    coordinates = reduce(and_, (table_column(table, c) == F.col(f"s.{c}") for c in SOURCE_COLUMNS[:3]))
-    t_fp, s_fp = table_column(table, TARGET_FINGERPRINT), F.col(f"s.{TARGET_FINGERPRINT}")
-    same = (
-        F.when(t_fp.isNotNull() & s_fp.isNotNull(), t_fp == s_fp)
-        .when(t_fp.isNull() & s_fp.isNotNull(),
-              table_column(table, "_source_timestamp").eqNullSafe(F.col("s._source_timestamp")))
-        .otherwise(F.lit(True))
-    )
-    rows.alias("s").mergeInto(table_ref(table), coordinates & same).whenNotMatched().insertAll().merge()
+    view = f"_quarantine_merge_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    try:
+        out = spark.sql(
+            f"MERGE INTO {table_ref(table)} AS t USING {view} AS s ON {_SAME_RECORD} WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    return int(out[0]["num_inserted_rows"]) if out and "num_inserted_rows" in out[0] else None
+
+
+#: The insert-only MERGE's condition: the same source record (see the module doc).
+_SAME_RECORD = (
+    "t._source_topic = s._source_topic AND t._source_partition = s._source_partition "
+    "AND t._source_offset = s._source_offset AND CASE "
+    f"WHEN t.{TARGET_FINGERPRINT} IS NOT NULL AND s.{TARGET_FINGERPRINT} IS NOT NULL "
+    f"THEN t.{TARGET_FINGERPRINT} = s.{TARGET_FINGERPRINT} "
+    f"WHEN t.{TARGET_FINGERPRINT} IS NULL AND s.{TARGET_FINGERPRINT} IS NOT NULL "
+    "THEN t._source_timestamp <=> s._source_timestamp ELSE TRUE END"
+)

@@ -323,3 +323,27 @@ def test_a_target_shared_on_purpose_holds_each_record_once_whichever_pipeline_de
     # each pipeline keeps its own quarantine rows: pa's rows for the 2 records pc delivered stay open
     rows = sorted((r["pipeline"], r["offset"], r["status"]) for r in _quarantine(spark, table_dir))
     assert rows == [("pa", 2, "open"), ("pa", 3, "open"), ("pa", 7, "open"), ("pc", 3, "open")]
+
+
+# ------------------------------------------------------------------ what a run says it wrote (defect 5)
+
+
+def test_a_run_counts_only_what_its_own_commit_wrote_and_says_what_another_writer_had_settled(
+    spark: Any, table_dir: Path
+) -> None:
+    from quarantine.sinks.target import merge_new_rows
+
+    _amounts_source(spark, table_dir)
+    Pipeline.from_config(parse_config(_amounts_config(table_dir, "INT")), spark, listeners=[]).run()  # 2, 3, 7 open
+    fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])
+    # another writer (a replay killed before it closed the row) has written offset 2's good row already
+    prepared = fixed.split_frame(fixed.prepare(fixed.spark.read.format("delta").load(str(table_dir / "source"))))
+    one = fixed.target_rows(prepared).where("_source_offset = 2")
+    assert merge_new_rows(spark, one, str(table_dir / "target")) == 1
+    summary = fixed.run()
+    assert (summary.records_in, summary.records_ok, summary.already_in_target, summary.records_quarantined) == (
+        3, 1, 1, 1)
+    assert "already in target               1" in summary.render()
+    assert sorted(r["_source_offset"] for r in _target(spark, table_dir)) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    assert sorted((r["offset"], r["status"]) for r in _quarantine(spark, table_dir)) == [
+        (2, "replayed"), (3, "open"), (7, "replayed")]
