@@ -76,7 +76,8 @@ class ReplayResult:
 
     Attributes:
         selected: open rows selected for replay.
-        replayed: rows that now pass (written to the target, marked replayed).
+        replayed: rows that now pass, closed as replayed by this replay (written to the
+            target by its commit, or found there already: ``report.already_in_target``).
         still_failing: rows that failed again (still open, history grown).
         report: the batch report of the replay run (its run id is the replay's).
     """
@@ -87,10 +88,12 @@ class ReplayResult:
     report: BatchReport
 
     def render(self) -> str:
+        already = self.report.already_in_target
         return (
             f"replay: {self.selected:,} open record(s) selected, {self.replayed:,} replayed to the "
-            f"target, {self.still_failing:,} still failing (still open)\n"
-            f"  run {self.report.run.run_id} (run_kind replay)"
+            f"target, {self.still_failing:,} still failing (still open)"
+            + (f" ({already:,} of them were in the target already: written by another writer)" if already else "")
+            + f"\n  run {self.report.run.run_id} (run_kind replay)"
         )
 
 
@@ -332,7 +335,7 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
     run.end(RunStatus.SUCCEEDED)
     return ReplayResult(
         selected=report.records_in,
-        replayed=report.records_ok,
+        replayed=report.records_ok + report.already_in_target,
         still_failing=report.records_quarantined,
         report=report,
     )

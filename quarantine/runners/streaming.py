@@ -463,6 +463,21 @@ def _stream_failure(exc: object, where: str, secrets: tuple[str, ...] = ()) -> S
     """
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if "failOnDataLoss" in text:
+        # Spark's Kafka source found offsets below its checkpoint's: the same checkpoint fails again
+        return StreamFailedError(
+            redact_text(
+                f"the streaming query over {where} stopped: Spark's Kafka source found a topic-partition's "
+                "offsets below those its checkpoint committed, so records were deleted or the topic was "
+                f"deleted and recreated ({first[:300]}). Committed batches are durable. If the topic was "
+                "recreated, start the query from a new checkpoint (target.checkpoint) with "
+                "source.starting.offsets: earliest: records are identified by their coordinates and their "
+                "content, so the new topic's records get rows of their own and nothing settled is changed. "
+                "To let Spark skip ahead instead, set source.options.failOnDataLoss: false (records between "
+                "are then not read).",
+                secrets,
+            )
+        )
     return StreamFailedError(
         redact_text(
             f"the streaming query over {where} failed outside the pipeline: {first[:500]}. "

@@ -19,6 +19,7 @@ from tests.support.kafka import (
     ledger,
     order_records,
     produce,
+    recreate_topic,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "ledger",
     "order_records",
     "produce",
+    "recreate_topic",
 ]

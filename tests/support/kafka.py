@@ -450,6 +450,33 @@ def create_topics(
             raise BrokerError(f"creating topic {name!r} on {bootstrap} failed: {exc}") from exc
 
 
+def recreate_topic(bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0) -> None:
+    """Delete ``topic`` and create it again, empty (its offsets start at 0 again).
+
+    Deletion finishes in the background: creating again is retried until the broker
+    accepts it (``TOPIC_ALREADY_EXISTS`` while the old one is being deleted).
+
+    Raises:
+        BrokerError: the topic could not be deleted or created again within ``timeout_s``.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_quiet({"bootstrap.servers": bootstrap}))
+    try:
+        admin.delete_topics([topic], operation_timeout=timeout_s)[topic].result(timeout=timeout_s)
+    except Exception as exc:
+        raise BrokerError(f"deleting topic {topic!r} on {bootstrap} failed: {exc}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            create_topics(bootstrap, {topic: partitions}, timeout_s=timeout_s)
+            return
+        except BrokerError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 @dataclass(frozen=True)
 class Record:
     """A record to produce. ``headers=None`` sends none (Spark then reads NULL)."""
