@@ -246,14 +246,18 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
         settled: the records the tables hold for this pipeline, one row per table row:
             ``topic``, ``partition``, ``offset``, ``_s_fp`` (fingerprint; NULL: compare by
             ``_s_ts``, then by coordinates alone), ``_s_ts`` (timestamp), ``_s_status``
-            (``open``, ``replayed``, ``discarded`` or :data:`DELIVERED`) and ``_s_where``
+            (``open``, ``replayed``, ``discarded`` or :data:`DELIVERED`), ``_s_first``
+            (when the row was first seen; NULL for the target's rows) and ``_s_where``
             (a sentence naming the table and the row's state).
 
     Returns:
         ``df`` less the records that are closed in quarantine or in the target (and not
         open), with :data:`~quarantine.schema.OPEN` (open in quarantine: closed once it
-        passes) and :data:`~quarantine.schema.REUSED` (``_s_where`` of the earliest
-        settled record with other content under the same coordinates, else NULL).
+        passes) and :data:`~quarantine.schema.REUSED` (``_s_where`` of a settled record
+        with other content under the same coordinates that was there first, else NULL:
+        a record's own open row was first seen at some time, and only rows first seen
+        then or before, or in the target, were there first; so a record quarantined
+        before a recreated topic's record at its offset runs as before).
         ``settled`` is grouped by coordinates first, so ``df``'s rows are joined once
         each and its bytes are not shuffled by the grouping.
     """
@@ -276,7 +280,7 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
     per_key = settled.groupBy(*[F.col(c).alias(f"_s_{c}") for c in ("topic", "partition", "offset")]).agg(
         *aggs,
         F.collect_list(F.struct(F.col("_s_fp").alias("fp"), F.col("_s_ts").alias("ts"),
-                                F.col("_s_where").alias("where"))).alias("_s_all"),
+                                F.col("_s_first").alias("first"), F.col("_s_where").alias("where"))).alias("_s_all"),
     )
     joined = df.join(
         per_key, [df[c].eqNullSafe(per_key[f"_s_{c}"]) for c in ("topic", "partition", "offset")], "left"
@@ -290,12 +294,16 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
         )
 
     closed, opened, delivered = held("c"), held("o"), held("d")
-    # another record: a row whose fingerprint differs, or (no fingerprint) whose timestamp does
+    # when this record's own row was first seen (NULL: it has none yet)
+    mine = F.array_min(F.transform(F.filter(F.col("_s_all"), lambda s: s["fp"] == fp), lambda s: s["first"]))
+    # another record that was there first: a row whose fingerprint differs, or (no fingerprint)
+    # whose timestamp does, first seen no later than this record's own row
     others = F.filter(
         F.col("_s_all"),
         lambda s: F.when(s["fp"].isNotNull(), s["fp"] != fp)
         .when(s["ts"].isNotNull(), ~s["ts"].eqNullSafe(ts))
-        .otherwise(F.lit(False)),
+        .otherwise(F.lit(False))
+        & (mine.isNull() | s["first"].isNull() | (s["first"] <= mine)),
     )
     reused = F.array_min(F.transform(others, lambda s: s["where"]))
     return joined.where(~closed & ~(delivered & ~opened)).select(

@@ -365,7 +365,8 @@ class Pipeline:
         return target.select(
             *[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY],
             fp.alias("_s_fp"), F.col("_source_timestamp").alias("_s_ts"),
-            F.lit(DELIVERED).alias("_s_status"), F.lit(f"in the target table {self.target_table}").alias("_s_where"),
+            F.lit(DELIVERED).alias("_s_status"), F.lit(None).cast("timestamp").alias("_s_first"),
+            F.lit(f"in the target table {self.target_table}").alias("_s_where"),
         )
 
     def _refuse_reused(self, df: DataFrame) -> None:

@@ -519,7 +519,7 @@ def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame 
     )
     return df.select(
         *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), F.col("timestamp").alias("_s_ts"),
-        F.col("status").alias("_s_status"), where.alias("_s_where"),
+        F.col("status").alias("_s_status"), F.col("first_seen_at").alias("_s_first"), where.alias("_s_where"),
     )
 
 

@@ -117,7 +117,9 @@ def test_every_record_of_every_generation_is_in_one_place_or_was_refused_before_
         racing = [pool.submit(lambda: replay(_pipe(spark, fixed))), pool.submit(lambda: _pipe(spark, fixed).run())]
         results = [f.result() for f in racing]
     wrote = results[0].report.records_ok + results[1].records_ok  # type: ignore[union-attr]
-    assert wrote == 4, "the two commits together inserted each fixed record once, and said so"
+    said = [(r.report.records_in, r.report.records_ok, r.report.already_in_target) for r in results[:1]] + [
+        (results[1].records_in, results[1].records_ok, results[1].already_in_target)]  # type: ignore[union-attr]
+    assert wrote == 4, f"the two commits together inserted each fixed record once, and said so: {said}"
     assert spark.read.format("delta").load(str(table_dir / "target")).count() == 16
     _assert_every_record_in_one_place(spark, table_dir, [gen1, gen2, gen3])
 
