@@ -29,12 +29,9 @@ anything is read (:func:`check_predicate`): an unknown column or bad SQL is a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from pyspark.errors import PySparkException
-from pyspark.logger import PySparkLogger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -52,6 +49,7 @@ from quarantine.schema import (
 )
 from quarantine.sinks import is_path, table_exists, table_version
 from quarantine.sinks.quarantine import close_records, row_fingerprint
+from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
     "ErrorGroup",
@@ -153,25 +151,6 @@ class Preview:
         return "\n".join(lines)
 
 
-#: PySpark logs each analysis error with its query context (a JSON line on stderr) before raising it;
-#: a bad ``--where`` is reported by :func:`check_predicate` in one line instead.
-_QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
-
-
-@contextmanager
-def _quiet(names: tuple[str, ...]) -> Iterator[None]:
-    # PySpark's own class: a plain logging.Logger of that name would break its logger.exception(..., errorClass=)
-    loggers = [PySparkLogger.getLogger(n) for n in names]
-    before = [lg.disabled for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
-    try:
-        yield
-    finally:
-        for lg, was in zip(loggers, before, strict=True):
-            lg.disabled = was
-
-
 def check_predicate(spark: SparkSession, where: str) -> None:
     """Check a ``--where`` predicate against the quarantine table's columns; run no Spark job.
 
@@ -184,7 +163,7 @@ def check_predicate(spark: SparkSession, where: str) -> None:
             not have, or is not a boolean condition; the message has Spark's reason.
     """
     try:
-        with _quiet(_QUERY_CONTEXT_LOGGERS):
+        with unlogged_analysis():
             spark.createDataFrame([], QUARANTINE_SCHEMA).where(where).schema  # noqa: B018 - forces analysis
     except PySparkException as exc:
         reason = describe_failure(exc).split("\n")[0][:400]
