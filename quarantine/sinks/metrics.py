@@ -147,11 +147,8 @@ class MetricsTableListener:
         self.clock = clock
 
     def on_run_start(self, run: RunInfo) -> None:
-        """Create the table up front, so the first batch pays nothing extra."""
-        try:
-            ensure_metrics_table(self.spark, self.table)
-        except Exception as exc:  # the listener contract: never fail the data path
-            log.warning("metrics table %s could not be created: %s", self.table, describe_failure(exc))
+        """Nothing: the table is created with its first rows, so a run that fails before it
+        writes anything leaves no table behind."""
 
     def on_batch(self, report: BatchReport) -> None:
         """Append the batch's rows (idempotent per ``(run_id, batch_id)``)."""

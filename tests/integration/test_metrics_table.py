@@ -130,3 +130,14 @@ def test_a_run_that_breaches_tolerance_counts_one_breach_in_the_metrics_table(sp
     totals = _sql_totals(spark, table_dir / "metrics")
     assert totals["tolerance-breaches"] == 1, totals
     assert totals["records-in"] == 3 and totals["records-quarantined"] == 1
+
+
+def test_a_run_that_fails_before_writing_leaves_no_table_behind(spark: Any, table_dir: Path) -> None:
+    """The source cannot be read: the run fails before any write, and creates no table (issue 34)."""
+    from quarantine.errors import SourceError
+
+    raw = _config(table_dir)  # no source written
+    pipe = Pipeline.from_config(parse_config(raw), spark, listeners=default_listeners(parse_config(raw), spark))
+    with pytest.raises(SourceError):
+        pipe.run()
+    assert [p.name for p in table_dir.iterdir()] == []
