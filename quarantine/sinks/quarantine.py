@@ -126,7 +126,8 @@ def quarantine_rows(
         F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.lit(None).cast("timestamp").alias("resolved_at"),
         F.lit(None).cast("string").alias("resolution"),
-        F.to_date(at).alias("first_seen_date"),
+        # the UTC date of the UTC instant (to_date would take the session time zone's date)
+        F.lit(now.astimezone(dt.UTC).date()).alias("first_seen_date"),
     ]
     rows = failed.select(*cols)
     # Cast each column to the contract's type (nullability aside) so MERGE sees one schema.
