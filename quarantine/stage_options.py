@@ -266,6 +266,9 @@ class JsonOptions(_Declared):
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
     required: Annotated[list[str], _NAMES] = []
     """Fields of the schema that must be present and non-null."""
+    strings: Annotated[str, _lowered("strict", "coerce")] = "strict"
+    """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
+    boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
 
 
 class CastOptions(_Declared):

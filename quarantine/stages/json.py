@@ -15,7 +15,17 @@ appear in double quotes)::
                           malformed JSON (31 chars); expected a JSON object, found {"order_id": "A1", "amount": 1
     NotAJsonObject        expected a JSON object, found [1,2]
     SchemaMismatch        field 'amount': expected DOUBLE, found "12,50"; field 'quantity': expected INT, found 2.5
+                          field 'name': expected STRING, found {"first":"a"}
     MissingRequiredField  required field 'order_id': expected a value, found no such field
+
+A STRING field takes only a JSON string (or null) by default (``strings: strict``): an
+object, an array, a number or a boolean there is a SchemaMismatch, as ``"12"`` is for an
+INT field. ``strings: coerce`` takes any JSON value and keeps a non-string one as its
+JSON text (``{"first":"a"}``, ``12345``), Spark's ``from_json`` behaviour. Strict parses
+the top-level STRING fields as VARIANT in the same ``from_json`` (so the token kind is
+the parser's own, exactly) and reads each back as a string: one parse per row, as before,
+at some cost per STRING field (see the README's json stage section). A STRING field
+nested in a struct or an array is coerced either way.
 
 Field-level messages name top-level fields; a wrong type deep inside a nested
 struct is reported as ``record does not match the declared schema``. The value
@@ -29,11 +39,12 @@ logs (:func:`~quarantine.redaction.redact_error`), which also catches
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType, VariantType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
@@ -42,9 +53,15 @@ from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 from quarantine.stages._values import snippet
 
-__all__ = ["JsonParse", "from_spec"]
+__all__ = ["COERCE", "STRICT", "STRINGS", "JsonParse", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
+
+#: ``strings``: a STRING field takes only a JSON string (or null).
+STRICT = "strict"
+#: ``strings``: a STRING field takes any JSON value, a non-string one as its JSON text.
+COERCE = "coerce"
+STRINGS = (STRICT, COERCE)
 
 
 @dataclass(frozen=True, repr=False)
@@ -56,17 +73,23 @@ class JsonParse(Stage):
         schema: the declared struct (top-level fields).
         required: fields that must be present and non-null.
         input: the string column or stage (default: the previous stage).
+        strings: :data:`STRICT` (a top-level STRING field takes only a JSON string or
+            null; anything else is a SchemaMismatch) or :data:`COERCE` (any JSON value,
+            a non-string one as its JSON text).
     """
 
     name: str
     schema: StructType
     required: tuple[str, ...] = ()
     input: str | None = None
+    strings: str = STRICT
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
     deterministic = True  # pure Column expressions of the record
 
     def __post_init__(self) -> None:
+        if self.strings not in STRINGS:
+            raise ConfigError(f"stage {self.name}: options.strings", self.strings, " | ".join(STRINGS))
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:
             raise ConfigError(
@@ -75,17 +98,35 @@ class JsonParse(Stage):
                 f"fields of the schema ({', '.join(self.schema.fieldNames())})",
             )
 
+    def _strict_strings(self) -> tuple[str, ...]:
+        """The top-level STRING fields parsed as VARIANT to check their token kind (strict only)."""
+        if self.strings != STRICT:
+            return ()
+        return tuple(f.name for f in self.schema.fields if isinstance(f.dataType, StringType))
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
+        checked = self._strict_strings()
+        declared = [StructField(f.name, VariantType()) if f.name in checked else f for f in self.schema.fields]
+        parse_schema = StructType([*declared, StructField(_CORRUPT, StringType())])
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
         # one parse per row: every reference below reads the hidden column (StageContext.once)
         parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
-        result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
+        # a checked field's value: its string, NULL for a JSON null or a non-string (then wrong)
+        fields = {
+            f.name: F.try_variant_get(parsed.getField(f.name), "$", "string") if f.name in checked
+            else parsed.getField(f.name)
+            for f in self.schema.fields
+        }
+        wrong_kind = {name: _not_a_string(parsed.getField(name)) for name in checked}
+        result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
         corrupt = parsed.getField(_CORRUPT).isNotNull()
-        missing = [F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required]
+        mismatch = corrupt
+        for wrong in wrong_kind.values():
+            mismatch = mismatch | wrong
+        missing = [F.when(fields[r].isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
-        failed = value.isNull() | parsed.isNull() | corrupt | has_missing
+        failed = value.isNull() | parsed.isNull() | mismatch | has_missing
 
         # For messages only, so computed once and only for rows that failed: the variant
         # parse keeps each field's JSON token (quotes included).
@@ -99,7 +140,7 @@ class JsonParse(Stage):
             .when(is_empty, F.lit("MalformedJson"))
             .when(variant.isNotNull() & not_object, F.lit("NotAJsonObject"))
             .when(malformed, F.lit("MalformedJson"))
-            .when(corrupt, F.lit("SchemaMismatch"))
+            .when(mismatch, F.lit("SchemaMismatch"))
             .otherwise(F.lit("MissingRequiredField"))
         )
         message = (
@@ -120,42 +161,49 @@ class JsonParse(Stage):
                     snippet(value),
                 ),
             )
-            .when(corrupt, self._mismatch_message(value, parsed, variant, ctx))
-            .otherwise(self._missing_message(parsed, variant))
+            .when(mismatch, self._mismatch_message(value, parsed, variant, wrong_kind, ctx))
+            .otherwise(self._missing_message(fields, variant))
         )
         message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
             message
         )
         return outcome(result, failed, self.error(error_class, message))
 
-    def _mismatch_message(self, value: Column, parsed: Column, variant: Column, ctx: StageContext) -> Column:
-        """Name each field whose JSON value did not convert to its declared type."""
+    def _mismatch_message(
+        self, value: Column, parsed: Column, variant: Column, wrong_kind: Mapping[str, Column], ctx: StageContext
+    ) -> Column:
+        """Name each field whose JSON value did not convert to its declared type (or, for a
+        checked STRING field, was not a JSON string)."""
         text_schema = StructType([StructField(f.name, StringType()) for f in self.schema.fields])
         as_text = ctx.once("as_text", F.when(parsed.getField(_CORRUPT).isNotNull(), F.from_json(value, text_schema)))
-        parts = [
-            F.when(
-                as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull(),
+
+        def part(f: StructField) -> Column:
+            if f.name in wrong_kind:
+                wrong = wrong_kind[f.name]
+                found = F.to_json(parsed.getField(f.name))  # the token as parsed, e.g. {"first":"a"}
+            else:
+                wrong = as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull()
+                found = F.coalesce(F.to_json(_field(variant, f.name)), as_text.getField(f.name))
+            return F.when(
+                wrong,
                 F.format_string(
                     "field '%s': expected %s, found %s",
                     F.lit(f.name),
                     F.lit(f.dataType.simpleString().upper()),
                     # a field named like a credential never has its value quoted
-                    F.lit(REDACTED) if is_secret_key(f.name) else F.coalesce(
-                        snippet(F.to_json(_field(variant, f.name))),
-                        snippet(as_text.getField(f.name)),
-                    ),
+                    F.lit(REDACTED) if is_secret_key(f.name) else snippet(found),
                 ),
             )
-            for f in self.schema.fields
-        ]
+
+        parts = [part(f) for f in self.schema.fields]
         joined = F.concat_ws("; ", *parts)
         return F.when(joined != "", joined).otherwise(F.lit("record does not match the declared schema"))
 
-    def _missing_message(self, parsed: Column, variant: Column) -> Column:
+    def _missing_message(self, fields: Mapping[str, Column], variant: Column) -> Column:
         """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
         parts = [
             F.when(
-                parsed.getField(r).isNull(),
+                fields[r].isNull(),
                 F.when(
                     _field(variant, r).isNull() & variant.isNotNull(),
                     F.lit(f"required field '{r}': expected a value, found no such field"),
@@ -164,6 +212,14 @@ class JsonParse(Stage):
             for r in self.required
         ]
         return F.concat_ws("; ", *parts)
+
+
+def _not_a_string(token: Column) -> Column:
+    """Whether a field parsed as VARIANT holds a JSON value other than a string or null
+    (never NULL: an absent field is not wrong)."""
+    return F.coalesce(
+        ~F.is_variant_null(token) & (F.schema_of_variant(token) != F.lit("STRING")), F.lit(False)
+    )
 
 
 def _field(variant: Column, name: str) -> Column:
@@ -209,4 +265,7 @@ def from_spec(spec: StageSpec) -> JsonParse:
         raise ConfigError(
             spec.key("options.required"), not_in, f"fields of options.schema ({', '.join(schema.fieldNames())})"
         )
-    return JsonParse(name=spec.name, schema=schema, required=tuple(required), input=spec.input)
+    strings = option(spec, "strings", STRICT, kind=str).strip().lower()
+    if strings not in STRINGS:
+        raise ConfigError(spec.key("options.strings"), strings, " | ".join(STRINGS))
+    return JsonParse(name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=strings)
