@@ -17,6 +17,7 @@ appear in double quotes)::
     SchemaMismatch        field 'amount': expected DOUBLE, found "12,50"; field 'quantity': expected INT, found 2.5
                           field 'name': expected STRING, found {"first":"a"}
     MissingRequiredField  required field 'order_id': expected a value, found no such field
+    UndeclaredField       undeclared fields 'coupon', 'gift'; the schema declares order_id, amount
 
 A STRING field takes only a JSON string (or null) by default (``strings: strict``): an
 object, an array, a number or a boolean there is a SchemaMismatch, as ``"12"`` is for an
@@ -26,6 +27,14 @@ the top-level STRING fields as VARIANT in the same ``from_json`` (so the token k
 the parser's own, exactly) and reads each back as a string: one parse per row, as before,
 at some cost per STRING field (see the README's json stage section). A STRING field
 nested in a struct or an array is coerced either way.
+
+Top-level fields the schema does not declare are schema drift. By default
+(``undeclared_fields: drop``) they are dropped, as ``from_json`` does, but counted: the
+records that held any are the ``schema-drift-records`` metric, and the run summary names
+the fields (the stage :class:`~quarantine.metrics.ReportsDrift`).
+``undeclared_fields: quarantine`` sends such a record to quarantine as an
+``UndeclaredField`` naming them (never their values). Finding them costs a second,
+lighter scan of each record's top-level keys (``json_object_keys``).
 
 Field-level messages name top-level fields; a wrong type deep inside a nested
 struct is reported as ``record does not match the declared schema``. The value
@@ -50,10 +59,10 @@ from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext, outcome
 from quarantine.stages._values import snippet
 
-__all__ = ["COERCE", "STRICT", "STRINGS", "JsonParse", "from_spec"]
+__all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
 
@@ -62,6 +71,11 @@ STRICT = "strict"
 #: ``strings``: a STRING field takes any JSON value, a non-string one as its JSON text.
 COERCE = "coerce"
 STRINGS = (STRICT, COERCE)
+#: ``undeclared_fields``: drop the fields the schema does not declare (counted as drift).
+DROP = "drop"
+#: ``undeclared_fields``: a record holding any is an ``UndeclaredField`` error.
+QUARANTINE = "quarantine"
+UNDECLARED_FIELDS = (DROP, QUARANTINE)
 
 
 @dataclass(frozen=True, repr=False)
@@ -76,6 +90,9 @@ class JsonParse(Stage):
         strings: :data:`STRICT` (a top-level STRING field takes only a JSON string or
             null; anything else is a SchemaMismatch) or :data:`COERCE` (any JSON value,
             a non-string one as its JSON text).
+        undeclared_fields: :data:`DROP` (top-level fields the schema does not declare
+            are dropped, and counted as drift) or :data:`QUARANTINE` (a record holding
+            any is an ``UndeclaredField`` error).
     """
 
     name: str
@@ -83,6 +100,7 @@ class JsonParse(Stage):
     required: tuple[str, ...] = ()
     input: str | None = None
     strings: str = STRICT
+    undeclared_fields: str = DROP
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
     deterministic = True  # pure Column expressions of the record
@@ -90,6 +108,10 @@ class JsonParse(Stage):
     def __post_init__(self) -> None:
         if self.strings not in STRINGS:
             raise ConfigError(f"stage {self.name}: options.strings", self.strings, " | ".join(STRINGS))
+        if self.undeclared_fields not in UNDECLARED_FIELDS:
+            raise ConfigError(
+                f"stage {self.name}: options.undeclared_fields", self.undeclared_fields, " | ".join(UNDECLARED_FIELDS)
+            )
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:
             raise ConfigError(
@@ -111,22 +133,29 @@ class JsonParse(Stage):
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
         # one parse per row: every reference below reads the hidden column (StageContext.once)
         parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
-        # a checked field's value: its string, NULL for a JSON null or a non-string (then wrong)
-        fields = {
-            f.name: F.try_variant_get(parsed.getField(f.name), "$", "string") if f.name in checked
-            else parsed.getField(f.name)
-            for f in self.schema.fields
-        }
+        # a checked field's value (NULL for a JSON null) and whether any is not a JSON string:
+        # hidden columns, so each variant is read once per row
+        fields = {f.name: parsed.getField(f.name) for f in self.schema.fields}
         wrong_kind = {name: _not_a_string(parsed.getField(name)) for name in checked}
-        result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
         corrupt = parsed.getField(_CORRUPT).isNotNull()
         mismatch = corrupt
-        for wrong in wrong_kind.values():
-            mismatch = mismatch | wrong
+        if checked:
+            strings = ctx.once(
+                "strings", F.struct(*[F.try_variant_get(fields[n], "$", "string").alias(n) for n in checked])
+            )
+            fields.update({n: strings.getField(n) for n in checked})
+            not_strings = ctx.once("not_strings", _any(list(wrong_kind.values())))
+            mismatch = corrupt | not_strings
+        result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
         missing = [F.when(fields[r].isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
-        failed = value.isNull() | parsed.isNull() | mismatch | has_missing
+        # the top-level keys the schema does not declare (NULL when the value is no JSON object)
+        declared_names = F.array(*[F.lit(f.name) for f in self.schema.fields])
+        undeclared = ctx.once("undeclared", F.array_except(F.json_object_keys(value), declared_names))
+        has_undeclared = F.coalesce(F.size(undeclared) > 0, F.lit(False))
+        drifted = has_undeclared if self.undeclared_fields == QUARANTINE else F.lit(False)
+        failed = value.isNull() | parsed.isNull() | mismatch | has_missing | drifted
 
         # For messages only, so computed once and only for rows that failed: the variant
         # parse keeps each field's JSON token (quotes included).
@@ -141,7 +170,8 @@ class JsonParse(Stage):
             .when(variant.isNotNull() & not_object, F.lit("NotAJsonObject"))
             .when(malformed, F.lit("MalformedJson"))
             .when(mismatch, F.lit("SchemaMismatch"))
-            .otherwise(F.lit("MissingRequiredField"))
+            .when(has_missing, F.lit("MissingRequiredField"))
+            .otherwise(F.lit("UndeclaredField"))
         )
         message = (
             F.when(value.isNull(), F.lit("input is NULL; expected a JSON object"))
@@ -162,7 +192,8 @@ class JsonParse(Stage):
                 ),
             )
             .when(mismatch, self._mismatch_message(value, parsed, variant, wrong_kind, ctx))
-            .otherwise(self._missing_message(fields, variant))
+            .when(has_missing, self._missing_message(fields, variant))
+            .otherwise(self._undeclared_message(undeclared))
         )
         message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
             message
@@ -199,6 +230,20 @@ class JsonParse(Stage):
         joined = F.concat_ws("; ", *parts)
         return F.when(joined != "", joined).otherwise(F.lit("record does not match the declared schema"))
 
+    def undeclared(self, column: Column) -> Column:
+        """The top-level fields of this row's record the schema does not declare
+        (see :class:`quarantine.metrics.ReportsDrift`): NULL when none could be read."""
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_undeclared")
+
+    def _undeclared_message(self, undeclared: Column) -> Column:
+        """``undeclared fields 'a', 'b'; the schema declares x, y`` (names only, never values)."""
+        quoted = F.array_join(
+            F.transform(F.array_sort(undeclared), lambda n: F.concat(F.lit("'"), n, F.lit("'"))), ", "
+        )
+        noun = F.when(F.size(undeclared) == 1, F.lit("field")).otherwise(F.lit("fields"))
+        declares = ", ".join(self.schema.fieldNames())
+        return F.format_string(f"undeclared %s %s; the schema declares {declares.replace('%', '%%')}", noun, quoted)
+
     def _missing_message(self, fields: Mapping[str, Column], variant: Column) -> Column:
         """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
         parts = [
@@ -212,6 +257,14 @@ class JsonParse(Stage):
             for r in self.required
         ]
         return F.concat_ws("; ", *parts)
+
+
+def _any(conditions: list[Column]) -> Column:
+    """``c1 OR c2 OR …`` (false for none)."""
+    out = F.lit(False)
+    for c in conditions:
+        out = out | c
+    return out
 
 
 def _not_a_string(token: Column) -> Column:
@@ -268,4 +321,10 @@ def from_spec(spec: StageSpec) -> JsonParse:
     strings = option(spec, "strings", STRICT, kind=str).strip().lower()
     if strings not in STRINGS:
         raise ConfigError(spec.key("options.strings"), strings, " | ".join(STRINGS))
-    return JsonParse(name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=strings)
+    undeclared = option(spec, "undeclared_fields", DROP, kind=str).strip().lower()
+    if undeclared not in UNDECLARED_FIELDS:
+        raise ConfigError(spec.key("options.undeclared_fields"), undeclared, " | ".join(UNDECLARED_FIELDS))
+    return JsonParse(
+        name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=strings,
+        undeclared_fields=undeclared,
+    )
