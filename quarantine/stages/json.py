@@ -22,11 +22,13 @@ appear in double quotes)::
 A STRING field takes only a JSON string (or null) by default (``strings: strict``): an
 object, an array, a number or a boolean there is a SchemaMismatch, as ``"12"`` is for an
 INT field. ``strings: coerce`` takes any JSON value and keeps a non-string one as its
-JSON text (``{"first":"a"}``, ``12345``), Spark's ``from_json`` behaviour. Strict parses
-the top-level STRING fields as VARIANT in the same ``from_json`` (so the token kind is
-the parser's own, exactly) and reads each back as a string: one parse per row, as before,
-at some cost per STRING field (see the README's json stage section). A STRING field
-nested in a struct or an array is coerced either way.
+JSON text (``{"first":"a"}``, ``12345``), Spark's ``from_json`` behaviour. Strict looks
+at the first character of each top-level STRING field's text: a non-string token's text
+always starts with one of a few (``{[-0-9tf"``); only rows where one does are parsed
+again with those fields as VARIANT, by the same parser, so the token kind is exact. Most
+strings (names, ids, emails) cost one look; a string that looks like JSON ("12345",
+"2026-11-27", "{x}") costs a second parse of its record. A STRING field nested in a
+struct or an array is coerced either way.
 
 Top-level fields the schema does not declare are schema drift. By default
 (``undeclared_fields: drop``) they are dropped, as ``from_json`` does, but counted: the
@@ -65,6 +67,11 @@ from quarantine.stages._values import snippet
 __all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
+
+#: The first characters of the JSON text ``from_json`` gives a STRING field for a token that
+#: is not a string: an object, an array, a number (``-``, a digit, ``"NaN"``/``"Infinity"``
+#: written quoted), true, false; N and I in case non-numeric numbers are written bare.
+_NOT_STRING_STARTS = tuple('{[-0123456789tf"NI')
 
 #: ``strings``: a STRING field takes only a JSON string (or null).
 STRICT = "strict"
@@ -128,23 +135,26 @@ class JsonParse(Stage):
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         checked = self._strict_strings()
-        declared = [StructField(f.name, VariantType()) if f.name in checked else f for f in self.schema.fields]
-        parse_schema = StructType([*declared, StructField(_CORRUPT, StringType())])
+        parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
         # one parse per row: every reference below reads the hidden column (StageContext.once)
         parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
-        # a checked field's value (NULL for a JSON null) and whether any is not a JSON string:
-        # hidden columns, so each variant is read once per row
         fields = {f.name: parsed.getField(f.name) for f in self.schema.fields}
-        wrong_kind = {name: _not_a_string(parsed.getField(name)) for name in checked}
         corrupt = parsed.getField(_CORRUPT).isNotNull()
         mismatch = corrupt
+        # strings: strict. from_json gives a STRING field a non-string token's JSON text, which
+        # starts with one of _NOT_STRING_STARTS; a JSON string may too ("12", "{x}"). Only rows
+        # with such a text are parsed again, those fields as VARIANT (the same parser, so the
+        # token kind is exact): most strings (names, ids, emails) cost one first-letter look.
+        wrong_kind: dict[str, tuple[Column, Column]] = {}
         if checked:
-            strings = ctx.once(
-                "strings", F.struct(*[F.try_variant_get(fields[n], "$", "string").alias(n) for n in checked])
-            )
-            fields.update({n: strings.getField(n) for n in checked})
-            not_strings = ctx.once("not_strings", _any(list(wrong_kind.values())))
+            suspect = {n: F.substring(fields[n], 1, 1).isin(*_NOT_STRING_STARTS) for n in checked}
+            token_schema = StructType([StructField(n, VariantType()) for n in checked])
+            tokens = ctx.once("tokens", F.when(_any(list(suspect.values())), F.from_json(value, token_schema)))
+            wrong_kind = {
+                n: (suspect[n] & _not_a_string(tokens.getField(n)), tokens.getField(n)) for n in checked
+            }
+            not_strings = ctx.once("not_strings", _any([wrong for wrong, _ in wrong_kind.values()]))
             mismatch = corrupt | not_strings
         result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
         missing = [F.when(fields[r].isNull(), F.lit(r)) for r in self.required]
@@ -201,7 +211,12 @@ class JsonParse(Stage):
         return outcome(result, failed, self.error(error_class, message))
 
     def _mismatch_message(
-        self, value: Column, parsed: Column, variant: Column, wrong_kind: Mapping[str, Column], ctx: StageContext
+        self,
+        value: Column,
+        parsed: Column,
+        variant: Column,
+        wrong_kind: Mapping[str, tuple[Column, Column]],
+        ctx: StageContext,
     ) -> Column:
         """Name each field whose JSON value did not convert to its declared type (or, for a
         checked STRING field, was not a JSON string)."""
@@ -210,8 +225,8 @@ class JsonParse(Stage):
 
         def part(f: StructField) -> Column:
             if f.name in wrong_kind:
-                wrong = wrong_kind[f.name]
-                found = F.to_json(parsed.getField(f.name))  # the token as parsed, e.g. {"first":"a"}
+                wrong, token = wrong_kind[f.name]
+                found = F.to_json(token)  # the token as parsed, e.g. {"first":"a"}
             else:
                 wrong = as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull()
                 found = F.coalesce(F.to_json(_field(variant, f.name)), as_text.getField(f.name))

@@ -49,9 +49,18 @@ def test_a_non_string_json_value_in_a_string_field_is_a_schema_mismatch_naming_t
     assert row.error.message == f"field 'name': expected STRING, found {found}"
 
 
+def test_a_bare_nan_or_infinity_in_a_string_field_fails_as_the_malformed_json_it_is(spark: Any) -> None:
+    # Spark's parser takes them (allowNonNumericNumbers) and gives a STRING field "NaN"; JSON has no such token
+    rows = _parse(spark, ['{"name": NaN}', '{"name": -Infinity}'])
+    assert [r.error.error_class for r in rows] == ["MalformedJson", "MalformedJson"]
+    (coerced,) = _parse(spark, ['{"name": NaN}'], strings="coerce")
+    assert (coerced.error, coerced.result.name) == (None, '"NaN"')  # as before: its JSON text
+
+
 def test_json_strings_of_every_shape_pass_a_string_field_unchanged(spark: Any) -> None:
-    strings = ["12345", "true", "null", '{"first": "a"}', '["a"]', 'he said "hi" {x} [y]', "", "héllo ☃ 東京 🚀",
-               "  padded  ", "-1", "\\back\\slash"]
+    # strings that look like other JSON (the first-letter look suspects them, the token says string)
+    strings = ["12345", "true", "false", "null", "NaN", "Infinity", "-1", "2026-11-27", '{"first": "a"}', '["a"]',
+               '"quoted"', 'he said "hi" {x} [y]', "", "héllo ☃ 東京 🚀", "  padded  ", "\\back\\slash", "tom"]
     texts = [json.dumps({"name": s, "n": 1}) for s in strings]
     rows = _parse(spark, [*texts, '{"name": null, "n": 1}', '{"n": 1}'])
     assert [r.error for r in rows] == [None] * len(rows)
@@ -61,6 +70,12 @@ def test_json_strings_of_every_shape_pass_a_string_field_unchanged(spark: Any) -
 def test_a_string_field_mismatch_is_reported_with_the_other_fields_mismatches(spark: Any) -> None:
     (row,) = _parse(spark, ['{"name": [1], "n": "12"}'])
     assert row.error.message == """field 'name': expected STRING, found [1]; field 'n': expected INT, found "12\""""
+
+
+def test_only_the_non_string_field_of_a_record_with_suspect_strings_is_named(spark: Any) -> None:
+    schema = StructType([StructField(n, StringType()) for n in ("a", "b", "c")])
+    (row,) = _parse(spark, ['{"a": "12", "b": 12, "c": "{x}"}'], schema=schema)
+    assert row.error.message == "field 'b': expected STRING, found 12"
 
 
 def test_a_secret_string_field_is_not_quoted(spark: Any) -> None:
