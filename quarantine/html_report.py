@@ -119,8 +119,11 @@ def _records() -> Column:
 
 
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
-    """``bucket`` (``first_seen_at`` truncated to ``unit``), ``stage``, ``records``; by bucket, stage."""
-    bucket = F.date_trunc(unit, F.col("first_seen_at")).alias("bucket")
+    """``bucket`` (``first_seen_at`` truncated to ``unit``, ``hour`` or ``day``, in UTC whatever the
+    session's time zone), ``stage``, ``records``; by bucket, stage."""
+    # epoch arithmetic, not date_trunc (which truncates in the session's time zone)
+    seconds = {"hour": 3600, "day": 86400}[unit]
+    bucket = F.timestamp_seconds(F.floor(F.unix_seconds(F.col("first_seen_at")) / seconds) * seconds).alias("bucket")
     return quarantine.groupBy(bucket, F.col("stage")).agg(_records()).orderBy("bucket", "stage")
 
 

@@ -27,7 +27,8 @@ metric                                                grain (cells)
 ``records-quarantined``, ``total-record-errors``,     stage x topic
 ``total-records-skipped``, ``expectation-failures``
 ``records-in``, ``records-ok``                        topic
-``total-record-failures``, ``total-retries``          stage
+``total-record-failures``, ``total-retries``,         stage
+``schema-drift-records``
 everything else                                       the batch
 ====================================================  ==================
 
@@ -69,6 +70,13 @@ Retries of records that finally *succeeded* leave no trace in the error
 struct. A stage that retries can report them by implementing
 :class:`ReportsRetries`; :func:`observed_counts` sums its per-row retry column
 in the same pass.
+
+Schema drift — fields a record holds that its stage's schema does not declare (the
+``json`` stage drops them, or quarantines the record) — is counted the same way: a stage
+that implements :class:`ReportsDrift` gives, per row, the undeclared fields it saw;
+:func:`observed_counts` counts the rows that had any (``schema-drift-records``) and, with a
+frequent-items sketch like the per-topic counts', which fields (:func:`schema_drift`, for
+the run summary).
 """
 
 from __future__ import annotations
@@ -93,14 +101,18 @@ __all__ = [
     "BatchMetrics",
     "MetricNames",
     "MetricPoint",
+    "ReportsDrift",
     "ReportsRetries",
     "RunMetrics",
     "batch_metrics",
+    "drift_column_names",
+    "drift_columns",
     "metric_key",
     "observed_counts",
     "parse_metric_key",
     "retry_column_names",
     "retry_columns",
+    "schema_drift",
 ]
 
 log = logging.getLogger("quarantine.metrics")
@@ -185,6 +197,11 @@ class MetricNames(StrEnum):
     """Records that failed an expectation stage (error ``kind`` =
     ``expectation``). Per stage x topic."""
 
+    SCHEMA_DRIFT_RECORDS = "schema-drift-records"
+    """Records that held fields their stage's schema does not declare (a ``json``
+    stage's undeclared fields, dropped or quarantined as ``options.undeclared_fields``
+    says), among the records that reached the stage. Per stage."""
+
     @property
     def per_run(self) -> str:
         """How batches add up to a run: ``sum``, or ``max`` for timestamps."""
@@ -267,6 +284,22 @@ class ReportsRetries(Protocol):
         """Per-row retries this stage made (see the class doc)."""
 
 
+@runtime_checkable
+class ReportsDrift(Protocol):
+    """A stage that can say, per row, which fields of the record its schema does not declare.
+
+    ``undeclared(column)`` gets the stage's own result column and returns an
+    ``ARRAY<STRING>`` Column: the undeclared field names the row held, NULL or empty
+    when none (and for rows the stage did not run: an earlier stage failed). Used by
+    :func:`observed_counts` for ``schema-drift-records`` and :func:`schema_drift`.
+    """
+
+    name: str
+
+    def undeclared(self, column: Column) -> Column:
+        """Per-row undeclared field names (see the class doc)."""
+
+
 # --------------------------------------------------------------------------- observing
 
 #: Aliases of observed columns that the runner and its hooks read as well.
@@ -279,6 +312,8 @@ _EXPECTATION = "expectation_failures"
 _LAST_ERROR_TS = "last_error_ts"
 _TOPICS_IN = "topics_in"
 _CELLS_FAILED = "stage_topic_failed"
+#: The per-row undeclared-fields columns of :func:`drift_columns`.
+DRIFT_PREFIX = "_q_drift_"
 #: Separates stage and topic inside one sketch item (in neither a stage nor a topic name).
 _SEP = "\x1f"
 
@@ -309,6 +344,32 @@ def retry_columns(stages: Sequence[Any]) -> list[Column]:
 def retry_column_names(stages: Sequence[Any]) -> list[str]:
     """The names of the :func:`retry_columns` of ``stages``, as a staged frame holds them."""
     return [_retries_col(s.name) for s in stages if isinstance(s, ReportsRetries)]
+
+
+def _drift_col(stage: str) -> str:
+    return f"{DRIFT_PREFIX}{stage}"
+
+
+def drift_columns(stages: Sequence[Any]) -> list[Column]:
+    """Per-row undeclared fields of the stages that :class:`ReportsDrift`: one STRING column
+    each, the sorted names joined by a separator (NULL when none).
+
+    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's column;
+    the runner's projection of the staged frame keeps them by name
+    (:func:`drift_column_names`), so that :func:`observed_counts` counts them in the one pass.
+    """
+    out = []
+    for s in stages:
+        if isinstance(s, ReportsDrift):
+            names = s.undeclared(F.col(s.name))
+            joined = F.when(F.size(names) > 0, F.array_join(F.array_sort(names), _SEP))
+            out.append(joined.alias(_drift_col(s.name)))
+    return out
+
+
+def drift_column_names(stages: Sequence[Any]) -> list[str]:
+    """The names of the :func:`drift_columns` of ``stages``, as a staged frame holds them."""
+    return [_drift_col(s.name) for s in stages if isinstance(s, ReportsDrift)]
 
 
 def _has_approx_top_k() -> bool:
@@ -378,6 +439,10 @@ def observed_counts(
     * ``retried_ok:<name>``: retries of rows that did not fail, by stages that
       :class:`ReportsRetries` (read from the :func:`retry_columns`, which the
       observed frame must carry);
+    * ``drift:<name>`` / ``drift_fields:<name>``: rows with undeclared fields, and the
+      sets of undeclared fields with their counts (as JSON, like ``topics_in``), by
+      stages that :class:`ReportsDrift` (read from the :func:`drift_columns`, which the
+      observed frame must carry);
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
     * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` as JSON, from
@@ -419,6 +484,12 @@ def observed_counts(
         if isinstance(s, ReportsRetries):
             retried = F.coalesce(F.col(_retries_col(s.name)), zero)
             cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(_stage_key("retried_ok", s.name)))
+        if isinstance(s, ReportsDrift):
+            drift = F.col(_drift_col(s.name))
+            cols += [
+                F.count(drift).alias(_stage_key("drift", s.name)),
+                _observed_items(drift, exact=exact).alias(_stage_key("drift_fields", s.name)),
+            ]
     return cols
 
 
@@ -631,6 +702,7 @@ def batch_metrics(
         mn.TOTAL_RETRIES,
         [(n, None, _int(row, _stage_key("retries", n)) + retried_ok[n]) for n in names],
     )
+    cells(mn.SCHEMA_DRIFT_RECORDS, [(n, None, _int(row, _stage_key("drift", n))) for n in names])
     last_ms = row.get(_LAST_ERROR_TS)
     last_error = float(last_ms) if last_ms is not None else _epoch_ms(now)
     dlq_attempts = max(dlq_attempts, 1) if failed else 0
@@ -645,6 +717,26 @@ def batch_metrics(
         MetricPoint(mn.TOLERANCE_BREACHES, float(breaches)),
     ]
     return BatchMetrics(tuple(points))
+
+
+def schema_drift(stages: Sequence[Any], observed_row: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """``{stage: {undeclared field: records that held it}}`` from the row observed by
+    :func:`observed_counts`, for the stages that :class:`ReportsDrift` and saw any.
+
+    Pure (no Spark). Exact while a batch has fewer distinct sets of undeclared fields
+    per stage than the sketch tracks (:data:`MAX_TOPICS`); beyond that the rarest sets
+    may be missing here (``schema-drift-records`` stays exact).
+    """
+    out: dict[str, dict[str, int]] = {}
+    for s in stages:
+        if not isinstance(s, ReportsDrift) or not _int(observed_row, _stage_key("drift", s.name)):
+            continue
+        fields: dict[str, int] = {}
+        for names, n in _items(observed_row.get(_stage_key("drift_fields", s.name))).items():
+            for name in names.split(_SEP):
+                fields[name] = fields.get(name, 0) + n
+        out[s.name] = dict(sorted(fields.items()))
+    return out
 
 
 # --------------------------------------------------------------------------- per run

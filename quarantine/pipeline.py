@@ -44,7 +44,7 @@ from quarantine.errors import (
     describe_write_failure,
 )
 from quarantine.handlers import ErrorHandlers
-from quarantine.metrics import RunMetrics, retry_column_names
+from quarantine.metrics import RunMetrics, drift_column_names, retry_column_names
 from quarantine.policy import ErrorPolicy
 from quarantine.report import Listeners, RunInfo, RunKind, RunListener, RunSummary
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
@@ -262,6 +262,7 @@ class Pipeline:
             (F.col(OPEN) if OPEN in df.columns else F.lit(False)).alias(OPEN),
             (F.col(FINGERPRINT) if FINGERPRINT in df.columns else fingerprint()).alias(FINGERPRINT),
             *retry_column_names(chain),  # retried successes, for total-retries (metrics.py)
+            *drift_column_names(chain),  # undeclared fields, for schema-drift-records (metrics.py)
             *carried_columns(chain),  # judging stages' input, for their verdicts (verdict.py)
         )
 

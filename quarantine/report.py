@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from quarantine.config import BreachAction
+from quarantine.metrics import BatchMetrics, MetricNames
 from quarantine.schema import SOURCE_STAGE
 
 __all__ = [
@@ -110,6 +111,9 @@ class BatchReport:
         quarantined_by_stage: quarantined records per failing stage.
         quarantined_by_topic: quarantined records per source topic.
         quarantined_by_expectation: quarantined records per failing expectation.
+        schema_drift: per stage, the undeclared fields records held and how many records
+            held each (:func:`quarantine.metrics.schema_drift`); the records with any are
+            the ``schema-drift-records`` metric.
         metrics: Kafka-named error metrics for this batch
             (``total-record-failures``, ``total-records-skipped``…).
         breaches: tolerance breaches seen in this batch.
@@ -128,6 +132,7 @@ class BatchReport:
     quarantined_by_stage: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_topic: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_expectation: Mapping[str, int] = field(default_factory=dict)
+    schema_drift: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
     breaches: tuple[Breach, ...] = ()
     untranslated_expectations: tuple[str, ...] = ()
@@ -267,6 +272,7 @@ class RunSummary:
                 "(a recreated topic, a rewritten source?): quarantined at stage source as CoordinatesReused "
                 "or ConflictingDuplicate, each with its own row; errors.coordinates.reused says what to do"
             )
+        lines += self._drift_lines()
         untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
         if untranslated:
             lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))
@@ -274,3 +280,21 @@ class RunSummary:
             for br in b.breaches:
                 lines.append(f"  breach [{br.action.value}] {br.name}: {br.message}")
         return "\n".join(lines)
+
+    def _drift_lines(self) -> list[str]:
+        """``schema drift at <stage>: N record(s) with undeclared fields: a (n), b (m)``, per stage."""
+        records: dict[str, float] = {}
+        fields: dict[str, dict[str, int]] = {}
+        for b in self.batches:
+            for stage, n in BatchMetrics.from_report(b.metrics).by_stage(MetricNames.SCHEMA_DRIFT_RECORDS).items():
+                records[stage] = records.get(stage, 0.0) + n
+            for stage, seen in b.schema_drift.items():
+                mine = fields.setdefault(stage, {})
+                for name, n in seen.items():
+                    mine[name] = mine.get(name, 0) + n
+        return [
+            f"  schema drift at {stage}: {int(n):,} record(s) with undeclared fields: "
+            + ", ".join(f"{name} ({k:,})" for name, k in sorted(fields.get(stage, {}).items()))
+            for stage, n in records.items()
+            if n
+        ]

@@ -80,7 +80,7 @@ from quarantine.errors import (
     ToleranceExceededError,
 )
 from quarantine.handlers import counts_by_kind
-from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts
+from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, schema_drift
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
@@ -376,6 +376,7 @@ class Run:
             quarantined_by_stage={k: v for k, v in by_stage.items() if v},
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
             quarantined_by_expectation=quarantined_by_check(chain, counts),
+            schema_drift=schema_drift(chain, counts),
             metrics=metrics.as_report(),
             breaches=verdicts.breaches,
             untranslated_expectations=verdicts.notes,

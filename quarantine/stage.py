@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.errors import ConfigError, QuarantineError, StageDefinitionError
-from quarantine.metrics import ReportsRetries, retry_columns
+from quarantine.metrics import ReportsDrift, ReportsRetries, drift_columns, retry_columns
 from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, ErrorKind
 from quarantine.unlogged import unlogged_analysis
 
@@ -398,6 +398,9 @@ def _apply_stages(
         if isinstance(stage, ReportsRetries):
             # a stage's per-row retries may read its hidden columns: kept beside it, by name
             df = df.select("*", *retry_columns([stage]))
+        if isinstance(stage, ReportsDrift):
+            # a stage's per-row undeclared fields (schema drift) read its hidden columns too
+            df = df.select("*", *drift_columns([stage]))
         actual = df.schema[stage.name].dataType
         if not _is_result_struct(actual):
             raise StageDefinitionError(

@@ -286,6 +286,12 @@ class JsonOptions(_Declared):
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
     required: Annotated[list[str], _NAMES] = []
     """Fields of the schema that must be present and non-null."""
+    strings: Annotated[str, _lowered("strict", "coerce")] = "strict"
+    """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
+    boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
+    undeclared_fields: Annotated[str, _lowered("drop", "quarantine")] = "drop"
+    """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
+    quarantine (the record is an UndeclaredField error)."""
 
 
 class CastOptions(_Declared):

@@ -140,7 +140,8 @@ def quarantine_rows(
         F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.lit(None).cast("timestamp").alias("resolved_at"),
         F.lit(None).cast("string").alias("resolution"),
-        F.to_date(at).alias("first_seen_date"),
+        # the UTC date of the UTC instant (to_date would take the session time zone's date)
+        F.lit(now.astimezone(dt.UTC).date()).alias("first_seen_date"),
         (F.col(FINGERPRINT) if FINGERPRINT in failed.columns else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
     ]
     rows = failed.select(*cols)

@@ -5,6 +5,9 @@
 -- in both; error_history keeps a record's first and latest 9 failures). The metrics table
 -- counts per topic, not per partition, so the rate is the topic's: topic_quarantined /
 -- topic_records_in for the same period (NULL when no metrics were written for it).
+-- Periods are UTC's in any session time zone (a day starts at 00:00 UTC, a week on Monday
+-- 00:00 UTC): computed from epoch seconds and the UTC date, not with date_trunc, which
+-- truncates in the session time zone.
 --
 -- @table quarantine
 -- @table metrics
@@ -13,7 +16,13 @@
 WITH failures AS (
   SELECT q.pipeline, q.topic, q.partition,
          CASE WHEN lower(:bucket) IN ('minute', 'hour', 'day', 'week', 'month')
-              THEN date_trunc(:bucket, h.at)
+              THEN CASE lower(:bucket)
+                  WHEN 'minute' THEN timestamp_seconds(floor(unix_seconds(h.at) / 60) * 60)
+                  WHEN 'hour' THEN timestamp_seconds(floor(unix_seconds(h.at) / 3600) * 3600)
+                  WHEN 'day' THEN timestamp_seconds(floor(unix_seconds(h.at) / 86400) * 86400)
+                  ELSE timestamp_seconds(unix_date(trunc(
+                    date_from_unix_date(CAST(floor(unix_seconds(h.at) / 86400) AS INT)), :bucket)) * 86400)
+                END
               ELSE raise_error(concat('bucket must be minute, hour, day, week or month, not ', :bucket))
          END AS period
   FROM {{quarantine}} q LATERAL VIEW explode(q.error_history) AS h
@@ -25,13 +34,20 @@ per_partition AS (
   GROUP BY period, pipeline, topic, partition
 ),
 per_topic AS (
-  SELECT date_trunc(:bucket, recorded_at) AS period, pipeline, topic,
+  SELECT CASE lower(:bucket)
+           WHEN 'minute' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 60) * 60)
+           WHEN 'hour' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 3600) * 3600)
+           WHEN 'day' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 86400) * 86400)
+           ELSE timestamp_seconds(unix_date(trunc(
+             date_from_unix_date(CAST(floor(unix_seconds(recorded_at) / 86400) AS INT)), :bucket)) * 86400)
+         END AS period,
+         pipeline, topic,
          sum(value) FILTER (WHERE metric = 'records-in') AS records_in,
          sum(value) FILTER (WHERE metric = 'records-quarantined') AS quarantined
   FROM {{metrics}}
   WHERE metric IN ('records-in', 'records-quarantined') AND topic IS NOT NULL
     AND (:pipeline = '' OR pipeline = :pipeline)
-  GROUP BY date_trunc(:bucket, recorded_at), pipeline, topic
+  GROUP BY period, pipeline, topic
 )
 SELECT p.period, p.pipeline, p.topic, p.partition, p.failures,
        CAST(t.records_in AS BIGINT) AS topic_records_in,

@@ -15,7 +15,28 @@ appear in double quotes)::
                           malformed JSON (31 chars); expected a JSON object, found {"order_id": "A1", "amount": 1
     NotAJsonObject        expected a JSON object, found [1,2]
     SchemaMismatch        field 'amount': expected DOUBLE, found "12,50"; field 'quantity': expected INT, found 2.5
+                          field 'name': expected STRING, found {"first":"a"}
     MissingRequiredField  required field 'order_id': expected a value, found no such field
+    UndeclaredField       undeclared fields 'coupon', 'gift'; the schema declares order_id, amount
+
+A STRING field takes only a JSON string (or null) by default (``strings: strict``): an
+object, an array, a number or a boolean there is a SchemaMismatch, as ``"12"`` is for an
+INT field. ``strings: coerce`` takes any JSON value and keeps a non-string one as its
+JSON text (``{"first":"a"}``, ``12345``), Spark's ``from_json`` behaviour. Strict looks
+at the first character of each top-level STRING field's text: a non-string token's text
+always starts with one of a few (``{[-0-9tf"``); only rows where one does are parsed
+again with those fields as VARIANT, by the same parser, so the token kind is exact. Most
+strings (names, ids, emails) cost one look; a string that looks like JSON ("12345",
+"2026-11-27", "{x}") costs a second parse of its record. A STRING field nested in a
+struct or an array is coerced either way.
+
+Top-level fields the schema does not declare are schema drift. By default
+(``undeclared_fields: drop``) they are dropped, as ``from_json`` does, but counted: the
+records that held any are the ``schema-drift-records`` metric, and the run summary names
+the fields (the stage :class:`~quarantine.metrics.ReportsDrift`).
+``undeclared_fields: quarantine`` sends such a record to quarantine as an
+``UndeclaredField`` naming them (never their values). Finding them costs a second,
+lighter scan of each record's top-level keys (``json_object_keys``).
 
 Field-level messages name top-level fields; a wrong type deep inside a nested
 struct is reported as ``record does not match the declared schema``. The value
@@ -29,22 +50,39 @@ logs (:func:`~quarantine.redaction.redact_error`), which also catches
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType, VariantType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext, outcome
 from quarantine.stages._values import snippet
 
-__all__ = ["JsonParse", "from_spec"]
+__all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
+
+#: The first characters of the JSON text ``from_json`` gives a STRING field for a token that
+#: is not a string: an object, an array, a number (``-``, a digit, ``"NaN"``/``"Infinity"``
+#: written quoted), true, false; N and I in case non-numeric numbers are written bare.
+_NOT_STRING_STARTS = tuple('{[-0123456789tf"NI')
+
+#: ``strings``: a STRING field takes only a JSON string (or null).
+STRICT = "strict"
+#: ``strings``: a STRING field takes any JSON value, a non-string one as its JSON text.
+COERCE = "coerce"
+STRINGS = (STRICT, COERCE)
+#: ``undeclared_fields``: drop the fields the schema does not declare (counted as drift).
+DROP = "drop"
+#: ``undeclared_fields``: a record holding any is an ``UndeclaredField`` error.
+QUARANTINE = "quarantine"
+UNDECLARED_FIELDS = (DROP, QUARANTINE)
 
 
 @dataclass(frozen=True, repr=False)
@@ -56,17 +94,31 @@ class JsonParse(Stage):
         schema: the declared struct (top-level fields).
         required: fields that must be present and non-null.
         input: the string column or stage (default: the previous stage).
+        strings: :data:`STRICT` (a top-level STRING field takes only a JSON string or
+            null; anything else is a SchemaMismatch) or :data:`COERCE` (any JSON value,
+            a non-string one as its JSON text).
+        undeclared_fields: :data:`DROP` (top-level fields the schema does not declare
+            are dropped, and counted as drift) or :data:`QUARANTINE` (a record holding
+            any is an ``UndeclaredField`` error).
     """
 
     name: str
     schema: StructType
     required: tuple[str, ...] = ()
     input: str | None = None
+    strings: str = STRICT
+    undeclared_fields: str = DROP
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
     deterministic = True  # pure Column expressions of the record
 
     def __post_init__(self) -> None:
+        if self.strings not in STRINGS:
+            raise ConfigError(f"stage {self.name}: options.strings", self.strings, " | ".join(STRINGS))
+        if self.undeclared_fields not in UNDECLARED_FIELDS:
+            raise ConfigError(
+                f"stage {self.name}: options.undeclared_fields", self.undeclared_fields, " | ".join(UNDECLARED_FIELDS)
+            )
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:
             raise ConfigError(
@@ -75,17 +127,45 @@ class JsonParse(Stage):
                 f"fields of the schema ({', '.join(self.schema.fieldNames())})",
             )
 
+    def _strict_strings(self) -> tuple[str, ...]:
+        """The top-level STRING fields parsed as VARIANT to check their token kind (strict only)."""
+        if self.strings != STRICT:
+            return ()
+        return tuple(f.name for f in self.schema.fields if isinstance(f.dataType, StringType))
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        checked = self._strict_strings()
         parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
         # one parse per row: every reference below reads the hidden column (StageContext.once)
         parsed = ctx.once("parsed", F.from_json(value, parse_schema, options))
-        result = F.struct(*[parsed.getField(f.name).alias(f.name) for f in self.schema.fields])
+        fields = {f.name: parsed.getField(f.name) for f in self.schema.fields}
         corrupt = parsed.getField(_CORRUPT).isNotNull()
-        missing = [F.when(parsed.getField(r).isNull(), F.lit(r)) for r in self.required]
+        mismatch = corrupt
+        # strings: strict. from_json gives a STRING field a non-string token's JSON text, which
+        # starts with one of _NOT_STRING_STARTS; a JSON string may too ("12", "{x}"). Only rows
+        # with such a text are parsed again, those fields as VARIANT (the same parser, so the
+        # token kind is exact): most strings (names, ids, emails) cost one first-letter look.
+        wrong_kind: dict[str, tuple[Column, Column]] = {}
+        if checked:
+            suspect = {n: F.substring(fields[n], 1, 1).isin(*_NOT_STRING_STARTS) for n in checked}
+            token_schema = StructType([StructField(n, VariantType()) for n in checked])
+            tokens = ctx.once("tokens", F.when(_any(list(suspect.values())), F.from_json(value, token_schema)))
+            wrong_kind = {
+                n: (suspect[n] & _not_a_string(tokens.getField(n)), tokens.getField(n)) for n in checked
+            }
+            not_strings = ctx.once("not_strings", _any([wrong for wrong, _ in wrong_kind.values()]))
+            mismatch = corrupt | not_strings
+        result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
+        missing = [F.when(fields[r].isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
-        failed = value.isNull() | parsed.isNull() | corrupt | has_missing
+        # the top-level keys the schema does not declare (NULL when the value is no JSON object)
+        declared_names = F.array(*[F.lit(f.name) for f in self.schema.fields])
+        undeclared = ctx.once("undeclared", F.array_except(F.json_object_keys(value), declared_names))
+        has_undeclared = F.coalesce(F.size(undeclared) > 0, F.lit(False))
+        drifted = has_undeclared if self.undeclared_fields == QUARANTINE else F.lit(False)
+        failed = value.isNull() | parsed.isNull() | mismatch | has_missing | drifted
 
         # For messages only, so computed once and only for rows that failed: the variant
         # parse keeps each field's JSON token (quotes included).
@@ -99,8 +179,9 @@ class JsonParse(Stage):
             .when(is_empty, F.lit("MalformedJson"))
             .when(variant.isNotNull() & not_object, F.lit("NotAJsonObject"))
             .when(malformed, F.lit("MalformedJson"))
-            .when(corrupt, F.lit("SchemaMismatch"))
-            .otherwise(F.lit("MissingRequiredField"))
+            .when(mismatch, F.lit("SchemaMismatch"))
+            .when(has_missing, F.lit("MissingRequiredField"))
+            .otherwise(F.lit("UndeclaredField"))
         )
         message = (
             F.when(value.isNull(), F.lit("input is NULL; expected a JSON object"))
@@ -120,42 +201,69 @@ class JsonParse(Stage):
                     snippet(value),
                 ),
             )
-            .when(corrupt, self._mismatch_message(value, parsed, variant, ctx))
-            .otherwise(self._missing_message(parsed, variant))
+            .when(mismatch, self._mismatch_message(value, parsed, variant, wrong_kind, ctx))
+            .when(has_missing, self._missing_message(fields, variant))
+            .otherwise(self._undeclared_message(undeclared))
         )
         message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
             message
         )
         return outcome(result, failed, self.error(error_class, message))
 
-    def _mismatch_message(self, value: Column, parsed: Column, variant: Column, ctx: StageContext) -> Column:
-        """Name each field whose JSON value did not convert to its declared type."""
+    def _mismatch_message(
+        self,
+        value: Column,
+        parsed: Column,
+        variant: Column,
+        wrong_kind: Mapping[str, tuple[Column, Column]],
+        ctx: StageContext,
+    ) -> Column:
+        """Name each field whose JSON value did not convert to its declared type (or, for a
+        checked STRING field, was not a JSON string)."""
         text_schema = StructType([StructField(f.name, StringType()) for f in self.schema.fields])
         as_text = ctx.once("as_text", F.when(parsed.getField(_CORRUPT).isNotNull(), F.from_json(value, text_schema)))
-        parts = [
-            F.when(
-                as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull(),
+
+        def part(f: StructField) -> Column:
+            if f.name in wrong_kind:
+                wrong, token = wrong_kind[f.name]
+                found = F.to_json(token)  # the token as parsed, e.g. {"first":"a"}
+            else:
+                wrong = as_text.getField(f.name).isNotNull() & parsed.getField(f.name).isNull()
+                found = F.coalesce(F.to_json(_field(variant, f.name)), as_text.getField(f.name))
+            return F.when(
+                wrong,
                 F.format_string(
                     "field '%s': expected %s, found %s",
                     F.lit(f.name),
                     F.lit(f.dataType.simpleString().upper()),
                     # a field named like a credential never has its value quoted
-                    F.lit(REDACTED) if is_secret_key(f.name) else F.coalesce(
-                        snippet(F.to_json(_field(variant, f.name))),
-                        snippet(as_text.getField(f.name)),
-                    ),
+                    F.lit(REDACTED) if is_secret_key(f.name) else snippet(found),
                 ),
             )
-            for f in self.schema.fields
-        ]
+
+        parts = [part(f) for f in self.schema.fields]
         joined = F.concat_ws("; ", *parts)
         return F.when(joined != "", joined).otherwise(F.lit("record does not match the declared schema"))
 
-    def _missing_message(self, parsed: Column, variant: Column) -> Column:
+    def undeclared(self, column: Column) -> Column:
+        """The top-level fields of this row's record the schema does not declare
+        (see :class:`quarantine.metrics.ReportsDrift`): NULL when none could be read."""
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_undeclared")
+
+    def _undeclared_message(self, undeclared: Column) -> Column:
+        """``undeclared fields 'a', 'b'; the schema declares x, y`` (names only, never values)."""
+        quoted = F.array_join(
+            F.transform(F.array_sort(undeclared), lambda n: F.concat(F.lit("'"), n, F.lit("'"))), ", "
+        )
+        noun = F.when(F.size(undeclared) == 1, F.lit("field")).otherwise(F.lit("fields"))
+        declares = ", ".join(self.schema.fieldNames())
+        return F.format_string(f"undeclared %s %s; the schema declares {declares.replace('%', '%%')}", noun, quoted)
+
+    def _missing_message(self, fields: Mapping[str, Column], variant: Column) -> Column:
         """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
         parts = [
             F.when(
-                parsed.getField(r).isNull(),
+                fields[r].isNull(),
                 F.when(
                     _field(variant, r).isNull() & variant.isNotNull(),
                     F.lit(f"required field '{r}': expected a value, found no such field"),
@@ -164,6 +272,22 @@ class JsonParse(Stage):
             for r in self.required
         ]
         return F.concat_ws("; ", *parts)
+
+
+def _any(conditions: list[Column]) -> Column:
+    """``c1 OR c2 OR …`` (false for none)."""
+    out = F.lit(False)
+    for c in conditions:
+        out = out | c
+    return out
+
+
+def _not_a_string(token: Column) -> Column:
+    """Whether a field parsed as VARIANT holds a JSON value other than a string or null
+    (never NULL: an absent field is not wrong)."""
+    return F.coalesce(
+        ~F.is_variant_null(token) & (F.schema_of_variant(token) != F.lit("STRING")), F.lit(False)
+    )
 
 
 def _field(variant: Column, name: str) -> Column:
@@ -209,4 +333,13 @@ def from_spec(spec: StageSpec) -> JsonParse:
         raise ConfigError(
             spec.key("options.required"), not_in, f"fields of options.schema ({', '.join(schema.fieldNames())})"
         )
-    return JsonParse(name=spec.name, schema=schema, required=tuple(required), input=spec.input)
+    strings = option(spec, "strings", STRICT, kind=str).strip().lower()
+    if strings not in STRINGS:
+        raise ConfigError(spec.key("options.strings"), strings, " | ".join(STRINGS))
+    undeclared = option(spec, "undeclared_fields", DROP, kind=str).strip().lower()
+    if undeclared not in UNDECLARED_FIELDS:
+        raise ConfigError(spec.key("options.undeclared_fields"), undeclared, " | ".join(UNDECLARED_FIELDS))
+    return JsonParse(
+        name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=strings,
+        undeclared_fields=undeclared,
+    )

@@ -239,7 +239,7 @@ def test_the_declared_options_are_the_ones_each_stage_module_reads() -> None:
     assert _names(STAGE_OPTIONS["cast"]) == {"columns", "formats"}
     assert _names(STAGE_OPTIONS["python"]) == {"function", "returns", "mode", "nullable", "retriable"}
     # json.from_spec and decode.from_spec read exactly these (they keep no list of them)
-    assert _names(STAGE_OPTIONS["json"]) == {"schema", "required"}
+    assert _names(STAGE_OPTIONS["json"]) == {"schema", "required", "strings", "undeclared_fields"}
     assert _names(STAGE_OPTIONS["decode_utf8"]) == {"nullable"}
     assert _names(STAGE_OPTIONS["avro"]) == {"wire_format", "schemas", "writer_schema", "reader_schema", "nullable"}
     assert {c.value: {"column", "check", *r.options} for c, r in _RULES.items()} == {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from quarantine.metrics import (
     batch_metrics,
     metric_key,
     parse_metric_key,
+    schema_drift,
 )
-from quarantine.report import BatchReport, Breach, RunInfo
+from quarantine.report import BatchReport, Breach, RunInfo, RunStatus, RunSummary
 from quarantine.schema import ErrorKind
 from quarantine.sinks.metrics import metric_rows
 
@@ -81,7 +83,7 @@ def test_the_kafka_connect_names_are_kept_verbatim() -> None:
         "last-error-timestamp",
     }
     ours = {"records-in", "records-ok", "records-quarantined", "tolerance-breaches", "expectation-failures",
-            "records-discarded"}
+            "records-discarded", "schema-drift-records"}
     assert {m.value for m in MetricNames} == kafka | ours
 
 
@@ -273,3 +275,30 @@ def test_metric_rows_are_one_row_per_cell_with_the_breaches_the_report_carries()
     assert by_metric["records-quarantined"] == 4
     assert by_metric["tolerance-breaches"] == 1
     assert ("p", "r1", 7, NOW, "records-quarantined", "parse", "refunds", 1.0, "run") in rows
+
+
+@dataclass(frozen=True)
+class _Drifting:
+    """A stage that :class:`quarantine.metrics.ReportsDrift` (only its shape matters here)."""
+
+    name: str
+    kind: ErrorKind = ErrorKind.DESERIALIZE
+
+    def undeclared(self, column: Any) -> Any:
+        return column
+
+
+def test_schema_drift_counts_the_records_per_undeclared_field_and_the_summary_names_them() -> None:
+    stages = [_Stage("decode"), _Drifting("parse")]
+    # as observed: the sets of undeclared fields with their counts, the NULL item (no drift) without one
+    sets = json.dumps([{"item": f"coupon{SEP}gift", "count": 1}, {"item": "coupon", "count": 2}, {"count": 7}])
+    row = {"records_in": 10, "records_quarantined": 0, "drift:parse": 3, "drift_fields:parse": sets}
+    assert schema_drift(stages, row) == {"parse": {"coupon": 3, "gift": 1}}
+    assert schema_drift(stages, {**row, "drift:parse": 0}) == {}
+    metrics = batch_metrics(row, stages=stages, now=NOW)
+    assert metrics.by_stage(MetricNames.SCHEMA_DRIFT_RECORDS) == {"parse": 3.0}
+    run = RunInfo(pipeline="orders", run_id="r1", source="orders", config={}, started_at=NOW)
+    report = BatchReport(run=run, batch_id=0, records_in=10, records_ok=10, records_quarantined=0,
+                         schema_drift=schema_drift(stages, row), metrics=metrics.as_report())
+    shown = RunSummary(run, (report, report), RunStatus.SUCCEEDED).render()
+    assert "  schema drift at parse: 6 record(s) with undeclared fields: coupon (6), gift (2)" in shown.splitlines()
