@@ -338,8 +338,8 @@ class Pipeline:
         if streaming:
             return df
         df = df.withColumn(FINGERPRINT, fingerprint())
-        quarantined, delivered = settled_records(self.spark, self.quarantine_table, self.config.pipeline), \
-            self._delivered()
+        quarantined = settled_records(self.spark, self.quarantine_table, self.config.pipeline)
+        delivered = self._delivered()
         check_tables_agree(self.spark, self.config, target_exists=delivered is not None,
                            quarantine_exists=quarantined is not None)
         if delivered is not None:

@@ -173,11 +173,15 @@ def stored_fingerprint(col: Any = F.col) -> Column:
 
 
 def row_fingerprint(rows: DataFrame) -> Column:
-    """:func:`stored_fingerprint` of quarantine rows read from the table, whether or not it has
-    the ``fingerprint`` column yet (a table written before it existed)."""
-    if QUARANTINE_FINGERPRINT in rows.columns:
-        return stored_fingerprint()
-    return stored_fingerprint(lambda c: F.lit(None).cast("bigint") if c == QUARANTINE_FINGERPRINT else F.col(c))
+    """:func:`stored_fingerprint` of quarantine rows read from the table, whatever columns the
+    table has yet (one written before ``fingerprint`` existed; a column it lacks reads as NULL)."""
+    return stored_fingerprint(_column_of(rows))
+
+
+def _column_of(rows: DataFrame) -> Any:
+    """A column getter over ``rows``: a column ``rows`` lacks is a NULL of the quarantine schema's type."""
+    types = {f.name: f.dataType for f in QUARANTINE_SCHEMA.fields}
+    return lambda c: F.col(c) if c in rows.columns else F.lit(None).cast(types[c])
 
 
 def _key_match(name: str, pipeline: str) -> Column:
@@ -513,14 +517,15 @@ def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame 
     if not table_exists(spark, name):
         return None
     df = read_quarantine(spark, name).where(F.col("pipeline") == F.lit(pipeline))
-    first_seen = F.to_utc_timestamp(F.col("first_seen_at"), spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    col = _column_of(df)
+    first_seen = F.to_utc_timestamp(col("first_seen_at"), spark.conf.get("spark.sql.session.timeZone") or "UTC")
     where = F.format_string(
         "in the quarantine table %s (status %s, first seen %s UTC)",
         F.lit(name), F.col("status"), F.date_format(first_seen, "yyyy-MM-dd HH:mm:ss"),
     )
     return df.select(
-        *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), F.col("timestamp").alias("_s_ts"),
-        F.col("status").alias("_s_status"), F.col("first_seen_at").alias("_s_first"), where.alias("_s_where"),
+        *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), col("timestamp").alias("_s_ts"),
+        F.col("status").alias("_s_status"), col("first_seen_at").alias("_s_first"), where.alias("_s_where"),
     )
 
 
