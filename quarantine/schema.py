@@ -26,6 +26,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from quarantine.errors import SourceError
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -233,8 +235,6 @@ def kafka_shape_problems(schema: StructType) -> list[str]:
 
 def check_kafka_shaped(df: DataFrame, where: str) -> None:
     """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
-    from quarantine.errors import SourceError
-
     problems = kafka_shape_problems(df.schema)
     if problems:
         raise SourceError(
