@@ -542,7 +542,7 @@ class Run:
                 # batch ids at 0, and Delta would silently skip those appends otherwise.
                 lambda: append_batch(
                     good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
-                    batch_id=batch_id,
+                    batch_id=batch_id, owner=self.pipeline.config.pipeline,
                 ),
             )
         else:

@@ -49,7 +49,8 @@ from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, RunSummary
 from quarantine.runners.relay import RelayListener, RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
-from quarantine.sinks import is_connect
+from quarantine.sinks import is_connect, table_exists
+from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import OffsetWatermark
 
 if TYPE_CHECKING:
@@ -352,6 +353,7 @@ def run_stream(
     cfg = pipeline.config
     connect = is_connect(pipeline.spark)
     secrets = cfg.secrets()
+    _check_owners(pipeline)
     runner = _BatchRunner(pipeline)
     deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
     run = None
@@ -410,6 +412,23 @@ def is_kafka_metrics_npe(text: str) -> bool:
     reporting dereferences ``Some(null)`` — after the batch was committed.
     """
     return 'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" is null' in text
+
+
+def _check_owners(pipeline: Pipeline) -> None:
+    """Before a Kafka stream over listed topics starts: refuse a topic another pipeline writes into
+    the target, and claim the unowned ones (:mod:`quarantine.sinks.ownership`; a topic pattern's
+    topics, and a target the stream creates, are not known here and not checked).
+
+    Raises:
+        TablesDisagreeError: another pipeline writes one of the topics into the target.
+    """
+    cfg, spark, target = pipeline.config, pipeline.spark, pipeline.target_table
+    topics = cfg.source.topics if cfg.source.format is SourceFormat.KAFKA else ()
+    if not topics or not table_exists(spark, target):
+        return
+    new = check_owners(target, cfg.pipeline, topics, owners(spark, target), shared=cfg.target.shared)
+    if new:
+        pipeline.write("target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
 
 
 def _run_query(

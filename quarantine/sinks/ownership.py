@@ -76,6 +76,10 @@ def claim_topics(spark: SparkSession, table: str, pipeline: str, topics: Iterabl
 
 
 def claim_written_topics(spark: SparkSession, table: str, pipeline: str) -> None:
-    """Record ``pipeline`` as the writer of every topic a target it just created holds (one job)."""
-    topics = [r[0] for r in read_table(spark, table).select("_source_topic").distinct().collect()]
+    """Record ``pipeline`` as the writer of every topic a target it just created holds (one job;
+    none for a target without the source columns, ``target.source_columns: false``)."""
+    rows = read_table(spark, table)
+    if "_source_topic" not in rows.columns:
+        return
+    topics = [r[0] for r in rows.select("_source_topic").distinct().collect()]
     claim_topics(spark, table, pipeline, [t for t in topics if t is not None])

@@ -47,10 +47,17 @@ def txn_app_id(pipeline: str, table: str) -> str:
     return f"quarantine:{pipeline}:{table}"
 
 
-def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -> None:
-    """Append a micro-batch exactly once (``txnAppId``/``txnVersion``)."""
+def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int, owner: str | None = None) -> None:
+    """Append a micro-batch exactly once (``txnAppId``/``txnVersion``).
+
+    Args:
+        pipeline: the ``txnAppId``'s writer (the pipeline and its query's id).
+        owner: the pipeline recorded as the writer of the topics of a table this
+            append creates (:mod:`quarantine.sinks.ownership`).
+    """
     spark = rows.sparkSession
-    if table_exists(spark, table):
+    existed = table_exists(spark, table)
+    if existed:
         _add_fingerprint(spark, rows, table)
     writer = (
         rows.write.format("delta")
@@ -59,6 +66,8 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int) -
         .option("txnVersion", str(batch_id))
     )
     save(writer, table)
+    if not existed and owner is not None:
+        claim_written_topics(spark, table, owner)
 
 
 def merge_new_rows(

@@ -72,3 +72,21 @@ def test_a_recreated_topic_loses_nothing_and_a_stale_checkpoint_says_what_to_do(
         if key in before:
             assert (r["error_class"], r["status"], r["error_count"]) == (
                 before[key]["error_class"], before[key]["status"], before[key]["error_count"])
+
+
+def test_a_second_stream_writing_a_topic_another_pipeline_writes_into_one_target_is_refused_at_start(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    from quarantine.errors import TablesDisagreeError
+
+    (topic,) = new_topics("owned")
+    b = kafka_broker.bootstrap
+    produce(b, order_records([topic], 1, 20, poison_rate=0.1, seed=3))
+    first = kafka_pipeline_conf(b, tmp_path, topics=[topic], pipeline="stream_a")
+    assert _run(spark, first).records_in == 20  # creates the target and records stream_a as the topic's writer
+    second = kafka_pipeline_conf(b, tmp_path, topics=[topic], pipeline="stream_b")
+    second["target"]["checkpoint"] = str(tmp_path / "checkpoint-b")
+    versions = len(spark.sql(f"DESCRIBE HISTORY delta.`{first['target']['table']}`").collect())
+    with pytest.raises(TablesDisagreeError, match=f"pipeline stream_b would write topic {topic} .* stream_a"):
+        _run(spark, second)
+    assert len(spark.sql(f"DESCRIBE HISTORY delta.`{first['target']['table']}`").collect()) == versions
