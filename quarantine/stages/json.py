@@ -68,10 +68,11 @@ __all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIEL
 
 _CORRUPT = "_corrupt_record"
 
-#: The first characters of the JSON text ``from_json`` gives a STRING field for a token that
-#: is not a string: an object, an array, a number (``-``, a digit, ``"NaN"``/``"Infinity"``
-#: written quoted), true, false; N and I in case non-numeric numbers are written bare.
-_NOT_STRING_STARTS = tuple('{[-0123456789tf"NI')
+#: What the JSON text ``from_json`` gives a STRING field for a token that is not a string can
+#: look like: an object or an array (``{``, ``[``), a whole number literal, ``true``, ``false``,
+#: a quoted or bare non-numeric number (``"NaN"``, ``NaN``, ``+Infinity``, ``-INF``…). A string's
+#: text that looks like none of these ("2026-11-27", "o-17", "tomato") cannot be another token.
+_NOT_STRING_LOOK = r'^(?:[{\["]|[+-]?[NI]|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$|true$|false$)'
 
 #: ``strings``: a STRING field takes only a JSON string (or null).
 STRICT = "strict"
@@ -143,12 +144,12 @@ class JsonParse(Stage):
         corrupt = parsed.getField(_CORRUPT).isNotNull()
         mismatch = corrupt
         # strings: strict. from_json gives a STRING field a non-string token's JSON text, which
-        # starts with one of _NOT_STRING_STARTS; a JSON string may too ("12", "{x}"). Only rows
+        # looks like _NOT_STRING_LOOK; a JSON string may too ("12", "{x}"). Only rows
         # with such a text are parsed again, those fields as VARIANT (the same parser, so the
         # token kind is exact): most strings (names, ids, emails) cost one first-letter look.
         wrong_kind: dict[str, tuple[Column, Column]] = {}
         if checked:
-            suspect = {n: F.substring(fields[n], 1, 1).isin(*_NOT_STRING_STARTS) for n in checked}
+            suspect = {n: fields[n].rlike(_NOT_STRING_LOOK) for n in checked}
             token_schema = StructType([StructField(n, VariantType()) for n in checked])
             tokens = ctx.once("tokens", F.when(_any(list(suspect.values())), F.from_json(value, token_schema)))
             wrong_kind = {
