@@ -4,8 +4,11 @@ The quarantine table remembers records that were replayed into the target
 (status ``replayed``): their good rows are only in the target. A target deleted
 or rebuilt from the source alone would lose them without a word, so a batch run
 or a replay refuses to write when the target does not exist while the quarantine
-table holds ``replayed`` rows of the pipeline (:func:`check_tables_agree`);
-:func:`quarantine.rebuild.rebuild_target` builds a new target instead.
+table holds ``replayed`` rows of the pipeline (:func:`check_tables_agree`), or
+when a target the pipeline has no record of writing (rebuilt by other means: a
+plain Spark job, ``CREATE OR REPLACE``) lacks some of them
+(:func:`check_target_holds_replayed`); :func:`quarantine.rebuild.rebuild_target`
+builds a new target instead.
 
 The other way round, a quarantine table deleted while the target holds rows, is
 safe (records already delivered are left out by their identity; discarded rows
@@ -21,10 +24,10 @@ from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig
 from quarantine.errors import TablesDisagreeError
-from quarantine.schema import QuarantineStatus
+from quarantine.schema import SOURCE_KEY, QuarantineStatus
 from quarantine.sinks import read_table
 
-__all__ = ["REOPENED", "check_tables_agree", "rebuilding", "replayed_records"]
+__all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]
 
 log = logging.getLogger("quarantine")
 
@@ -79,3 +82,35 @@ def check_tables_agree(
         )
 
 
+
+
+def check_target_holds_replayed(spark: SparkSession, config: PipelineConfig) -> None:
+    """Refuse a write into a target that lacks records the quarantine table says were replayed into it.
+
+    Called when the target exists but has no record of the pipeline writing it
+    (:class:`~quarantine.sinks.ownership.Owners`): it was rebuilt by other means, or
+    written before writers were recorded. One Spark job: the pipeline's ``replayed``
+    rows whose coordinates the target does not hold. None missing: the target is the
+    pipeline's own (the caller then records the pipeline as its writer).
+
+    Raises:
+        TablesDisagreeError: some replayed records are not in the target; the message
+            says how many and what to run.
+    """
+    target, quarantine = config.target.table, config.errors.dlq_table_name
+    rows = read_table(spark, target)
+    if not {f"_source_{c}" for c in SOURCE_KEY} <= set(rows.columns):
+        return  # a target without the source coordinates: nothing to compare by
+    replayed = read_table(spark, quarantine).where(
+        (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.REPLAYED.value)
+    ).select(*SOURCE_KEY)
+    held = rows.select(*[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY])
+    n = replayed.join(held, [*SOURCE_KEY], "left_anti").count()
+    if n:
+        raise TablesDisagreeError(
+            f"the target {target} does not hold {n:,} record(s) that the quarantine table {quarantine} says "
+            f"were replayed into it, and has no record of pipeline {config.pipeline} writing it: was it rebuilt "
+            "by other means? Nothing was written. Move it away (its records are settled again by their "
+            "identity), then `quarantine rebuild-target --conf <this config> --dry-run` says what rebuilding it "
+            "from the source and the quarantine table's raw bytes would do; without --dry-run it does it"
+        )

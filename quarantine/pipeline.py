@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.agreement import check_tables_agree
+from quarantine.agreement import check_tables_agree, check_target_holds_replayed
 from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
 from quarantine.coordinates import (
     DELIVERED,
@@ -325,7 +325,9 @@ class Pipeline:
         Raises:
             TablesDisagreeError: the target does not exist while the quarantine table
                 says records of this pipeline were replayed into it
-                (:func:`~quarantine.agreement.check_tables_agree`), or another pipeline
+                (:func:`~quarantine.agreement.check_tables_agree`), or a target that
+                has no record of this pipeline writing it lacks some of them
+                (:func:`~quarantine.agreement.check_target_holds_replayed`), or another pipeline
                 writes one of the batch's topics into the target
                 (:mod:`quarantine.sinks.ownership`; not with ``target.shared``).
             CoordinatesReusedError: ``errors.coordinates.reused: fail`` and a record's
@@ -344,8 +346,12 @@ class Pipeline:
                            quarantine_exists=quarantined is not None)
         if delivered is not None:
             target, name = self.target_table, self.config.pipeline
-            new = check_owners(target, name, topics, owners(self.spark, target), shared=self.config.target.shared)
-            if new:
+            known = owners(self.spark, target)
+            new = check_owners(target, name, topics, known.topics, shared=self.config.target.shared)
+            first = not known.writes(name)
+            if first and quarantined is not None:
+                check_target_holds_replayed(self.spark, self.config)
+            if new or first:
                 self.write("target claim", target, 0, lambda: claim_topics(self.spark, target, name, new))
         settled = [s for s in (quarantined, delivered) if s is not None]
         if not settled:

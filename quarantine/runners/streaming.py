@@ -43,6 +43,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from quarantine.agreement import check_target_holds_replayed
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
@@ -420,14 +421,19 @@ def _check_owners(pipeline: Pipeline) -> None:
     topics, and a target the stream creates, are not known here and not checked).
 
     Raises:
-        TablesDisagreeError: another pipeline writes one of the topics into the target.
+        TablesDisagreeError: another pipeline writes one of the topics into the target, or
+            the target lacks records replayed into it (rebuilt by other means).
     """
     cfg, spark, target = pipeline.config, pipeline.spark, pipeline.target_table
     topics = cfg.source.topics if cfg.source.format is SourceFormat.KAFKA else ()
     if not topics or not table_exists(spark, target):
         return
-    new = check_owners(target, cfg.pipeline, topics, owners(spark, target), shared=cfg.target.shared)
-    if new:
+    known = owners(spark, target)
+    new = check_owners(target, cfg.pipeline, topics, known.topics, shared=cfg.target.shared)
+    first = not known.writes(cfg.pipeline)
+    if first and table_exists(spark, pipeline.quarantine_table):
+        check_target_holds_replayed(spark, cfg)
+    if new or first:
         pipeline.write("target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
 
 

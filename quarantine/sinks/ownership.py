@@ -5,7 +5,11 @@ the pipeline that wrote it. Two pipelines reading one topic into one target
 with different stages would each settle the same records their own way (one
 delivers a record the other keeps open in its quarantine), so a target records,
 per topic, the pipeline that writes it: the table property
-``quarantine.writer.topic.<topic> = <pipeline>`` (``SHOW TBLPROPERTIES`` shows it).
+``quarantine.writer.topic.<topic> = <pipeline>`` (``SHOW TBLPROPERTIES`` shows it), and
+each pipeline that writes it: ``quarantine.writer.pipeline.<pipeline> = writer``. A
+target without its pipeline's record is new to the pipeline: rebuilt by other means,
+or written before writers were recorded (:func:`quarantine.agreement.check_target_holds_replayed`
+tells the two apart before the pipeline claims it).
 A pipeline about to write a topic another pipeline owns in the same target is
 refused before it writes anything (:func:`check_owners`), unless its config says
 ``target.shared: true``; other topics into one target are fine.
@@ -18,22 +22,47 @@ has no writer for yet.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from quarantine.errors import TablesDisagreeError
 from quarantine.sinks import read_table, sql_literal, table_ref
 
-__all__ = ["WRITER_PREFIX", "check_owners", "claim_topics", "claim_written_topics", "owners"]
+__all__ = [
+    "PIPELINE_PREFIX", "WRITER_PREFIX", "Owners", "check_owners", "claim_topics", "claim_written_topics", "owners",
+]
 
 #: The table property that names a topic's writer: ``quarantine.writer.topic.<topic>``.
 WRITER_PREFIX = "quarantine.writer.topic."
+#: The table property that records a pipeline writing the target: ``quarantine.writer.pipeline.<pipeline>``.
+PIPELINE_PREFIX = "quarantine.writer.pipeline."
 
 
-def owners(spark: SparkSession, table: str) -> dict[str, str]:
-    """``topic -> pipeline`` from the target's table properties (no Spark job)."""
+@dataclass(frozen=True)
+class Owners:
+    """A target's writers, from its table properties.
+
+    Attributes:
+        topics: ``topic -> pipeline`` that writes it.
+        pipelines: the pipelines recorded as writing the target.
+    """
+
+    topics: Mapping[str, str] = field(default_factory=dict)
+    pipelines: frozenset[str] = frozenset()
+
+    def writes(self, pipeline: str) -> bool:
+        """Whether the target records ``pipeline`` as a writer (of the target, or of one of its topics)."""
+        return pipeline in self.pipelines or pipeline in self.topics.values()
+
+
+def owners(spark: SparkSession, table: str) -> Owners:
+    """The target's writers from its table properties (no Spark job)."""
     rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(table)}").collect()
-    return {r["key"][len(WRITER_PREFIX):]: r["value"] for r in rows if r["key"].startswith(WRITER_PREFIX)}
+    return Owners(
+        topics={r["key"][len(WRITER_PREFIX):]: r["value"] for r in rows if r["key"].startswith(WRITER_PREFIX)},
+        pipelines=frozenset(r["key"][len(PIPELINE_PREFIX):] for r in rows if r["key"].startswith(PIPELINE_PREFIX)),
+    )
 
 
 def check_owners(
@@ -69,17 +98,20 @@ def check_owners(
 
 
 def claim_topics(spark: SparkSession, table: str, pipeline: str, topics: Iterable[str]) -> None:
-    """Record ``pipeline`` as the writer of ``topics`` in ``table`` (one commit; none for no topic)."""
-    props = ", ".join(f"{sql_literal(WRITER_PREFIX + t)} = {sql_literal(pipeline)}" for t in topics)
-    if props:
-        spark.sql(f"ALTER TABLE {table_ref(table)} SET TBLPROPERTIES ({props})")
+    """Record ``pipeline`` as a writer of ``table`` and of ``topics`` in it (one commit)."""
+    props = ", ".join(
+        [f"{sql_literal(PIPELINE_PREFIX + pipeline)} = 'writer'",
+         *(f"{sql_literal(WRITER_PREFIX + t)} = {sql_literal(pipeline)}" for t in topics)]
+    )
+    spark.sql(f"ALTER TABLE {table_ref(table)} SET TBLPROPERTIES ({props})")
 
 
 def claim_written_topics(spark: SparkSession, table: str, pipeline: str) -> None:
-    """Record ``pipeline`` as the writer of every topic a target it just created holds (one job;
-    none for a target without the source columns, ``target.source_columns: false``)."""
+    """Record ``pipeline`` as the writer of a target it just created and of every topic it holds
+    (one job, none for a target without the source columns, ``target.source_columns: false``;
+    one commit)."""
     rows = read_table(spark, table)
-    if "_source_topic" not in rows.columns:
-        return
-    topics = [r[0] for r in rows.select("_source_topic").distinct().collect()]
+    topics = [] if "_source_topic" not in rows.columns else [
+        r[0] for r in rows.select("_source_topic").distinct().collect()
+    ]
     claim_topics(spark, table, pipeline, [t for t in topics if t is not None])

@@ -256,6 +256,49 @@ def test_a_run_into_a_deleted_target_is_refused_before_any_write_and_rebuild_tar
     assert again.records_ok == 0 and len(_target(spark, table_dir)) == 9
 
 
+@pytest.mark.parametrize("how", ["deleted and written again", "create or replace"])
+def test_a_target_rebuilt_by_other_means_is_refused_before_any_write(spark: Any, table_dir: Path, how: str) -> None:
+    """A target rebuilt from the source alone by a plain Spark job exists, but lacks the 2
+    records replayed into the old one: the next run says so and writes nothing."""
+    from quarantine.errors import TablesDisagreeError
+
+    _settled_target(spark, table_dir)
+    t = str(table_dir / "target")
+    kept = spark.createDataFrame(
+        [r for r in _target(spark, table_dir) if r["_source_offset"] not in (2, 7)],
+        spark.read.format("delta").load(t).schema,
+    ).localCheckpoint()
+    if how == "create or replace":
+        kept.createOrReplaceTempView("kept_rows")
+        spark.sql(f"CREATE OR REPLACE TABLE delta.`{t}` USING delta AS SELECT * FROM kept_rows")
+    else:
+        shutil.rmtree(t)
+        kept.write.format("delta").save(t)
+    fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])
+    q_version = _quarantine_version(spark, table_dir)
+    t_version = spark.sql(f"DESCRIBE HISTORY delta.`{t}`").count()
+    with pytest.raises(TablesDisagreeError, match=r"does not hold 2 record\(s\) .* replayed into it.*rebuild-target"):
+        fixed.run()
+    with pytest.raises(TablesDisagreeError, match="rebuild-target"):
+        replay(fixed)
+    assert _quarantine_version(spark, table_dir) == q_version
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{t}`").count() == t_version
+
+
+def test_a_target_written_before_writers_were_recorded_is_claimed_on_first_use(spark: Any, table_dir: Path) -> None:
+    """A target without the writer properties that holds every replayed record is the pipeline's
+    own (a table written by an older version): the run goes on and records the writer."""
+    from quarantine.sinks.ownership import owners
+
+    _settled_target(spark, table_dir)
+    t = str(table_dir / "target")
+    keys = [r[0] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{t}`").collect() if r[0].startswith("quarantine.")]
+    spark.sql(f"ALTER TABLE delta.`{t}` UNSET TBLPROPERTIES ({', '.join(repr(k) for k in keys)})")
+    summary = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[]).run()
+    assert summary.records_ok == 0 and len(_target(spark, table_dir)) == 9
+    assert owners(spark, t).writes("rebuild")
+
+
 def test_a_deleted_quarantine_table_starts_a_new_one_says_so_and_duplicates_nothing(
     spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
