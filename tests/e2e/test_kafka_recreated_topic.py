@@ -90,3 +90,62 @@ def test_a_second_stream_writing_a_topic_another_pipeline_writes_into_one_target
     with pytest.raises(TablesDisagreeError, match=f"pipeline stream_b would write topic {topic} .* stream_a"):
         _run(spark, second)
     assert len(spark.sql(f"DESCRIBE HISTORY delta.`{first['target']['table']}`").collect()) == versions
+
+
+def test_a_topic_recreated_under_a_running_query_stops_it_with_what_to_do_and_a_new_checkpoint_loses_nothing(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    """The topic is deleted and recreated while the query runs (a ``processing_time`` trigger):
+    Spark's Kafka source stops the query; the error says to use a new checkpoint, which then
+    reads the new topic from offset 0 and every record of both generations is in one place."""
+    import threading
+    import time
+
+    from quarantine.runners.streaming import run_stream
+
+    (topic,) = new_topics("recreated-running")
+    b = kafka_broker.bootstrap
+    raw = kafka_pipeline_conf(b, tmp_path, topics=[topic], processing_time="1 second")
+    old = produce(b, order_records([topic], 1, 40, poison_rate=0.1, seed=4))
+    pipe = Pipeline.from_config(parse_config(raw), spark, listeners=[])
+    outcome: dict[str, Any] = {}
+
+    def stream() -> None:
+        try:
+            outcome["summary"] = run_stream(pipe, max_duration_s=240)
+        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    q_path, t_path = raw["errors"]["deadletterqueue.table.name"], raw["target"]["table"]
+
+    def settled() -> int:
+        try:
+            return sum(spark.read.format("delta").load(p).count() for p in (q_path, t_path))
+        except Exception:  # noqa: BLE001 - a table not written yet
+            return 0
+
+    deadline = time.monotonic() + 120
+    while settled() < len(old) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert settled() == len(old), "the running query did not settle the first generation"
+    recreate_topic(b, topic, 1)
+    new = produce(b, order_records([topic], 1, 20, poison_rate=0.2, seed=5))  # offsets 0..19 again
+    thread.join(timeout=200)
+    assert not thread.is_alive(), "the query kept running over a recreated topic"
+    assert isinstance(outcome.get("error"), StreamFailedError), outcome
+    assert "new checkpoint (target.checkpoint)" in str(outcome["error"])
+
+    fresh = {**raw, "trigger": "available_now",
+             "target": {**raw["target"], "checkpoint": str(tmp_path / "checkpoint-after-recreate")}}
+    assert _run(spark, fresh).records_in == len(new)
+    target = spark.read.format("delta").load(t_path).collect()
+    in_target = [(r["_source_offset"], r["order_id"], float(r["amount"])) for r in target]
+    in_quarantine = [(r["offset"], bytes(r["value"] or b"")) for r in spark.read.format("delta").load(q_path).collect()]
+    for p in old + new:
+        good = _good(p)
+        t = good is not None and good in in_target
+        q = (p.offset, p.value or b"") in in_quarantine
+        assert t != q, f"offset {p.offset} value {p.value!r}: in target {t}, in quarantine {q}"
+    assert len(in_target) + len(in_quarantine) == len(old) + len(new)
