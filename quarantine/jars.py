@@ -262,14 +262,11 @@ def local_jars() -> list[str]:
     """Local paths of the jars a local session adds to PySpark: Delta and the Kafka source.
 
     Resolves :func:`spark_jars` into :func:`spark_jar_dir` (downloading once, see the
-    module contract). On Databricks, nothing: the runtime provides them.
+    module contract). Only for a local session: on Databricks the runtime provides
+    them, and :mod:`quarantine.session` does not ask.
 
     Raises:
         QuarantineError: the installed pyspark is not supported, or a jar could not be
             resolved; the message names the URL and the cache folder.
     """
-    from quarantine.session import on_databricks  # not at the top: the session module imports this one
-
-    if on_databricks():
-        return []
     return [str(p) for p in resolve(spark_jars(), spark_jar_dir())]

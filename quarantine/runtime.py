@@ -18,8 +18,9 @@ import os
 import sys
 
 from quarantine.errors import QuarantineError
+from quarantine.jars import supported_spark_versions
 
-__all__ = ["DATABRICKS_RUNTIMES", "SUPPORTED_PYTHON", "SUPPORTED_SPARK_LINES", "check_runtime"]
+__all__ = ["DATABRICKS_RUNTIMES", "SUPPORTED_PYTHON", "SUPPORTED_SPARK_LINES", "check_runtime", "on_databricks"]
 
 #: The Python versions (major, minor) quarantine supports.
 SUPPORTED_PYTHON: tuple[tuple[int, int], ...] = ((3, 11), (3, 12))
@@ -33,9 +34,12 @@ def _line(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def _supported_text() -> str:
-    from quarantine.jars import supported_spark_versions
+def on_databricks() -> bool:
+    """Whether this process runs on a Databricks cluster (``$DATABRICKS_RUNTIME_VERSION`` is set)."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
 
+
+def _supported_text() -> str:
     local = ", ".join(f"pyspark {v}" for v in supported_spark_versions())
     spark = ", ".join(f"Spark {s} (Databricks Runtime {DATABRICKS_RUNTIMES[s]})" for s in SUPPORTED_SPARK_LINES)
     python = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_PYTHON)
@@ -60,13 +64,11 @@ def check_runtime(
     Raises:
         QuarantineError: the Python version, or the Spark version, is not supported.
     """
-    from quarantine.jars import supported_spark_versions
-
     found_python = python or (sys.version_info.major, sys.version_info.minor)
-    on_databricks = "DATABRICKS_RUNTIME_VERSION" in os.environ if databricks is None else databricks
+    databricks = on_databricks() if databricks is None else databricks
     where = (
         f"Databricks Runtime {os.environ.get('DATABRICKS_RUNTIME_VERSION', '?')}, Spark {spark_version}"
-        if on_databricks
+        if databricks
         else f"pyspark {spark_version}"
     )
     found = f"Python {found_python[0]}.{found_python[1]} with {where}"
@@ -75,7 +77,7 @@ def check_runtime(
             f"unsupported runtime: Python {found_python[0]}.{found_python[1]} ({found}); {_supported_text()}"
         )
     # Databricks: any patch of a supported line; locally: a pyspark whose jars ship
-    supported = SUPPORTED_SPARK_LINES if on_databricks else supported_spark_versions()
-    if (_line(spark_version) if on_databricks else spark_version) not in supported:
-        hint = "" if on_databricks else '; install a supported one, e.g. pip install "spark-quarantine[local]"'
+    supported = SUPPORTED_SPARK_LINES if databricks else supported_spark_versions()
+    if (_line(spark_version) if databricks else spark_version) not in supported:
+        hint = "" if databricks else '; install a supported one, e.g. pip install "spark-quarantine[local]"'
         raise QuarantineError(f"unsupported runtime: Spark {spark_version} ({found}); {_supported_text()}{hint}")

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
-from quarantine.runtime import check_runtime
+from quarantine.runtime import check_runtime, on_databricks
 
 __all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
 
@@ -79,11 +79,6 @@ JVM_OPTIONS: tuple[str, ...] = (
 _LINKED_FLAGS: tuple[frozenset[str], ...] = (frozenset({"MaxNodeLimit", "NodeLimitFudgeFactor"}),)
 #: ``-XX:+Name``, ``-XX:-Name`` and ``-XX:Name=value``: group 1 is the flag's name.
 _XX_FLAG = re.compile(r"^-XX:[+-]?(\w+)")
-
-
-def on_databricks() -> bool:
-    """Whether this process runs on a Databricks cluster."""
-    return "DATABRICKS_RUNTIME_VERSION" in os.environ
 
 
 @contextlib.contextmanager
@@ -158,7 +153,7 @@ def get_spark(
 def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
     """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf`` on top, the JVM options."""
     settings = dict(LOCAL_DEFAULTS)
-    jars = local_jars()
+    jars = [] if on_databricks() else local_jars()  # on Databricks the runtime provides them
     settings["spark.jars"] = ",".join(jars)
     # Also on the driver's class path (local mode: executors share the JVM), so Delta's
     # classes and error-message resources load from any thread — foreachBatch runs on

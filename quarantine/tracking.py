@@ -41,7 +41,7 @@ from typing import Any
 from quarantine.config import MlflowConfig, PipelineConfig
 from quarantine.redaction import redact, redact_text
 from quarantine.report import BatchReport, Breach, RunInfo, RunKind, RunListener, RunStatus
-from quarantine.session import on_databricks
+from quarantine.runtime import on_databricks
 
 __all__ = [
     "ARTIFACT_BUFFER",

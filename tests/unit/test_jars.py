@@ -278,12 +278,14 @@ def test_the_repository_is_maven_central_unless_quarantine_maven_repo_names_a_mi
     assert maven_repository() == "https://mirror.example/maven/"
 
 
-def test_local_jars_resolves_nothing_on_databricks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_session_on_databricks_resolves_no_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from quarantine.session import _local_settings
+
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
     monkeypatch.setenv("QUARANTINE_JAR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("QUARANTINE_MAVEN_REPO", _closed_port_url())
 
-    assert local_jars() == []
+    assert _local_settings(None)["spark.jars"] == ""
     assert not (tmp_path / "cache").exists()
 
 
