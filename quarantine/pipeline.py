@@ -363,6 +363,25 @@ class Pipeline:
             self._refuse_reused(df)
         return df
 
+    def unsettled(self, split: DataFrame) -> DataFrame:
+        """A Kafka stream's staged micro-batch less the records the tables already settled.
+
+        For a query started from a new checkpoint (a reset, or after a topic was
+        recreated) over tables that hold records of its topics: until the stream
+        has read past them (the runner's overlap :class:`OffsetWatermark`), each
+        micro-batch is compared with them as a batch run's records are
+        (:func:`~quarantine.coordinates.against_settled`): records in the target or
+        closed in quarantine are left out, open ones run again into their own rows
+        (``_q_open``: closed once they pass), and records whose coordinates other
+        content holds (``_q_reused``) run as new records.
+        """
+        settled = [s for s in (settled_records(self.spark, self.quarantine_table, self.config.pipeline),
+                               self._delivered()) if s is not None]
+        if not settled:
+            return split
+        union = settled[0] if len(settled) == 1 else settled[0].unionByName(settled[1])
+        return against_settled(split.drop(OPEN), union)
+
     def _delivered(self) -> DataFrame | None:
         """The target's records in :func:`~quarantine.coordinates.against_settled`'s ``settled`` shape."""
         if not table_exists(self.spark, self.target_table):

@@ -84,7 +84,7 @@ from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
-from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_records
 from quarantine.sinks.target import append_batch, merge_new_rows
@@ -117,7 +117,8 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
     that writes nothing twice); it is never computed again.
 
     A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
-    columnar and compressed).
+    columnar and compressed); not one from a new checkpoint that is compared with the
+    tables (:meth:`Pipeline.unsettled`): it reads them, and is checkpointed.
 
     A batch run's checkpoint is on disk only (``DISK_ONLY``): a batch run reads its whole
     source at once, so its size is the source's, not a trigger's. Kept in memory
@@ -186,6 +187,8 @@ def _collected(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] |
 
 #: the observed fingerprint of an uncached batch's failed rows (see ``Run._failed_again``)
 _FAILED_FINGERPRINT = "_q_failed_fingerprint"
+#: records of a stream's batch from a new checkpoint whose coordinates other content holds
+_REUSED_RECORDS = "_q_reused_records"
 
 
 def _fingerprint(where: Column) -> Column:
@@ -210,6 +213,8 @@ class _Batch:
     cached: bool = True
     #: the rows the target MERGE's own commit inserted (None: not a MERGE, or it created the table)
     inserted: int | None = None
+    #: a stream from a new checkpoint, still inside what the tables hold (see process_batch)
+    overlap: OffsetWatermark | None = None
 
 
 @dataclass
@@ -282,6 +287,7 @@ class Run:
         watermark: OffsetWatermark | None = None,
         staged: bool = False,
         resumed: bool = False,
+        overlap: OffsetWatermark | None = None,
     ) -> BatchReport:
         """Split one batch and write both tables from one read of it.
 
@@ -303,6 +309,9 @@ class Run:
                 batch whose target append Delta already committed (then skipped under
                 its ``txnVersion``, running no job), so it is counted before it is
                 written.
+            overlap: a Kafka stream started from a new checkpoint over tables holding
+                records of its topics: until it has passed their highest offsets, the
+                batch leaves out the records they settled (:meth:`Pipeline.unsettled`).
 
         Returns:
             The batch report (also sent to the listeners, also when the batch fails
@@ -319,13 +328,19 @@ class Run:
         prepared = df if staged else self.pipeline.prepare(df, streaming=streaming)
         chain = self.pipeline.chain(prepared)
         split = prepared if staged else self.pipeline.split_frame(prepared)
+        # a stream from a new checkpoint, inside what the tables hold: compared with them (reads them)
+        settling = overlap is not None and not overlap.passed
+        if settling:
+            split = self.pipeline.unsettled(split)
         scope = Scope.REPLAY if replaying else Scope.RUN
         count_first = resumed or self.pipeline.policy().may_stop(scope) or bool(judging(chain))
         # Without a cache, the stages run again for the quarantine write: only where they give
         # every record the same outcome, and only after a clean batch of this run. The bet, measured
         # on 1M records (benchmarks/README.md): a clean batch saves the cache's ~3.5 s (12.4 -> 8.4 s),
         # a 10%-poison batch pays the stages twice (16.3 -> 27.4 s).
-        rerun = not count_first and self._last_failed is False and all(s.deterministic for s in chain)
+        rerun = (
+            not count_first and not settling and self._last_failed is False and all(s.deterministic for s in chain)
+        )
         # A cached batch is built by a plain job: Delta's MERGE (a batch run's target write) plans
         # its source anew and does not fill the cache, so a stage that is not deterministic would
         # give the MERGE and the quarantine write different outcomes (records lost; see
@@ -336,17 +351,19 @@ class Run:
         # the target's commit. Measured side by side (benchmarks/README.md, streaming): 200k
         # Kafka records at 1 % poison, 18.6 -> 16.4 s, p50 micro-batch 1,637 -> 1,458 ms.
         count_first = count_first or (not rerun and (not streaming or self._last_failed is True))
-        persisted = None if rerun else _hold(split, streaming)
+        # a stream's batch compared with the tables reads them, as a batch run's does: checkpointed
+        persisted = None if rerun else _hold(split, streaming and not settling)
         batch = _Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
             streaming=streaming, replaying=replaying, watermark=watermark,
             append=watermark is not None and watermark.passed, cached=persisted is not None,
+            overlap=overlap if settling else None,
         )
         try:
             outcome = self._count_then_write(batch) if count_first else self._write_then_count(batch)
         finally:
             if persisted is not None:
-                _release(persisted, streaming)
+                _release(persisted, streaming and not settling)
         self._last_failed = outcome.quarantined > 0
         counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
         logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
@@ -393,8 +410,23 @@ class Run:
             *observed_counts(b.chain, ERROR), *check_counts(b.chain, F.col(ERROR)),
             F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
             *(b.watermark.observed() if b.watermark is not None and not b.append else ()),
+            *(b.overlap.observed() if b.overlap is not None else ()),
+            *((F.count(F.col(REUSED)).alias(_REUSED_RECORDS),) if REUSED in b.split.columns else ()),
             *(() if b.cached else (_fingerprint(F.col(ERROR).isNotNull()).alias(_FAILED_FINGERPRINT),)),
         ]
+
+    def _settled(self, b: _Batch, counts: Mapping[str, Any]) -> None:
+        """After a stream's batch from a new checkpoint was counted: advance its overlap, and say
+        how many records at coordinates other content holds it ran as new records."""
+        if b.overlap is not None:
+            b.overlap.advance(counts)
+        reused = int(counts.get(_REUSED_RECORDS) or 0)
+        if reused:
+            log.warning(
+                "batch %s: %s record(s) at coordinates an earlier record with other content holds (a topic "
+                "recreated?) ran as new records: a stream's records each get rows of their own",
+                b.batch_id, reused,
+            )
 
     def _count_pass(self, split: DataFrame, observed: Sequence[Column]) -> Mapping[str, Any]:
         """One noop pass over ``split`` (building its cache) that observes ``observed``."""
@@ -414,6 +446,7 @@ class Run:
         counts = self._count_pass(b.split, observed)
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
+        self._settled(b, counts)
         # The judging stages (GX's validation of an expectation stage) judge their input on the
         # persisted batch, not the source. Not a replay's: its selection of failed records is no
         # batch of the source, and verdicts over it (a row count, a mean) would be breaches that
@@ -474,6 +507,7 @@ class Run:
             counts = self._count_pass(b.split, observed)
         if b.watermark is not None and not b.append:
             b.watermark.advance(counts)
+        self._settled(b, counts)
         out = _Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), verdicts=Verdicts())
         # an uncached batch's failed rows, run again and cached: its quarantine write and its
         # error-log sample read them, not the whole batch a third time

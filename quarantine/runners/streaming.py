@@ -53,6 +53,7 @@ from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks import is_connect, table_exists
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import OffsetWatermark
+from quarantine.sinks.target import highest_offsets
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -76,6 +77,8 @@ log = logging.getLogger("quarantine.runners.streaming")
 
 #: How long a micro-batch waits for the query id before giving up (start() returns in ms).
 _ID_WAIT_S = 60.0
+#: the observed columns of a new checkpoint's overlap watermark (see _BatchRunner._overlap_at)
+OVERLAP_PREFIX = "_q_overlap:"
 
 #: In-process restarts allowed after Spark's Kafka metrics NPE (see :func:`is_kafka_metrics_npe`).
 _MAX_METRICS_RESTARTS = 3
@@ -179,15 +182,36 @@ class _BatchRunner:
     _watermark: OffsetWatermark | None = None
     #: the next batch is the first of a query start (it may replay a committed batch)
     _resumed: bool = True
+    #: a query started from a new checkpoint: the highest offsets the tables held (see _overlap_at)
+    _overlap: OffsetWatermark | None = None
 
     def start(self, query_id: str) -> Run:
         """The query (re)started with ``query_id``: its run (the same one after a restart)."""
         if self.run is None or self.run.run_id != query_id:
             self.run = self.pipeline.start_run(query_id, listeners=self.run.listeners if self.run else None)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
+        self._overlap = None
         self._resumed = True
         self._ready.set()
         return self.run
+
+    def _overlap_at(self, batch_id: int, quarantined: OffsetWatermark) -> OffsetWatermark | None:
+        """At a Kafka query's first batch: the offsets the tables hold, when the checkpoint is new.
+
+        A query restarted from its checkpoint reads only offsets after those it committed,
+        and its replayed batch is made exactly once by ``txnVersion`` and the quarantine
+        MERGE. A query whose first batch is batch 0 started from a new checkpoint (a
+        reset, a recreated topic): it may read records the tables already settled, so its
+        batches are compared with them until it has passed the highest offset either
+        table holds in each topic-partition (one aggregate job over the target, here).
+        """
+        if batch_id != 0:
+            return None
+        p = self.pipeline
+        held = dict(quarantined.ahead)
+        for tp, offset in highest_offsets(p.spark, p.target_table).items():
+            held[tp] = max(offset, held.get(tp, offset))
+        return OffsetWatermark(held, prefix=OVERLAP_PREFIX) if held else None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if not self._ready.wait(_ID_WAIT_S):
@@ -198,9 +222,10 @@ class _BatchRunner:
         try:
             if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
                 self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
+                self._overlap = self._overlap_at(int(batch_id), self._watermark)
             report = run.process_batch(
                 df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged,
-                resumed=self._resumed,
+                resumed=self._resumed, overlap=self._overlap,
             )
             self._resumed = False
         except BaseException as exc:

@@ -409,6 +409,8 @@ class OffsetWatermark:
     """
 
     ahead: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: the observed columns' name prefix (two watermarks can observe one pass)
+    prefix: str = WATERMARK_PREFIX
     _order: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False)
 
     @classmethod
@@ -435,14 +437,14 @@ class OffsetWatermark:
         self._order = tuple(sorted(self.ahead))
         return [
             F.max(F.when((F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p)), F.col("offset")))
-            .alias(f"{WATERMARK_PREFIX}{i}")
+            .alias(f"{self.prefix}{i}")
             for i, (t, p) in enumerate(self._order)
         ]
 
     def advance(self, counts: Mapping[str, Any]) -> None:
         """Drop the topic-partitions the batch read up to (from :meth:`observed`'s values)."""
         for i, tp in enumerate(self._order):
-            seen = counts.get(f"{WATERMARK_PREFIX}{i}")
+            seen = counts.get(f"{self.prefix}{i}")
             if seen is not None and int(seen) >= self.ahead.get(tp, -1):
                 self.ahead.pop(tp, None)
         self._order = ()

@@ -19,13 +19,14 @@ from __future__ import annotations
 import uuid
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from quarantine.schema import TARGET_FINGERPRINT
 from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
 from quarantine.sinks.ownership import claim_written_topics
 
-__all__ = ["SOURCE_COLUMNS", "append_batch", "merge_new_rows", "txn_app_id"]
+__all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows", "txn_app_id"]
 
 #: The source record kept in the target (when ``target.source_columns``): its coordinates,
 #: timestamp and content fingerprint (:func:`quarantine.coordinates.fingerprint`).
@@ -111,3 +112,20 @@ _SAME_RECORD = (
     f"WHEN t.{TARGET_FINGERPRINT} IS NULL AND s.{TARGET_FINGERPRINT} IS NOT NULL "
     "THEN t._source_timestamp <=> s._source_timestamp ELSE TRUE END"
 )
+
+
+def highest_offsets(spark: SparkSession, table: str) -> dict[tuple[str, int], int]:
+    """The target's highest ``_source_offset`` per topic-partition (one aggregate job; empty for
+    no table, or one without the source columns)."""
+    if not table_exists(spark, table):
+        return {}
+    rows = read_table(spark, table)
+    if not {"_source_topic", "_source_partition", "_source_offset"} <= set(rows.columns):
+        return {}
+    found = (
+        rows.where(F.col("_source_topic").isNotNull() & F.col("_source_partition").isNotNull())
+        .groupBy("_source_topic", "_source_partition")
+        .agg(F.max("_source_offset").alias("offset"))
+        .collect()
+    )
+    return {(r[0], int(r[1])): int(r["offset"]) for r in found if r["offset"] is not None}

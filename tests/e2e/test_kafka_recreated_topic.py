@@ -113,7 +113,7 @@ def test_a_topic_recreated_under_a_running_query_stops_it_with_what_to_do_and_a_
     def stream() -> None:
         try:
             outcome["summary"] = run_stream(pipe, max_duration_s=240)
-        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
+        except BaseException as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=stream, daemon=True)
@@ -123,7 +123,7 @@ def test_a_topic_recreated_under_a_running_query_stops_it_with_what_to_do_and_a_
     def settled() -> int:
         try:
             return sum(spark.read.format("delta").load(p).count() for p in (q_path, t_path))
-        except Exception:  # noqa: BLE001 - a table not written yet
+        except Exception:
             return 0
 
     deadline = time.monotonic() + 120
@@ -149,3 +149,37 @@ def test_a_topic_recreated_under_a_running_query_stops_it_with_what_to_do_and_a_
         q = (p.offset, p.value or b"") in in_quarantine
         assert t != q, f"offset {p.offset} value {p.value!r}: in target {t}, in quarantine {q}"
     assert len(in_target) + len(in_quarantine) == len(old) + len(new)
+
+
+def test_a_stream_from_a_new_checkpoint_over_a_settled_topic_writes_no_record_twice(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    """A checkpoint deleted or replaced (a reset every Databricks team does) restarts the query at
+    batch 0 from the earliest offsets: records already in the target are left out, open records
+    run again into their own rows, a discarded one stays discarded, and new records are written once."""
+    from quarantine.replay import discard
+
+    (topic,) = new_topics("new-checkpoint")
+    b = kafka_broker.bootstrap
+    raw = kafka_pipeline_conf(b, tmp_path, topics=[topic])
+    first = produce(b, order_records([topic], 1, 50, poison_rate=0.2, seed=6))
+    assert _run(spark, raw).records_in == 50
+    q_path, t_path = raw["errors"]["deadletterqueue.table.name"], raw["target"]["table"]
+    target_before = spark.read.format("delta").load(t_path).count()
+    quarantined = sorted(r["offset"] for r in spark.read.format("delta").load(q_path).collect())
+    assert target_before + len(quarantined) == 50 and len(quarantined) >= 2
+    discard(Pipeline.from_config(parse_config(raw), spark, listeners=[]), f"offset = {quarantined[0]}", reason="test")
+    more = produce(b, order_records([topic], 1, 10, poison_rate=0.0, seed=7))  # offsets 50..59
+
+    fresh = {**raw, "target": {**raw["target"], "checkpoint": str(tmp_path / "checkpoint-reset")}}
+    summary = _run(spark, fresh)
+    target = spark.read.format("delta").load(t_path).collect()
+    offsets = [r["_source_offset"] for r in target]
+    assert len(offsets) == len(set(offsets)) == target_before + len(more), "a record was written to the target twice"
+    rows = spark.read.format("delta").load(q_path).collect()
+    assert sorted(r["offset"] for r in rows) == quarantined  # one row each, none added
+    status = {r["offset"]: (r["status"], r["error_count"]) for r in rows}
+    assert status[quarantined[0]] == ("discarded", 1)
+    assert all(status[o] == ("open", 2) for o in quarantined[1:])  # ran again, into their own rows
+    assert summary.records_ok == len(more) and summary.records_quarantined == len(quarantined) - 1
+    assert len(first) + len(more) == len(offsets) + len(rows)
