@@ -35,6 +35,23 @@ def _good(p: ProducedRecord) -> tuple[int, str, float] | None:
         return None
 
 
+def _each_in_one_place(spark: Any, raw: dict[str, Any], produced: list[ProducedRecord]) -> list[Any]:
+    """Assert every produced record is in exactly one of target and quarantine, once; the quarantine rows."""
+    t_path, q_path = raw["target"]["table"], raw["errors"]["deadletterqueue.table.name"]
+    in_target = [(r["_source_offset"], r["order_id"], float(r["amount"]))
+                 for r in spark.read.format("delta").load(t_path).collect()]
+    quarantine = spark.read.format("delta").load(q_path).collect()
+    in_quarantine = [(r["offset"], bytes(r["value"] or b"")) for r in quarantine]
+    assert len(set(in_target)) == len(in_target) and len(set(in_quarantine)) == len(in_quarantine)
+    for p in produced:
+        good = _good(p)
+        t = good is not None and good in in_target
+        q = (p.offset, p.value or b"") in in_quarantine
+        assert t != q, f"offset {p.offset} value {p.value!r}: in target {t}, in quarantine {q}"
+    assert len(in_target) + len(in_quarantine) == len(produced)
+    return quarantine
+
+
 def test_a_recreated_topic_loses_nothing_and_a_stale_checkpoint_says_what_to_do(
     spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
 ) -> None:
@@ -46,7 +63,7 @@ def test_a_recreated_topic_loses_nothing_and_a_stale_checkpoint_says_what_to_do(
 
     recreate_topic(b, topic, 1)
     new = produce(b, order_records([topic], 1, 30, poison_rate=0.2, seed=2))  # offsets 0..29 again
-    q_path, t_path = raw["errors"]["deadletterqueue.table.name"], raw["target"]["table"]
+    q_path = raw["errors"]["deadletterqueue.table.name"]
     before = {(r["offset"], bytes(r["value"] or b"")): r.asDict() for r in spark.read.format("delta").load(q_path)
               .collect()}
     with pytest.raises(StreamFailedError, match=r"new checkpoint \(target\.checkpoint\)"):
@@ -55,17 +72,7 @@ def test_a_recreated_topic_loses_nothing_and_a_stale_checkpoint_says_what_to_do(
     fresh = {**raw, "target": {**raw["target"], "checkpoint": str(tmp_path / "checkpoint-after-recreate")}}
     assert _run(spark, fresh).records_in == 30
 
-    target = spark.read.format("delta").load(t_path)
-    in_target = [(r["_source_offset"], r["order_id"], float(r["amount"])) for r in target.collect()]
-    quarantine = spark.read.format("delta").load(q_path).collect()
-    in_quarantine = [(r["offset"], bytes(r["value"] or b"")) for r in quarantine]
-    assert len(set(in_target)) == len(in_target) and len(set(in_quarantine)) == len(in_quarantine)
-    for p in old + new:
-        good = _good(p)
-        t = good is not None and good in in_target
-        q = (p.offset, p.value or b"") in in_quarantine
-        assert t != q, f"offset {p.offset} value {p.value!r}: in target {t}, in quarantine {q}"
-    assert len(in_target) + len(in_quarantine) == len(old) + len(new)
+    quarantine = _each_in_one_place(spark, raw, old + new)
     # the old topic's quarantine rows are as they were
     for r in quarantine:
         key = (r["offset"], bytes(r["value"] or b""))
@@ -140,15 +147,7 @@ def test_a_topic_recreated_under_a_running_query_stops_it_with_what_to_do_and_a_
     fresh = {**raw, "trigger": "available_now",
              "target": {**raw["target"], "checkpoint": str(tmp_path / "checkpoint-after-recreate")}}
     assert _run(spark, fresh).records_in == len(new)
-    target = spark.read.format("delta").load(t_path).collect()
-    in_target = [(r["_source_offset"], r["order_id"], float(r["amount"])) for r in target]
-    in_quarantine = [(r["offset"], bytes(r["value"] or b"")) for r in spark.read.format("delta").load(q_path).collect()]
-    for p in old + new:
-        good = _good(p)
-        t = good is not None and good in in_target
-        q = (p.offset, p.value or b"") in in_quarantine
-        assert t != q, f"offset {p.offset} value {p.value!r}: in target {t}, in quarantine {q}"
-    assert len(in_target) + len(in_quarantine) == len(old) + len(new)
+    _each_in_one_place(spark, raw, old + new)
 
 
 def test_a_stream_from_a_new_checkpoint_over_a_settled_topic_writes_no_record_twice(
