@@ -1,10 +1,10 @@
 """One run of a pipeline: its id, its counts, and the batches it processes.
 
-A :class:`~quarantine.pipeline.Pipeline` is configuration and pure DataFrame
+A :class:`~quarantine.plan.Plan` is configuration and pure DataFrame
 functions; everything that belongs to one run lives here: the run's id and
 :class:`~quarantine.report.RunInfo`, its metric totals, its tolerance count
 (:class:`~quarantine.tolerance.ToleranceGuard`) and its error-context log. A
-runner starts a run (:meth:`Pipeline.start_run`) and hands it each batch; the
+runner starts a run (:func:`start_run`) and hands it each batch; the
 streaming runner starts one per query id (stable across restarts from the same
 checkpoint), so nothing changes the pipeline under a running query.
 
@@ -65,7 +65,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
@@ -81,9 +81,10 @@ from quarantine.errors import (
 )
 from quarantine.handlers import counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, schema_drift
+from quarantine.plan import Plan
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
-from quarantine.report import BatchReport, Listeners, RunInfo, RunStatus
+from quarantine.report import BatchReport, Listeners, RunInfo, RunKind, RunStatus
 from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_records
@@ -92,10 +93,7 @@ from quarantine.stage import Stage
 from quarantine.tolerance import ToleranceGuard
 from quarantine.verdict import Verdicts, check_counts, judge_batch, judging, quarantined_by_check
 
-if TYPE_CHECKING:
-    from quarantine.pipeline import Pipeline
-
-__all__ = ["Run"]
+__all__ = ["Run", "start_run"]
 
 log = logging.getLogger("quarantine")
 
@@ -106,7 +104,7 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
     """``split`` kept as its first pass computes it, for every later read of the batch.
 
     A batch run's (or a replay's) batch reads the tables it writes: records already
-    delivered or closed are left out (:meth:`Pipeline.prepare`). A cache of it is
+    delivered or closed are left out (:meth:`Plan.prepare`). A cache of it is
     dropped when either table commits (Spark re-caches a plan whose source changed),
     so the write that comes second, or the close of passed records, would run the
     batch again over the new tables, and a stage that is not deterministic would
@@ -118,7 +116,7 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
 
     A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
     columnar and compressed); not one from a new checkpoint that is compared with the
-    tables (:meth:`Pipeline.unsettled`): it reads them, and is checkpointed.
+    tables (:meth:`Plan.unsettled`): it reads them, and is checkpointed.
 
     A batch run's checkpoint is on disk only (``DISK_ONLY``): a batch run reads its whole
     source at once, so its size is the source's, not a trigger's. Kept in memory
@@ -235,18 +233,18 @@ class _Outcome:
 class Run:
     """One run of a pipeline (a batch run, one streaming query, a replay).
 
-    Build with :meth:`Pipeline.start_run <quarantine.pipeline.Pipeline.start_run>`.
+    Build with :func:`start_run`.
     Not thread safe: one batch at a time.
 
     Attributes:
-        pipeline: the pipeline (configuration and pure functions; no run state).
+        pipeline: the pipeline's plan (configuration and pure functions; no run state).
         info: the run's id, pipeline, source, redacted config and start time.
         metrics: the run's metric totals so far (errant record reporters add theirs).
         tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
         listeners: the pipeline's listeners, as this run calls them (:class:`Listeners`).
     """
 
-    pipeline: Pipeline
+    pipeline: Plan
     info: RunInfo
     metrics: RunMetrics
     tolerance: ToleranceGuard
@@ -301,9 +299,9 @@ class Run:
             watermark: a Kafka stream's :class:`OffsetWatermark`: once it has
                 passed, failed rows are appended to the quarantine table instead
                 of MERGEd; until then the batch advances it.
-            staged: ``df`` is already :meth:`Pipeline.split_frame` of a prepared batch (a
+            staged: ``df`` is already :meth:`Plan.split_frame` of a prepared batch (a
                 Kafka stream stages its streaming DataFrame once per query, see
-                :meth:`Pipeline.stage_stream`, instead of building the same plan for
+                :meth:`Plan.stage_stream`, instead of building the same plan for
                 every micro-batch).
             resumed: the first micro-batch after a stream (re)started: it may be a
                 batch whose target append Delta already committed (then skipped under
@@ -311,7 +309,7 @@ class Run:
                 written.
             overlap: a Kafka stream started from a new checkpoint over tables holding
                 records of its topics: until it has passed their highest offsets, the
-                batch leaves out the records they settled (:meth:`Pipeline.unsettled`).
+                batch leaves out the records they settled (:meth:`Plan.unsettled`).
 
         Returns:
             The batch report (also sent to the listeners, also when the batch fails
@@ -653,3 +651,31 @@ class Run:
             batch_id=batch_id, tolerance=self.tolerance,
         )
         return logged
+
+
+def start_run(
+    plan: Plan, run_id: str | None = None, *, listeners: Listeners | None = None, kind: RunKind = RunKind.RUN
+) -> Run:
+    """A new run of ``plan``: its id (a new one by default), counts and tolerance.
+
+    The batch runner starts one per run, the streaming runner one per query id
+    (stable across restarts), a replay one per replay; an
+    :class:`~quarantine.reporter.ErrantRecordReporter` reports into one.
+
+    Args:
+        plan: the pipeline's plan (a :class:`~quarantine.pipeline.Pipeline` is one).
+        run_id: the run's id (a new one by default).
+        listeners: the listeners' dispatch to go on with (a restarted query's run);
+            by default a new one over the plan's listeners.
+        kind: what the run does (a replay and a discard are runs of their own kind).
+    """
+    rid = run_id or uuid.uuid4().hex
+    config = plan.config
+    info = RunInfo(
+        pipeline=config.pipeline, run_id=rid, source=config.source.location,
+        config=config.redacted(), started_at=plan.clock(), kind=kind,
+    )
+    return Run(
+        pipeline=plan, info=info, metrics=RunMetrics(run_id=rid), tolerance=plan.policy().tolerance(rid),
+        listeners=listeners or Listeners(plan.listeners),
+    )

@@ -1,4 +1,4 @@
-"""Runners: read a source, drive a :class:`~quarantine.pipeline.Pipeline` batch by batch.
+"""Runners: read a source, drive a pipeline's :class:`~quarantine.plan.Plan` batch by batch.
 
 * :func:`run_batch` (:mod:`quarantine.runners.batch`) — a Delta or Parquet source read
   once, as batch 0.

@@ -9,15 +9,15 @@ from pyspark.sql import DataFrame
 
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
+from quarantine.plan import Plan
 from quarantine.progress import Progress
 from quarantine.report import RunStatus, RunSummary
+from quarantine.run import start_run
 from quarantine.schema import check_kafka_shaped
 from quarantine.sinks import read_table_pinned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from quarantine.pipeline import Pipeline
 
 __all__ = ["PROGRESS_EVERY_S", "read_source", "run_batch"]
 
@@ -51,14 +51,14 @@ def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
     return df
 
 
-def run_batch(pipeline: Pipeline) -> RunSummary:
+def run_batch(pipeline: Plan) -> RunSummary:
     """Run ``pipeline`` once over its whole source, as batch 0.
 
     The listeners hear the run start and end (``failed`` with the exception, which
     is then re-raised). While the batch runs, a progress line is logged every
     :data:`PROGRESS_EVERY_S` seconds.
     """
-    run = pipeline.start_run()
+    run = start_run(pipeline)
     run.begin()
     try:
         with Progress(pipeline.spark, f"batch run of {pipeline.config.pipeline}", every_s=PROGRESS_EVERY_S):

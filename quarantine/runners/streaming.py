@@ -46,8 +46,10 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from quarantine.agreement import check_target_holds_replayed
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
+from quarantine.plan import Plan
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, RunSummary
+from quarantine.run import Run, start_run
 from quarantine.runners.relay import RelayListener, RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks import is_connect, table_exists
@@ -57,8 +59,6 @@ from quarantine.sinks.target import highest_offsets
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
-    from quarantine.pipeline import Pipeline
-    from quarantine.run import Run
     from quarantine.stage import Stage
 
 __all__ = [
@@ -171,9 +171,9 @@ class _BatchRunner:
     ``run_stream`` re-raises it as itself rather than as Spark's wrapper.
     """
 
-    pipeline: Pipeline
+    pipeline: Plan
     run: Run | None = None
-    #: whether the stream's DataFrame was staged once for the query (Pipeline.stage_stream)
+    #: whether the stream's DataFrame was staged once for the query (Plan.stage_stream)
     staged: bool = False
     reports: list[BatchReport] = field(default_factory=list)
     error: BaseException | None = None
@@ -188,7 +188,7 @@ class _BatchRunner:
     def start(self, query_id: str) -> Run:
         """The query (re)started with ``query_id``: its run (the same one after a restart)."""
         if self.run is None or self.run.run_id != query_id:
-            self.run = self.pipeline.start_run(query_id, listeners=self.run.listeners if self.run else None)
+            self.run = start_run(self.pipeline, query_id, listeners=self.run.listeners if self.run else None)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
         self._overlap = None
         self._resumed = True
@@ -259,12 +259,10 @@ class _ConnectBatches:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self._runner is None or self._relay is None:
-            from quarantine.pipeline import Pipeline
-
             spark = df.sparkSession
             query = _active_query(spark, self.name)
             self._relay = RelayListener(spark, relay_prefix(str(query.runId)))
-            pipeline = Pipeline.from_config(self.config, spark, listeners=[self._relay], stages=self.stages)
+            pipeline = Plan.from_config(self.config, spark, listeners=[self._relay], stages=self.stages)
             self._runner = _BatchRunner(pipeline, staged=self.staged)
             self._runner.start(str(query.id))
         try:
@@ -339,7 +337,7 @@ def _relay_to(spark: SparkSession, query: StreamingQuery, runner: _BatchRunner) 
     return collect_and_close
 
 
-def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: Pipeline) -> DataStreamWriter:
+def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: Plan) -> DataStreamWriter:
     cfg = pipeline.config
     assert cfg.target.checkpoint is not None  # PipelineConfig guarantees it for streaming
     return (
@@ -351,7 +349,7 @@ def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: P
 
 
 def run_stream(
-    pipeline: Pipeline,
+    pipeline: Plan,
     *,
     max_duration_s: float | None = None,
     on_started: Any = None,
@@ -440,7 +438,7 @@ def is_kafka_metrics_npe(text: str) -> bool:
     return 'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" is null' in text
 
 
-def _check_owners(pipeline: Pipeline) -> None:
+def _check_owners(pipeline: Plan) -> None:
     """Before a Kafka stream over listed topics starts: refuse a topic another pipeline writes into
     the target, and claim the unowned ones (:mod:`quarantine.sinks.ownership`; a topic pattern's
     topics, and a target the stream creates, are not known here and not checked).
