@@ -87,13 +87,14 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import pyspark
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from quarantine.schema import RETRIES_PREFIX, ErrorKind
+from quarantine.schema import ITEM_SEP, ErrorKind
+from quarantine.stage import ReportsDrift, ReportsRetries, drift_column, retry_column
 
 __all__ = [
     "MAX_TOPICS",
@@ -101,17 +102,11 @@ __all__ = [
     "BatchMetrics",
     "MetricNames",
     "MetricPoint",
-    "ReportsDrift",
-    "ReportsRetries",
     "RunMetrics",
     "batch_metrics",
-    "drift_column_names",
-    "drift_columns",
     "metric_key",
     "observed_counts",
     "parse_metric_key",
-    "retry_column_names",
-    "retry_columns",
     "schema_drift",
 ]
 
@@ -267,39 +262,6 @@ def parse_metric_key(key: str) -> MetricPoint:
     return MetricPoint(metric, 0.0, stage, topic)
 
 
-@runtime_checkable
-class ReportsRetries(Protocol):
-    """A stage that retries and can say, per row, how many retries it made.
-
-    ``retries(column)`` gets the stage's own result column and returns an
-    integer Column: the retries (attempts beyond the first) the stage made for
-    that row, successes included; 0 or NULL when none. Used by
-    :func:`observed_counts` so that retried successes count in ``total-retries``
-    and ``total-record-failures``.
-    """
-
-    name: str
-
-    def retries(self, column: Column) -> Column:
-        """Per-row retries this stage made (see the class doc)."""
-
-
-@runtime_checkable
-class ReportsDrift(Protocol):
-    """A stage that can say, per row, which fields of the record its schema does not declare.
-
-    ``undeclared(column)`` gets the stage's own result column and returns an
-    ``ARRAY<STRING>`` Column: the undeclared field names the row held, NULL or empty
-    when none (and for rows the stage did not run: an earlier stage failed). Used by
-    :func:`observed_counts` for ``schema-drift-records`` and :func:`schema_drift`.
-    """
-
-    name: str
-
-    def undeclared(self, column: Column) -> Column:
-        """Per-row undeclared field names (see the class doc)."""
-
-
 # --------------------------------------------------------------------------- observing
 
 #: Aliases of observed columns that the runner and its hooks read as well.
@@ -312,64 +274,10 @@ _EXPECTATION = "expectation_failures"
 _LAST_ERROR_TS = "last_error_ts"
 _TOPICS_IN = "topics_in"
 _CELLS_FAILED = "stage_topic_failed"
-#: The per-row undeclared-fields columns of :func:`drift_columns`.
-DRIFT_PREFIX = "_q_drift_"
-#: Separates stage and topic inside one sketch item (in neither a stage nor a topic name).
-_SEP = "\x1f"
 
 
 def _stage_key(prefix: str, stage: str) -> str:
     return f"{prefix}:{stage}"
-
-
-def _retries_col(stage: str) -> str:
-    return f"{RETRIES_PREFIX}{stage}"
-
-
-def retry_columns(stages: Sequence[Any]) -> list[Column]:
-    """Per-row retry counts of the stages that :class:`ReportsRetries` (usually none).
-
-    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's
-    column (a stage may read its hidden columns there); the runner's projection of
-    the staged frame keeps them by name (:func:`retry_column_names`), so that
-    :func:`observed_counts` can sum them in the one pass.
-    """
-    return [
-        s.retries(F.col(s.name)).cast("bigint").alias(_retries_col(s.name))
-        for s in stages
-        if isinstance(s, ReportsRetries)
-    ]
-
-
-def retry_column_names(stages: Sequence[Any]) -> list[str]:
-    """The names of the :func:`retry_columns` of ``stages``, as a staged frame holds them."""
-    return [_retries_col(s.name) for s in stages if isinstance(s, ReportsRetries)]
-
-
-def _drift_col(stage: str) -> str:
-    return f"{DRIFT_PREFIX}{stage}"
-
-
-def drift_columns(stages: Sequence[Any]) -> list[Column]:
-    """Per-row undeclared fields of the stages that :class:`ReportsDrift`: one STRING column
-    each, the sorted names joined by a separator (NULL when none).
-
-    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's column;
-    the runner's projection of the staged frame keeps them by name
-    (:func:`drift_column_names`), so that :func:`observed_counts` counts them in the one pass.
-    """
-    out = []
-    for s in stages:
-        if isinstance(s, ReportsDrift):
-            names = s.undeclared(F.col(s.name))
-            joined = F.when(F.size(names) > 0, F.array_join(F.array_sort(names), _SEP))
-            out.append(joined.alias(_drift_col(s.name)))
-    return out
-
-
-def drift_column_names(stages: Sequence[Any]) -> list[str]:
-    """The names of the :func:`drift_columns` of ``stages``, as a staged frame holds them."""
-    return [_drift_col(s.name) for s in stages if isinstance(s, ReportsDrift)]
 
 
 def _has_approx_top_k() -> bool:
@@ -461,7 +369,7 @@ def observed_counts(
     failed = err.isNotNull()
     attempts = F.greatest(F.coalesce(err.getField("attempts"), F.lit(1)), F.lit(1))
     zero = F.lit(0).cast("bigint")
-    cell = F.concat(err.getField("stage"), F.lit(_SEP), topic)
+    cell = F.concat(err.getField("stage"), F.lit(ITEM_SEP), topic)
     exact = not _has_approx_top_k()  # one look at the session's version for both item columns
     cols: list[Column] = [
         F.count(F.lit(1)).alias(RECORDS_IN),
@@ -482,10 +390,10 @@ def observed_counts(
             F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(_stage_key("retries", s.name)),
         ]
         if isinstance(s, ReportsRetries):
-            retried = F.coalesce(F.col(_retries_col(s.name)), zero)
+            retried = F.coalesce(F.col(retry_column(s.name)), zero)
             cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(_stage_key("retried_ok", s.name)))
         if isinstance(s, ReportsDrift):
-            drift = F.col(_drift_col(s.name))
+            drift = F.col(drift_column(s.name))
             cols += [
                 F.count(drift).alias(_stage_key("drift", s.name)),
                 _observed_items(drift, exact=exact).alias(_stage_key("drift_fields", s.name)),
@@ -661,7 +569,7 @@ def batch_metrics(
     # stage x topic cells of failed records, completed per stage against the exact counts
     sketch: dict[str, dict[str, int]] = {}
     for item, n in _items(row.get(_CELLS_FAILED)).items():
-        stage, _, topic = item.partition(_SEP)
+        stage, _, topic = item.partition(ITEM_SEP)
         sketch.setdefault(stage, {})[topic] = n
     failed_cells = {
         s: _complete(sketch.get(s, {}), errors[s], f"records-quarantined at stage {s}") for s in names if errors[s]
@@ -733,7 +641,7 @@ def schema_drift(stages: Sequence[Any], observed_row: Mapping[str, Any]) -> dict
             continue
         fields: dict[str, int] = {}
         for names, n in _items(observed_row.get(_stage_key("drift_fields", s.name))).items():
-            for name in names.split(_SEP):
+            for name in names.split(ITEM_SEP):
                 fields[name] = fields.get(name, 0) + n
         out[s.name] = dict(sorted(fields.items()))
     return out

@@ -45,7 +45,6 @@ from quarantine.errors import (
     describe_write_failure,
 )
 from quarantine.handlers import ErrorHandlers
-from quarantine.metrics import drift_column_names, retry_column_names
 from quarantine.policy import ErrorPolicy
 from quarantine.report import RunListener
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
@@ -60,8 +59,10 @@ from quarantine.stage import (
     Stage,
     StageAnalysisError,
     apply_stages,
+    drift_column_names,
     final_error,
     final_result,
+    retry_column_names,
 )
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes

@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECK_INPUT_PREFIX",
     "CLOSING",
+    "DRIFT_PREFIX",
     "ERROR",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
     "FINGERPRINT",
     "HEADERS_TYPE",
     "HIDDEN_PREFIX",
+    "ITEM_SEP",
     "KAFKA_SOURCE_SCHEMA",
     "METRICS_SCHEMA",
     "OPEN",
@@ -91,6 +93,11 @@ CHECK_INPUT_PREFIX = "_q_check_"
 HIDDEN_PREFIX = "__q_"
 #: Prefix of a stage's per-row retry count column.
 RETRIES_PREFIX = "_q_retries_"
+#: Prefix of a stage's per-row undeclared fields column (schema drift).
+DRIFT_PREFIX = "_q_drift_"
+#: Joins names inside one string value: a drift column's field names, a metrics sketch item's
+#: stage and topic (in no stage, topic or field name a pipeline uses).
+ITEM_SEP = "\x1f"
 #: Prefix of the observed per-partition offset maxima of a Kafka stream's watermark.
 WATERMARK_PREFIX = "_q_watermark:"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
@@ -30,21 +31,36 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.errors import ConfigError, QuarantineError, StageDefinitionError
-from quarantine.metrics import ReportsDrift, ReportsRetries, drift_columns, retry_columns
-from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, ErrorKind
+from quarantine.schema import (
+    DRIFT_PREFIX,
+    ERROR_STRUCT,
+    HIDDEN_PREFIX,
+    ITEM_SEP,
+    KAFKA_SOURCE_SCHEMA,
+    RETRIES_PREFIX,
+    ErrorKind,
+)
 from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
     "HIDDEN_PREFIX",
     "BatchWideStageError",
+    "ReportsDrift",
+    "ReportsRetries",
     "Stage",
     "StageAnalysisError",
     "StageContext",
     "apply_stages",
+    "drift_column",
+    "drift_column_names",
+    "drift_columns",
     "error_column",
     "final_error",
     "final_result",
     "outcome",
+    "retry_column",
+    "retry_column_names",
+    "retry_columns",
     "stage_input",
 ]
 
@@ -198,6 +214,95 @@ class Stage(ABC):
 
 def _lit(x: Column | str | bool | int | None) -> Column:
     return x if isinstance(x, Column) else F.lit(x)
+
+
+# ------------------------------------------------------------------ what a stage can report
+
+
+@runtime_checkable
+class ReportsRetries(Protocol):
+    """A stage that retries and can say, per row, how many retries it made.
+
+    ``retries(column)`` gets the stage's own result column and returns an
+    integer Column: the retries (attempts beyond the first) the stage made for
+    that row, successes included; 0 or NULL when none. Used by
+    :func:`~quarantine.metrics.observed_counts` so that retried successes count in ``total-retries``
+    and ``total-record-failures``.
+    """
+
+    name: str
+
+    def retries(self, column: Column) -> Column:
+        """Per-row retries this stage made (see the class doc)."""
+
+
+@runtime_checkable
+class ReportsDrift(Protocol):
+    """A stage that can say, per row, which fields of the record its schema does not declare.
+
+    ``undeclared(column)`` gets the stage's own result column and returns an
+    ``ARRAY<STRING>`` Column: the undeclared field names the row held, NULL or empty
+    when none (and for rows the stage did not run: an earlier stage failed). Used by
+    :func:`~quarantine.metrics.observed_counts` for ``schema-drift-records`` and
+    :func:`~quarantine.metrics.schema_drift`.
+    """
+
+    name: str
+
+    def undeclared(self, column: Column) -> Column:
+        """Per-row undeclared field names (see the class doc)."""
+
+
+def retry_column(stage: str) -> str:
+    """The name of a stage's per-row retry count column (:func:`retry_columns`)."""
+    return f"{RETRIES_PREFIX}{stage}"
+
+
+def retry_columns(stages: Sequence[Any]) -> list[Column]:
+    """Per-row retry counts of the stages that :class:`ReportsRetries` (usually none).
+
+    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's
+    column (a stage may read its hidden columns there); the runner's projection of
+    the staged frame keeps them by name (:func:`retry_column_names`), so that
+    :func:`~quarantine.metrics.observed_counts` can sum them in the one pass.
+    """
+    return [
+        s.retries(F.col(s.name)).cast("bigint").alias(retry_column(s.name))
+        for s in stages
+        if isinstance(s, ReportsRetries)
+    ]
+
+
+def retry_column_names(stages: Sequence[Any]) -> list[str]:
+    """The names of the :func:`retry_columns` of ``stages``, as a staged frame holds them."""
+    return [retry_column(s.name) for s in stages if isinstance(s, ReportsRetries)]
+
+
+def drift_column(stage: str) -> str:
+    """The name of a stage's per-row undeclared fields column (:func:`drift_columns`)."""
+    return f"{DRIFT_PREFIX}{stage}"
+
+
+def drift_columns(stages: Sequence[Any]) -> list[Column]:
+    """Per-row undeclared fields of the stages that :class:`ReportsDrift`: one STRING column
+    each, the sorted names joined by a separator (NULL when none).
+
+    Pure. :func:`quarantine.stage.apply_stages` adds them beside each such stage's column;
+    the runner's projection of the staged frame keeps them by name
+    (:func:`drift_column_names`), so that :func:`~quarantine.metrics.observed_counts` counts them in the one pass.
+    """
+    out = []
+    for s in stages:
+        if isinstance(s, ReportsDrift):
+            names = s.undeclared(F.col(s.name))
+            joined = F.when(F.size(names) > 0, F.array_join(F.array_sort(names), ITEM_SEP))
+            out.append(joined.alias(drift_column(s.name)))
+    return out
+
+
+def drift_column_names(stages: Sequence[Any]) -> list[str]:
+    """The names of the :func:`drift_columns` of ``stages``, as a staged frame holds them."""
+    return [drift_column(s.name) for s in stages if isinstance(s, ReportsDrift)]
 
 
 def error_column(

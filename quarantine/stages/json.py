@@ -33,7 +33,7 @@ struct or an array is coerced either way.
 Top-level fields the schema does not declare are schema drift. By default
 (``undeclared_fields: drop``) they are dropped, as ``from_json`` does, but counted: the
 records that held any are the ``schema-drift-records`` metric, and the run summary names
-the fields (the stage :class:`~quarantine.metrics.ReportsDrift`).
+the fields (the stage :class:`~quarantine.stage.ReportsDrift`).
 ``undeclared_fields: quarantine`` sends such a record to quarantine as an
 ``UndeclaredField`` naming them (never their values). Finding them costs a second,
 lighter scan of each record's top-level keys (``json_object_keys``).
@@ -248,7 +248,7 @@ class JsonParse(Stage):
 
     def undeclared(self, column: Column) -> Column:
         """The top-level fields of this row's record the schema does not declare
-        (see :class:`quarantine.metrics.ReportsDrift`): NULL when none could be read."""
+        (see :class:`quarantine.stage.ReportsDrift`): NULL when none could be read."""
         return F.col(f"{HIDDEN_PREFIX}{self.name}_undeclared")
 
     def _undeclared_message(self, undeclared: Column) -> Column:

@@ -203,7 +203,7 @@ class PythonStage(Stage):
         return out
 
     def retries(self, column: Column) -> Column:
-        """Retries of this row's successful call (see :class:`quarantine.metrics.ReportsRetries`)."""
+        """Retries of this row's successful call (see :class:`quarantine.stage.ReportsRetries`)."""
         return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField("retries")
 
 

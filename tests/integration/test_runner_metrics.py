@@ -10,8 +10,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
-from quarantine.metrics import OTHER_TOPIC, MetricNames, ReportsRetries
+from quarantine.metrics import OTHER_TOPIC, MetricNames
 from quarantine.pipeline import Pipeline
+from quarantine.stage import ReportsRetries
 from quarantine.stages.decode import from_spec as decode_from_spec
 from quarantine.stages.python import PythonStage, python_stage
 from tests.helpers import kafka_df

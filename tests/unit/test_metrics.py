@@ -279,7 +279,7 @@ def test_metric_rows_are_one_row_per_cell_with_the_breaches_the_report_carries()
 
 @dataclass(frozen=True)
 class _Drifting:
-    """A stage that :class:`quarantine.metrics.ReportsDrift` (only its shape matters here)."""
+    """A stage that :class:`quarantine.stage.ReportsDrift` (only its shape matters here)."""
 
     name: str
     kind: ErrorKind = ErrorKind.DESERIALIZE
