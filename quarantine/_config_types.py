@@ -45,6 +45,7 @@ __all__ = [
     "TABLE_NAME",
     "TABLE_NAME_ALLOWED",
     "TEXT",
+    "BreachAction",
     "Check",
     "base_dir_of",
     "choice",
@@ -62,6 +63,14 @@ __all__ = [
     "text",
     "unknown_key",
 ]
+
+
+class BreachAction(StrEnum):
+    """What a failed (aggregate) expectation does to the batch (``on_breach``)."""
+
+    WARN = "warn"
+    FAIL = "fail"
+    QUARANTINE_BATCH = "quarantine_batch"
 
 
 def read_only(items: dict[Any, Any]) -> Mapping[Any, Any]:

@@ -60,6 +60,7 @@ from quarantine._config_types import (
     OPTIONAL_TABLE_NAME,
     OPTIONAL_TEXT,
     TEXT,
+    BreachAction,
     Check,
     choice,
     config_error,
@@ -142,14 +143,6 @@ class TriggerKind(StrEnum):
 
     AVAILABLE_NOW = "available_now"
     PROCESSING_TIME = "processing_time"
-
-
-class BreachAction(StrEnum):
-    """What a failed (aggregate) expectation does to the batch."""
-
-    WARN = "warn"
-    FAIL = "fail"
-    QUARANTINE_BATCH = "quarantine_batch"
 
 
 # --------------------------------------------------------------------------- the sections

@@ -29,6 +29,7 @@ from quarantine._config_types import (
     IDENTIFIER,
     OPTIONAL_TEXT,
     TEXT,
+    BreachAction,
     Check,
     base_dir_of,
     fail,
@@ -60,8 +61,8 @@ __all__ = [
     "StageDeclaration",
 ]
 
-#: ``on_breach`` actions (the values of :class:`quarantine.config.BreachAction`).
-BREACH_ACTIONS = ("warn", "fail", "quarantine_batch")
+#: ``on_breach`` actions: the values of :class:`~quarantine._config_types.BreachAction`.
+BREACH_ACTIONS = tuple(a.value for a in BreachAction)
 
 
 class _Declared(BaseModel):
