@@ -11,6 +11,7 @@ Everything else lives in its own module (``quarantine.stages.json``,
 
 from __future__ import annotations
 
+from quarantine.chain import apply_stages, final_error, final_result
 from quarantine.config import PipelineConfig, load_config, parse_config
 from quarantine.errors import (
     ConfigError,
@@ -29,7 +30,7 @@ from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStat
 from quarantine.reporter import ErrantRecordReporter
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
 from quarantine.session import get_spark
-from quarantine.stage import Stage, StageContext, apply_stages, final_error, final_result
+from quarantine.stage import Stage, StageContext
 from quarantine.stages.python import python_stage
 
 __all__ = [

@@ -9,7 +9,7 @@ in the order a record meets it:
 
 1. :meth:`Plan.prepare` — identify the records and leave out those already
    settled (:mod:`quarantine.coordinates`);
-2. :meth:`Plan.transform` — the stages (:func:`quarantine.stage.apply_stages`);
+2. :meth:`Plan.transform` — the stages (:func:`quarantine.chain.apply_stages`);
 3. :meth:`Plan.split_frame` — the projection the two writes need;
 4. :meth:`Plan.quarantine_writer` and :meth:`Plan.target_rows` — what
    goes to quarantine and what to the target (written by the run);
@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.agreement import check_tables_agree, check_target_holds_replayed
+from quarantine.chain import StageAnalysisError, apply_stages, final_error, final_result
 from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
 from quarantine.coordinates import (
     DELIVERED,
@@ -54,16 +55,7 @@ from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.source_contract import check_source_contract
-from quarantine.stage import (
-    BatchWideStageError,
-    Stage,
-    StageAnalysisError,
-    apply_stages,
-    drift_column_names,
-    final_error,
-    final_result,
-    retry_column_names,
-)
+from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.verdict import carried_columns, keeps_raw_bytes
 

@@ -39,10 +39,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.chain import stage_input
 from quarantine.config import BreachAction
 from quarantine.report import Breach
 from quarantine.schema import CHECK_INPUT_PREFIX, ERROR, RESULT
-from quarantine.stage import Stage, stage_input
+from quarantine.stage import Stage
 
 __all__ = [
     "INPUT",
@@ -142,7 +143,7 @@ def carried_columns(stages: Sequence[Stage]) -> list[Column]:
     expectation stage) carries it only where it failed the record: elsewhere the
     input is the chain's result, which the batch holds anyway (a persisted batch
     one struct per record smaller). The frame must be the output of
-    :func:`quarantine.stage.apply_stages` over ``stages``.
+    :func:`quarantine.chain.apply_stages` over ``stages``.
     """
     names = [s.name for s in stages]
     out: list[Column] = []

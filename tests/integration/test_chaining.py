@@ -8,8 +8,8 @@ from typing import Any
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages, final_error, final_result
 from quarantine.config import StageSpec
-from quarantine.stage import apply_stages, final_error, final_result
 from quarantine.stages import build_stages
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.python import python_stage

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import load_config
 from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline
-from quarantine.stage import apply_stages
 from quarantine.stages import build_stages
 from quarantine.stages.avro import AvroDecode
 from tests.helpers import kafka_df

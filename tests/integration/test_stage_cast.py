@@ -8,8 +8,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
-from quarantine.stage import apply_stages
 from quarantine.stages.cast import from_spec
 from tests.helpers import kafka_df
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
-from quarantine.stage import apply_stages
 from quarantine.stages.checks import from_spec
 from tests.helpers import kafka_df
 

@@ -15,12 +15,12 @@ import pytest
 import yaml
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec, parse_config
 from quarantine.errors import ConfigError
 from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
-from quarantine.stage import apply_stages
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse, from_spec
 from tests.helpers import kafka_df, kafka_rows, orders_config

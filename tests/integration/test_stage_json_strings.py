@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
-from quarantine.stage import apply_stages
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse, from_spec
 from tests.helpers import kafka_df

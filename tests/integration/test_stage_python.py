@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.retry import RetriableClassifier, RetryPolicy
-from quarantine.stage import Stage, StageContext, apply_stages
+from quarantine.stage import Stage, StageContext
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse
 from quarantine.stages.python import from_spec, python_stage

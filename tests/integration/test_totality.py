@@ -18,12 +18,13 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.stage import from_spec as expectation_from_spec
 from quarantine.expectations.suite import parse_suite
-from quarantine.stage import Stage, apply_stages
+from quarantine.stage import Stage
 from quarantine.stages.checks import from_spec as checks_from_spec
 
 

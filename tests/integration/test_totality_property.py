@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.expectations import TRANSLATED_TYPES
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import parse_suite
-from quarantine.stage import Stage, apply_stages
+from quarantine.stage import Stage
 from quarantine.stages import build_stage
 
 _UTC = dt.UTC
