@@ -49,14 +49,19 @@ from quarantine.handlers import ErrorHandlers
 from quarantine.policy import ErrorPolicy
 from quarantine.report import RunListener
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
+from quarantine.runtime import check_runtime
 from quarantine.schema import ERROR, FINGERPRINT, OPEN, RESULT, REUSED, SOURCE_KEY, TARGET_FINGERPRINT
+from quarantine.session import get_spark
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
+from quarantine.sinks.metrics import metrics_listener
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.source_contract import check_source_contract
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
+from quarantine.stages import build_stages
 from quarantine.tolerance import DeltaWindowStore, window_state_table
+from quarantine.tracking import tracker_for
 from quarantine.verdict import carried_columns, keeps_raw_bytes
 
 __all__ = ["Plan", "default_listeners"]
@@ -115,10 +120,6 @@ class Plan:
             QuarantineError: the session's Spark or this Python is outside the support
                 matrix (:func:`quarantine.runtime.check_runtime`), before anything is read or written.
         """
-        from quarantine.runtime import check_runtime
-        from quarantine.session import get_spark
-        from quarantine.stages import build_stages
-
         spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
         check_runtime(spark.version)
         built = list(stages) if stages is not None else build_stages(config.stages)
@@ -152,9 +153,6 @@ class Plan:
             QuarantineError: this Python or pyspark is outside the support matrix.
         """
         import pyspark
-
-        from quarantine.runtime import check_runtime
-        from quarantine.stages import build_stages
 
         check_runtime(pyspark.__version__)
         stages = build_stages(config.stages)
@@ -430,8 +428,5 @@ class Plan:
 
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
     """The listeners a config asks for (metrics table, MLflow, error log)."""
-    from quarantine.sinks.metrics import metrics_listener
-    from quarantine.tracking import tracker_for
-
     return [metrics_listener(config, spark), tracker_for(config)]
 
