@@ -315,12 +315,11 @@ class Plan:
                 check_target_holds_replayed(self.spark, self.config)
             if new or first:
                 self.write("target claim", target, 0, lambda: claim_topics(self.spark, target, name, new))
-        settled = [s for s in (quarantined, delivered) if s is not None]
-        if not settled:
+        settled = _union(quarantined, delivered)
+        if settled is None:
             df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
         else:
-            union = settled[0] if len(settled) == 1 else settled[0].unionByName(settled[1])
-            df = against_settled(df, union)
+            df = against_settled(df, settled)
         if self.config.errors.coordinates_reused is ReusedCoordinates.FAIL:
             self._refuse_reused(df)
         return df
@@ -337,12 +336,8 @@ class Plan:
         (``_q_open``: closed once they pass), and records whose coordinates other
         content holds (``_q_reused``) run as new records.
         """
-        settled = [s for s in (settled_records(self.spark, self.quarantine_table, self.config.pipeline),
-                               self._delivered()) if s is not None]
-        if not settled:
-            return split
-        union = settled[0] if len(settled) == 1 else settled[0].unionByName(settled[1])
-        return against_settled(split.drop(OPEN), union)
+        settled = _union(settled_records(self.spark, self.quarantine_table, self.config.pipeline), self._delivered())
+        return split if settled is None else against_settled(split.drop(OPEN), settled)
 
     def _delivered(self) -> DataFrame | None:
         """The target's records in :func:`~quarantine.coordinates.against_settled`'s ``settled`` shape."""
@@ -424,6 +419,13 @@ class Plan:
                 ),
             )
         return self.error_policy
+
+
+def _union(quarantined: DataFrame | None, delivered: DataFrame | None) -> DataFrame | None:
+    """The settled records of both tables (:meth:`Plan._delivered`'s shape), None when neither exists."""
+    if quarantined is None or delivered is None:
+        return quarantined if delivered is None else delivered
+    return quarantined.unionByName(delivered)
 
 
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
