@@ -91,7 +91,8 @@ def fail(allowed: str, **ctx: Any) -> PydanticCustomError:
     """The error a :class:`Check` raises: ``allowed`` is what the value should be.
 
     ``ctx["value"]``, when given, is reported as the value found instead of the input
-    (an item of a list, a path after resolving it).
+    (an item of a list, a path after resolving it); ``ctx["at"]``, when given, is the key
+    of that item under the checked one (``formats`` → ``formats.created_at``).
     """
     # the message is a template: braces in the allowed text must not be read as fields
     return PydanticCustomError("config", allowed.replace("{", "{{").replace("}", "}}"), ctx or None)
@@ -399,6 +400,8 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
     for p in loc:
         key = f"{key}[{p}]" if isinstance(p, int) else (f"{key}.{p}" if key else str(p))
     ctx = e.get("ctx") or {}
+    if "at" in ctx:
+        key = f"{key}.{ctx['at']}"
     value = ctx.get("value", e.get("input"))
     kind = e["type"]
     if kind == "config":

@@ -55,6 +55,7 @@ from quarantine.expectations.validate import BreachPolicy, validate_batch
 from quarantine.report import Breach
 from quarantine.schema import ErrorKind
 from quarantine.stage import StageContext, outcome
+from quarantine.stage_types import ExpectationOptions
 from quarantine.verdict import INPUT, JudgingStage
 
 __all__ = ["ExpectationStage", "from_spec"]
@@ -153,9 +154,6 @@ class ExpectationStage(JudgingStage):
         ]
 
 
-_OPTIONS = frozenset({"suite", "on_breach", "validate_every"})
-
-
 def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
     key = spec.key("options.on_breach")
     allowed = " | ".join(a.value for a in BreachAction)
@@ -182,29 +180,23 @@ def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
     return BreachPolicy(default=default, overrides=actions)
 
 
-def from_spec(spec: StageSpec) -> ExpectationStage:
-    """Build the stage from YAML; loads the suite and checks it with GX (fails at config time)."""
-    from quarantine.stages import option
+def from_spec(spec: StageSpec, options: ExpectationOptions) -> ExpectationStage:
+    """The stage ``spec`` declares, from its validated options; loads the suite and checks it with GX.
 
-    unknown = sorted(set(spec.options) - _OPTIONS)
-    if unknown:
-        raise ConfigError(
-            spec.key(f"options.{unknown[0]}"), spec.options[unknown[0]],
-            f"one of the expectation stage's options: {', '.join(sorted(_OPTIONS))}",
-        )
-    path = option(spec, "suite", kind=str)
+    Raises:
+        ConfigError: the suite does not load, GX does not know one of its expectations, or
+            ``on_breach`` names an expectation the suite does not have.
+    """
+    path = options.suite
     try:
         suite = load_suite(path)
     except ConfigError as exc:
         raise ConfigError(spec.key("options.suite"), path, exc.allowed) from None
     suite.to_gx()  # unknown types / bad arguments are config errors, now
-    every = option(spec, "validate_every", 1, kind=int)
-    if isinstance(every, bool) or every < 1:
-        raise ConfigError(spec.key("options.validate_every"), every, "an integer ≥ 1")
     return ExpectationStage(
         name=spec.name,
         suite=suite,
-        on_breach=_policy(spec, option(spec, "on_breach", "warn"), suite),
-        validate_every=every,
+        on_breach=_policy(spec, options.on_breach, suite),
+        validate_every=options.validate_every,
         input=spec.input,
     )

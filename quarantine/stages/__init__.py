@@ -1,10 +1,10 @@
-"""Built-in stages, and building stages from the YAML ``stages:`` list.
+"""Building stages from the YAML ``stages:`` list, through the one stage table.
 
-Each stage type is a module here with a ``from_spec(spec) -> Stage`` factory.
-Types are looked up lazily so that importing quarantine does not import Great
-Expectations or user code.
+Each stage type is registered in :data:`quarantine.stage_types.STAGE_TYPES` with its
+options model and its factory (a ``module:function`` imported when a stage of the type
+is built, so that importing quarantine does not import Great Expectations or user code):
 
-| type          | module                         | kind         |
+| type          | factory module                 | kind         |
 |---------------|--------------------------------|--------------|
 | decode_utf8   | quarantine.stages.decode       | deserialize  |
 | avro          | quarantine.stages.avro         | deserialize  |
@@ -17,52 +17,35 @@ Expectations or user code.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from typing import Any
 
+from pydantic import ValidationError
+
+from quarantine._config_types import config_error
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.lineage import check_lineage
 from quarantine.stage import Stage
+from quarantine.stage_types import STAGE_TYPES
 
-__all__ = ["STAGE_TYPES", "build_stage", "build_stages", "option"]
-
-STAGE_TYPES: dict[str, str] = {
-    "decode_utf8": "quarantine.stages.decode",
-    "avro": "quarantine.stages.avro",
-    "json": "quarantine.stages.json",
-    "cast": "quarantine.stages.cast",
-    "checks": "quarantine.stages.checks",
-    "python": "quarantine.stages.python",
-    "expectation": "quarantine.expectations.stage",
-}
-
-
-def option(spec: StageSpec, name: str, default: Any = ..., *, kind: type | tuple[type, ...] | None = None) -> Any:
-    """Read one stage option, raising a ConfigError naming ``stages[i].options.name``."""
-    if name not in spec.options:
-        if default is ...:
-            raise ConfigError(spec.key(f"options.{name}"), None, f"a value (required by stage type '{spec.type}')")
-        return default
-    value = spec.options[name]
-    if kind is not None and not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " | ".join(k.__name__ for k in kind)
-        raise ConfigError(spec.key(f"options.{name}"), value, f"a {names}")
-    return value
+__all__ = ["build_stage", "build_stages"]
 
 
 def build_stage(spec: StageSpec) -> Stage:
-    """Build one stage from its YAML declaration.
+    """Build one stage from its declaration: its type's factory over its validated options.
 
     Raises:
         ConfigError: unknown type, or a bad option (naming ``stages[i].options.x``).
     """
-    module_name = STAGE_TYPES.get(spec.type)
-    if module_name is None:
+    stage_type = STAGE_TYPES.get(spec.type)
+    if stage_type is None:
         raise ConfigError(spec.key("type"), spec.type, f"one of {', '.join(sorted(STAGE_TYPES))}")
-    module = importlib.import_module(module_name)
-    stage: Stage = module.from_spec(spec)
+    try:
+        options = stage_type.options.model_validate(dict(spec.options))
+    except ValidationError as exc:
+        schema = stage_type.options.model_json_schema(by_alias=True)
+        raise config_error(exc, schema, spec.key("options")) from None
+    stage: Stage = stage_type.build(spec, options)
     return stage
 
 
@@ -76,3 +59,4 @@ def build_stages(specs: Sequence[StageSpec]) -> list[Stage]:
     stages = [build_stage(s) for s in specs]
     check_lineage(specs, stages)
     return stages
+

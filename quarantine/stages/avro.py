@@ -42,6 +42,7 @@ from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.schema_sources import HEADER_BYTES, FolderSchemas, UnknownSchemaIdError
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage_types import AvroOptions
 
 __all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
 
@@ -178,21 +179,17 @@ class AvroDecode(Stage):
         return outcome(decoded["r"], failed, self.error(error_class, text))
 
 
-def from_spec(spec: StageSpec) -> AvroDecode:
+def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
     """Build the stage from its YAML declaration; the schema files are read here, once.
 
     Raises:
         ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
             or an option contradicts the wire format (naming ``stages[i].options.x``).
     """
-    from quarantine.stages import option
-
-    wire = option(spec, "wire_format", "confluent", kind=str)
-    if wire not in ("confluent", "none"):
-        raise ConfigError(spec.key("options.wire_format"), wire, "'confluent' or 'none'")
+    wire = options.wire_format
     writers: list[tuple[int, str]] = []
     if wire == "confluent":
-        folder = option(spec, "schemas", None, kind=(str, type(None)))
+        folder = options.schemas
         if folder is None:
             raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas "
                               "(required with wire_format: confluent)")
@@ -208,14 +205,14 @@ def from_spec(spec: StageSpec) -> AvroDecode:
             raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.avsc file")
         where = str(source.folder)
     else:
-        path = option(spec, "writer_schema", None, kind=(str, type(None)))
+        path = options.writer_schema
         if path is None:
             raise ConfigError(
                 spec.key("options.writer_schema"), None, "an .avsc file (required with wire_format: none)"
             )
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
-    reader_path = option(spec, "reader_schema", None, kind=(str, type(None)))
+    reader_path = options.reader_schema
     reader = _read_schema(reader_path, spec.key("options.reader_schema")) if reader_path else writers[-1][1]
     return AvroDecode(
         name=spec.name,
@@ -223,6 +220,6 @@ def from_spec(spec: StageSpec) -> AvroDecode:
         reader=reader,
         wire_format=wire == "confluent",
         input=spec.input or "value",
-        nullable=bool(option(spec, "nullable", False, kind=bool)),
+        nullable=options.nullable,
         source=where,
     )

@@ -27,7 +27,6 @@ which is not detected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
@@ -38,6 +37,7 @@ from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage_types import CastOptions
 from quarantine.stages._values import parse_spark_type, render_value, type_name
 
 __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
@@ -134,29 +134,14 @@ class Cast(Stage):
         return outcome(result, failed, self.error(error_class, message))
 
 
-def _mapping(spec: StageSpec, name: str, required: bool) -> Mapping[str, object]:
-    from quarantine.stages import option
-
-    raw = option(spec, name) if required else option(spec, name, {})
-    if raw is None and not required:
-        return {}
-    if not isinstance(raw, Mapping) or (required and not raw):
-        raise ConfigError(spec.key(f"options.{name}"), raw, "a non-empty mapping of field: value")
-    return raw
-
-
-def from_spec(spec: StageSpec) -> Cast:
-    """Build from YAML (see the module docstring for the options).
+def from_spec(spec: StageSpec, options: CastOptions) -> Cast:
+    """The stage ``spec`` declares, from its validated options.
 
     Raises:
-        ConfigError: missing ``columns``, an unknown type, a format for a field
-            not in ``columns`` or for a non-datetime type, or an unknown option.
+        ConfigError: an unknown type, or a format for a field not in ``columns`` or for a
+            non-datetime type.
     """
-    for k in spec.options:
-        if k not in ("columns", "formats"):
-            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], "one of columns, formats")
-    columns = _mapping(spec, "columns", required=True)
-    formats = _mapping(spec, "formats", required=False)
+    columns, formats = options.columns, options.formats
     for f in formats:
         if f not in columns:
             raise ConfigError(
@@ -168,10 +153,6 @@ def from_spec(spec: StageSpec) -> Cast:
     for f, t in columns.items():
         to = parse_spark_type(t, spec.key(f"options.columns.{f}"))
         fmt = formats.get(f)
-        if fmt is not None and (not isinstance(fmt, str) or not fmt.strip()):
-            raise ConfigError(
-                spec.key(f"options.formats.{f}"), fmt, "a datetime pattern such as yyyy-MM-dd"
-            )
         try:
             casts.append(FieldCast(str(f), to, fmt))
         except ConfigError as exc:

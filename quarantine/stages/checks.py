@@ -78,6 +78,7 @@ from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage_types import ChecksOptions
 from quarantine.stages._values import (
     as_text,
     compare,
@@ -603,16 +604,12 @@ def parse_rules(raw: object, key: str) -> tuple[Rule, ...]:
     return tuple(parse_rule(r, f"{key}[{j}]") for j, r in enumerate(raw))
 
 
-def from_spec(spec: StageSpec) -> Checks:
-    """Build from YAML (see the module docstring for the rules).
+def from_spec(spec: StageSpec, options: ChecksOptions) -> Checks:
+    """The stage ``spec`` declares, from its validated options (see the module docstring for the rules).
 
     Raises:
-        ConfigError: naming ``stages[i].options.rules[j].<key>`` for a bad rule.
+        ConfigError: naming ``stages[i].options.rules[j].<key>`` for a rule its model lets
+            through and the rule refuses (a bound of the wrong kind for its check…).
     """
-    from quarantine.stages import option
-
-    for k in spec.options:
-        if k != "rules":
-            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], "rules")
-    rules = parse_rules(option(spec, "rules"), spec.key("options.rules"))
-    return Checks(name=spec.name, rules=rules, input=spec.input)
+    written = [r.model_dump(exclude_unset=True) for r in options.rules]
+    return Checks(name=spec.name, rules=parse_rules(written, spec.key("options.rules")), input=spec.input)

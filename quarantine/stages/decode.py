@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from quarantine.config import StageSpec
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage_types import DecodeUtf8Options
 
 __all__ = ["DecodeUtf8", "from_spec"]
 
@@ -62,11 +63,7 @@ class DecodeUtf8(Stage):
         return f"column '{self.input}'" if self.input else "input"
 
 
-def from_spec(spec: StageSpec) -> DecodeUtf8:
-    from quarantine.stages import option
-
-    return DecodeUtf8(
-        name=spec.name,
-        input=spec.input or "value",
-        nullable=bool(option(spec, "nullable", False, kind=bool)),
-    )
+def from_spec(spec: StageSpec, options: DecodeUtf8Options | None) -> DecodeUtf8:
+    """The stage ``spec`` declares, from its validated options (none: the defaults)."""
+    options = options or DecodeUtf8Options()
+    return DecodeUtf8(name=spec.name, input=spec.input or "value", nullable=options.nullable)

@@ -62,6 +62,7 @@ from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext, outcome
+from quarantine.stage_types import JsonOptions
 from quarantine.stages._values import snippet
 
 __all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
@@ -324,23 +325,20 @@ def _parse_schema(spec: StageSpec, raw: object) -> StructType:
     return parsed
 
 
-def from_spec(spec: StageSpec) -> JsonParse:
-    from quarantine.stages import option
+def from_spec(spec: StageSpec, options: JsonOptions) -> JsonParse:
+    """The stage ``spec`` declares, from its validated options.
 
-    schema = _parse_schema(spec, option(spec, "schema"))
-    required = option(spec, "required", [], kind=list)
+    Raises:
+        ConfigError: the schema is not a struct DDL, or a required field is not in it.
+    """
+    schema = _parse_schema(spec, options.schema_)
+    required = options.required
     not_in = [r for r in required if r not in schema.fieldNames()]
     if not_in:
         raise ConfigError(
             spec.key("options.required"), not_in, f"fields of options.schema ({', '.join(schema.fieldNames())})"
         )
-    strings = option(spec, "strings", STRICT, kind=str).strip().lower()
-    if strings not in STRINGS:
-        raise ConfigError(spec.key("options.strings"), strings, " | ".join(STRINGS))
-    undeclared = option(spec, "undeclared_fields", DROP, kind=str).strip().lower()
-    if undeclared not in UNDECLARED_FIELDS:
-        raise ConfigError(spec.key("options.undeclared_fields"), undeclared, " | ".join(UNDECLARED_FIELDS))
     return JsonParse(
-        name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=strings,
-        undeclared_fields=undeclared,
+        name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=options.strings,
+        undeclared_fields=options.undeclared_fields,
     )

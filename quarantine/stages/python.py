@@ -123,6 +123,7 @@ from quarantine.errors import ConfigError, message_of
 from quarantine.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, ErrorKind, result_struct
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
+from quarantine.stage_types import PythonOptions
 from quarantine.stages._values import parse_spark_type, type_name
 
 __all__ = [
@@ -775,33 +776,21 @@ def python_stage(
     )
 
 
-def from_spec(spec: StageSpec) -> PythonStage:
-    """Build from YAML (see the module docstring for the options).
+def from_spec(spec: StageSpec, options: PythonOptions) -> PythonStage:
+    """The stage ``spec`` declares, from its validated options (see the module docstring).
 
     Raises:
-        ConfigError: naming ``stages[i].options.<key>``: the function does not
-            import, ``returns`` is not a Spark type, ``mode`` is unknown…
+        ConfigError: naming ``stages[i].options.<key>``: the function does not import,
+            ``returns`` is not a Spark type Arrow carries, a retriable class is not an exception.
     """
-    from quarantine.stages import option
-
-    allowed = ("function", "returns", "mode", "nullable", "retriable")
-    for k in spec.options:
-        if k not in allowed:
-            raise ConfigError(spec.key(f"options.{k}"), spec.options[k], f"one of {', '.join(allowed)}")
-    returns = parse_spark_type(option(spec, "returns"), spec.key("options.returns"))
+    returns = parse_spark_type(options.returns, spec.key("options.returns"))
     _arrow_type(returns, spec.key("options.returns"))
-    mode_raw = option(spec, "mode", "row", kind=str)
-    try:
-        mode = PythonMode(mode_raw.strip().lower())
-    except ValueError:
-        raise ConfigError(spec.key("options.mode"), mode_raw, "row | vectorized") from None
-    fn = resolve_callable(option(spec, "function"), spec.key("options.function"))
     return PythonStage(
         name=spec.name,
-        fn=fn,
+        fn=resolve_callable(options.function, spec.key("options.function")),
         returns=returns,
-        mode=mode,
+        mode=PythonMode(options.mode),
         input=spec.input,
-        nullable=bool(option(spec, "nullable", False, kind=bool)),
-        retriable=_exception_classes(option(spec, "retriable", None), spec.key("options.retriable")),
+        nullable=options.nullable,
+        retriable=_exception_classes(options.retriable, spec.key("options.retriable")),
     )

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
-from quarantine.stages.cast import from_spec
+from quarantine.stages import build_stage as from_spec
 from tests.helpers import kafka_df
 
 ROW_DDL = "order_id STRING, amount STRING, quantity STRING, created_at STRING, day STRING"
@@ -94,7 +94,7 @@ def test_unicode_value_is_quoted_in_the_message(spark: Any) -> None:
 
 def test_numeric_to_numeric_from_json_stage(spark: Any) -> None:
     from quarantine.stages.decode import DecodeUtf8
-    from quarantine.stages.json import from_spec as json_spec
+    json_spec = from_spec
 
     raw = [b'{"id": "1", "amount": 2.5}', b'{"id": "x", "amount": 1e300}']
     stages = [

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
-from quarantine.stages.checks import from_spec
+from quarantine.stages import build_stage as from_spec
 from tests.helpers import kafka_df
 
 ORDER_DDL = "order_id STRING, amount DOUBLE, currency STRING, quantity INT, sku STRING, email STRING"

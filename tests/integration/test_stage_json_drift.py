@@ -21,8 +21,9 @@ from quarantine.errors import ConfigError
 from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8
-from quarantine.stages.json import JsonParse, from_spec
+from quarantine.stages.json import JsonParse
 from tests.helpers import kafka_df, kafka_rows, orders_config
 from tests.support.readme import block
 

@@ -16,8 +16,9 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
+from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8
-from quarantine.stages.json import JsonParse, from_spec
+from quarantine.stages.json import JsonParse
 from tests.helpers import kafka_df
 
 SCHEMA = StructType([StructField("name", StringType()), StructField("n", IntegerType())])

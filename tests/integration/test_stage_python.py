@@ -11,9 +11,10 @@ from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.retry import RetriableClassifier, RetryPolicy
 from quarantine.stage import Stage, StageContext
+from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse
-from quarantine.stages.python import from_spec, python_stage
+from quarantine.stages.python import python_stage
 from tests import fixtures_py_stage as fx
 from tests.helpers import kafka_df
 

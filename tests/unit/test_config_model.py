@@ -22,7 +22,6 @@ from quarantine.config import (
     parse_config,
 )
 from quarantine.errors import ConfigError
-from quarantine.stage_options import STAGE_DECLARATIONS
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = str(REPO / "conf" / "expectations" / "orders.json")
@@ -217,30 +216,17 @@ def test_no_error_message_shows_a_configured_secret(sections: dict[str, Any]) ->
 # --------------------------------------------------------------------------- stage options vs stage modules
 
 
-def test_the_declared_stage_types_are_the_built_in_ones() -> None:
-    from quarantine.stages import STAGE_TYPES
-
-    assert set(STAGE_DECLARATIONS) == set(STAGE_TYPES)
-
-
 def _names(model: Any) -> set[str]:
     return {f.alias or name for name, f in model.model_fields.items()}
 
 
 def test_the_declared_options_are_the_ones_each_stage_module_reads() -> None:
     """A stage module that learns an option must teach the loader (and the schema) too."""
-    from quarantine.expectations import stage as expectation
-    from quarantine.stage_options import RULE_DECLARATIONS, STAGE_OPTIONS
+    from quarantine.stage_types import RULE_DECLARATIONS, STAGE_TYPES
     from quarantine.stages.checks import _RULES
 
-    assert _names(STAGE_OPTIONS["expectation"]) == set(expectation._OPTIONS)
-    assert _names(STAGE_OPTIONS["checks"]) == {"rules"}
-    assert _names(STAGE_OPTIONS["cast"]) == {"columns", "formats"}
-    assert _names(STAGE_OPTIONS["python"]) == {"function", "returns", "mode", "nullable", "retriable"}
-    # json.from_spec and decode.from_spec read exactly these (they keep no list of them)
-    assert _names(STAGE_OPTIONS["json"]) == {"schema", "required", "strings", "undeclared_fields"}
-    assert _names(STAGE_OPTIONS["decode_utf8"]) == {"nullable"}
-    assert _names(STAGE_OPTIONS["avro"]) == {"wire_format", "schemas", "writer_schema", "reader_schema", "nullable"}
+    assert _names(STAGE_TYPES["checks"].options) == {"rules"}
+    assert _names(STAGE_TYPES["python"].options) == {"function", "returns", "mode", "nullable", "retriable"}
     assert {c.value: {"column", "check", *r.options} for c, r in _RULES.items()} == {
         c: _names(m) for c, m in RULE_DECLARATIONS.items()
     }

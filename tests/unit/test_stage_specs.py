@@ -9,7 +9,7 @@ from pyspark.sql.types import ArrayType, DecimalType, IntegerType, StringType, T
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
-from quarantine.stages import cast, checks, python
+from quarantine.stages import build_stage, python
 from quarantine.stages._values import parse_spark_type
 from tests import fixtures_py_stage as fx
 
@@ -66,7 +66,7 @@ def test_complex_types_parse_without_spark_and_a_bad_one_names_the_key() -> None
 
 
 def test_cast_builds_field_casts_in_order() -> None:
-    stage = cast.from_spec(_spec("cast", {"columns": {"b": "INT", "a": "TIMESTAMP"}, "formats": {"a": "yyyy-MM-dd"}}))
+    stage = build_stage(_spec("cast", {"columns": {"b": "INT", "a": "TIMESTAMP"}, "formats": {"a": "yyyy-MM-dd"}}))
     assert [(f.field, f.to, f.format) for f in stage.fields] == [
         ("b", IntegerType(), None),
         ("a", TimestampType(), "yyyy-MM-dd"),
@@ -88,7 +88,7 @@ def test_cast_builds_field_casts_in_order() -> None:
     ],
 )
 def test_cast_config_errors_name_the_key(options: dict[str, Any], key: str) -> None:
-    assert _key_of(cast.from_spec, _spec("cast", options)) == key
+    assert _key_of(build_stage, _spec("cast", options)) == key
 
 
 # --------------------------------------------------------------------------- checks
@@ -99,7 +99,7 @@ def _rules(*rules: dict[str, Any]) -> StageSpec:
 
 
 def test_rules_build_with_their_expected_texts() -> None:
-    stage = checks.from_spec(
+    stage = build_stage(
         _rules(
             {"column": "amount", "check": "range", "min": 0, "max": 10000},
             {"column": "amount", "check": "range", "min": 0.5, "min_inclusive": False},
@@ -146,20 +146,20 @@ def test_rules_build_with_their_expected_texts() -> None:
     ],
 )
 def test_bad_rules_name_the_rule_and_key(rule: Any, key: str) -> None:
-    assert _key_of(checks.from_spec, _rules(rule)) == key
+    assert _key_of(build_stage, _rules(rule)) == key
 
 
 def test_the_second_bad_rule_is_named_by_its_index() -> None:
     spec = _rules({"column": "a", "check": "not_null"}, {"column": "b", "check": "regex", "pattern": "["})
     with pytest.raises(ConfigError) as info:
-        checks.from_spec(spec)
+        build_stage(spec)
     assert info.value.key == "stages[3].options.rules[1].pattern"
     assert "valid regular expression" in info.value.allowed
 
 
 @pytest.mark.parametrize("options", [{}, {"rules": []}, {"rules": "not_null"}, {"rules": [], "x": 1}])
 def test_rules_must_be_a_non_empty_list(options: dict[str, Any]) -> None:
-    key = _key_of(checks.from_spec, _spec("checks", options, 3))
+    key = _key_of(build_stage, _spec("checks", options, 3))
     assert key in ("stages[3].options.rules", "stages[3].options.x")
 
 
@@ -172,9 +172,9 @@ def _py(**options: Any) -> StageSpec:
 
 
 def test_python_stage_resolves_dotted_and_colon_paths() -> None:
-    assert python.from_spec(_py()).fn is fx.parse_amount
-    assert python.from_spec(_py(function="tests.fixtures_py_stage:Recorder.seen")).fn is fx.Recorder.seen
-    stage = python.from_spec(
+    assert build_stage(_py()).fn is fx.parse_amount
+    assert build_stage(_py(function="tests.fixtures_py_stage:Recorder.seen")).fn is fx.Recorder.seen
+    stage = build_stage(
         _py(mode="VECTORIZED", nullable=True, retriable=["TimeoutError", "tests.fixtures_py_stage.TransientError"])
     )
     assert (stage.mode, stage.nullable) == (python.PythonMode.VECTORIZED, True)
@@ -190,19 +190,19 @@ def test_python_stage_resolves_dotted_and_colon_paths() -> None:
         ({"function": "parse_amount"}, "stages[4].options.function", "dotted path"),
         ({"returns": "FLOATY"}, "stages[4].options.returns", "a Spark type"),
         ({"mode": "batch"}, "stages[4].options.mode", "row | vectorized"),
-        ({"nullable": "yes"}, "stages[4].options.nullable", "bool"),
+        ({"nullable": "yes"}, "stages[4].options.nullable", "true | false"),
         ({"retriable": ["NotAnError"]}, "stages[4].options.retriable[0]", "an exception class"),
         (
             {"retriable": ["tests.fixtures_py_stage.parse_amount"]},
             "stages[4].options.retriable[0]",
             "an exception class",
         ),
-        ({"function_name": "x"}, "stages[4].options.function_name", "one of"),
+        ({"function_name": "x"}, "stages[4].options.function_name", "did you mean 'stages[4].options.function'"),
     ],
 )
 def test_python_config_errors_name_the_key(options: dict[str, Any], key: str, says: str) -> None:
     with pytest.raises(ConfigError) as info:
-        python.from_spec(_py(**options))
+        build_stage(_py(**options))
     assert info.value.key == key
     assert says in str(info.value)
 

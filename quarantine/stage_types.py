@@ -1,28 +1,29 @@
-"""The ``stages:`` entries of a config as declared in YAML, one model per built-in stage type.
+"""The stage types: one table mapping a ``type:`` to its options model and its factory.
 
-These models are what the JSON Schema shows an editor for each ``type`` (a union
-on ``type``, and on ``check`` for the rules of a ``checks`` stage) and what
-:func:`quarantine.config.load_config` checks when it loads a config: the stage
-type, the option names, their shapes (a string, a list, a mapping…) and, for an
-expectation stage, that the suite file exists. What needs Spark, GX or user
-code — that a type name is a Spark type, that a regex compiles on the JVM, that a
-function imports, that a suite's expectations are known to GX — is checked when
-the stages are built (:func:`quarantine.stages.build_stages`, which
-``quarantine validate`` runs), still before anything is read or written.
+:data:`STAGE_TYPES` is the only list of stage types. Each :class:`StageType` holds the
+model of the type's ``options:`` (what the JSON Schema shows an editor, and what
+:func:`quarantine.config.load_config` checks when it loads a config: the option names,
+their shapes, and that a file an option names exists) and the factory that builds a
+stage from those validated options. What needs Spark, GX or user code — that a type
+name is a Spark type, that a regex compiles on the JVM, that a function imports, that a
+suite's expectations are known to GX — is checked by the factory when the stages are
+built (:func:`quarantine.stages.build_stages`, which ``quarantine validate`` runs), still
+before anything is read or written.
 
-The loaded :class:`~quarantine.config.StageSpec` keeps the options as written
-(paths resolved); the stage modules read them from there. These models accept
-at least what the stage modules accept, so a config that builds always loads.
+A new stage type is its options model, its factory and one :func:`register_stage_type`
+call (the built-ins are registered at the end of this module).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, create_model
 
 from quarantine._config_types import (
     BOOL,
@@ -42,30 +43,30 @@ __all__ = [
     "BREACH_ACTIONS",
     "CHECKS",
     "RULE_DECLARATIONS",
-    "STAGE_DECLARATIONS",
-    "STAGE_OPTIONS",
+    "STAGE_TYPES",
     "AvroOptions",
-    "AvroStage",
     "CastOptions",
-    "CastStage",
     "ChecksOptions",
-    "ChecksStage",
     "DecodeUtf8Options",
-    "DecodeUtf8Stage",
     "ExpectationOptions",
-    "ExpectationStage",
+    "Factory",
     "JsonOptions",
-    "JsonStage",
     "PythonOptions",
-    "PythonStage",
-    "StageDeclaration",
+    "StageOptions",
+    "StageType",
+    "register_stage_type",
+    "stage_declaration",
+    "unregister_stage_type",
 ]
 
 #: ``on_breach`` actions: the values of :class:`~quarantine._config_types.BreachAction`.
 BREACH_ACTIONS = tuple(a.value for a in BreachAction)
 
 
-class _Declared(BaseModel):
+class StageOptions(BaseModel):
+    """The base of a stage type's options model: frozen, unknown keys refused, attribute docstrings
+    as the JSON Schema's descriptions."""
+
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
@@ -172,7 +173,7 @@ def _text_map(allowed: str, *, required: bool) -> Check:
             if v is None and not required:
                 continue
             if not isinstance(v, str) or not v.strip():
-                raise fail(f"a non-empty string for each field ({k} has none)")
+                raise fail(f"a non-empty string for each field ({k} has none)", at=k, value=v)
         return dict(value)
 
     item: dict[str, Any] = {"type": "string", "minLength": 1} if required else {"type": ["string", "null"]}
@@ -208,12 +209,14 @@ _EXCEPTIONS = Check(
 def _breach(value: Any) -> Any:
     allowed = " | ".join(BREACH_ACTIONS)
     if isinstance(value, str):
+        if value.strip().lower() not in BREACH_ACTIONS:
+            raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
         value = {"default": value}
     if not isinstance(value, Mapping):
         raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
-    for v in value.values():
+    for k, v in value.items():
         if not isinstance(v, str) or v.strip().lower() not in BREACH_ACTIONS:
-            raise fail(f"an action ({allowed}) for each expectation type/name")
+            raise fail(f"an action ({allowed}) for each expectation type/name", at=k, value=v)
     return value
 
 
@@ -273,14 +276,14 @@ _WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
 # --------------------------------------------------------------------------- options per stage type
 
 
-class DecodeUtf8Options(_Declared):
+class DecodeUtf8Options(StageOptions):
     """Options of a ``decode_utf8`` stage."""
 
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error; for an optional key."""
 
 
-class JsonOptions(_Declared):
+class JsonOptions(StageOptions):
     """Options of a ``json`` stage."""
 
     schema_: Annotated[str, TEXT] = Field(alias="schema")
@@ -295,7 +298,7 @@ class JsonOptions(_Declared):
     quarantine (the record is an UndeclaredField error)."""
 
 
-class CastOptions(_Declared):
+class CastOptions(StageOptions):
     """Options of a ``cast`` stage."""
 
     columns: Annotated[dict[str, str], _text_map("a non-empty mapping of field: value", required=True)]
@@ -304,7 +307,7 @@ class CastOptions(_Declared):
     """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
 
 
-class _Rule(_Declared):
+class _Rule(StageOptions):
     column: Annotated[str | None, _FIELD] = None
     """The struct field checked; omit it to check the stage's input itself."""
 
@@ -397,14 +400,14 @@ Rule = Annotated[
 ]
 
 
-class ChecksOptions(_Declared):
+class ChecksOptions(StageOptions):
     """Options of a ``checks`` stage."""
 
     rules: Annotated[list[Rule], Field(min_length=1)]
     """The rules, in order; the first failing one names the error class."""
 
 
-class PythonOptions(_Declared):
+class PythonOptions(StageOptions):
     """Options of a ``python`` stage."""
 
     function: Annotated[str, TEXT]
@@ -419,7 +422,7 @@ class PythonOptions(_Declared):
     """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
 
 
-class ExpectationOptions(_Declared):
+class ExpectationOptions(StageOptions):
     """Options of an ``expectation`` stage."""
 
     #: Options that are file paths: resolved against the config's folder when it is loaded.
@@ -433,7 +436,7 @@ class ExpectationOptions(_Declared):
     """Validate the suite with GX on every Nth batch."""
 
 
-class AvroOptions(_Declared):
+class AvroOptions(StageOptions):
     """Options of an ``avro`` stage."""
 
     #: Options that are file paths: resolved against the config's folder when it is loaded.
@@ -451,95 +454,115 @@ class AvroOptions(_Declared):
     """A NULL input is a NULL result (success) instead of a NullInput error."""
 
 
-# --------------------------------------------------------------------------- stages
+# --------------------------------------------------------------------------- the stage table
 
 
-class _Stage(_Declared):
+class _Stage(StageOptions):
     name: Annotated[str, IDENTIFIER]
     """The stage's name: also the name of its result column, and what a later stage's input names."""
     input: Annotated[str | None, OPTIONAL_TEXT] = None
     """What the stage reads: a source column (value, key...) or an earlier stage's name; default the previous stage."""
 
 
-class DecodeUtf8Stage(_Stage):
-    """Bytes to a string, rejecting invalid UTF-8 (deserialize). Input default: value."""
-
-    type: Annotated[str, _const("decode_utf8")]
-    options: DecodeUtf8Options | None = None
-
-
-class AvroStage(_Stage):
-    """Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). Input default: value."""
-
-    type: Annotated[str, _const("avro")]
-    options: AvroOptions
+#: ``factory(spec, options) -> Stage``: ``spec`` is the StageSpec (its name, input and
+#: :meth:`~quarantine.config.StageSpec.key` for error messages), ``options`` its validated
+#: options model. Given as a callable, or as ``"module:function"`` (imported when a stage of
+#: the type is built, so that loading a config imports no stage, GX or user code).
+Factory = Callable[[Any, Any], Any] | str
 
 
-class JsonStage(_Stage):
-    """Parse JSON against a declared schema (deserialize)."""
+@dataclass(frozen=True)
+class StageType:
+    """One stage type: its name in YAML, its options model and how a stage of it is built.
 
-    type: Annotated[str, _const("json")]
-    options: JsonOptions
+    The one place a stage type is declared: the config loader checks a ``stages:``
+    entry's options against :attr:`options`, the JSON Schema shows them, and
+    :func:`quarantine.stages.build_stage` calls :attr:`factory` with the validated
+    options. Register a new type with :func:`register_stage_type`.
+    """
+
+    name: str
+    """The ``type:`` value, e.g. ``cast``."""
+    options: type[BaseModel]
+    """The model of the stage's ``options:`` (pydantic, frozen, unknown keys refused)."""
+    factory: Factory
+    """Builds the stage: ``factory(spec, options)``."""
+    summary: str
+    """One line: what the stage does and its kind (deserialize, transform, validate…); shown in the schema."""
+    options_required: bool = True
+    """Whether ``options:`` must be written (False when every option has a default)."""
+    declaration: type[BaseModel] = field(init=False, repr=False, compare=False)
+    """The model of a whole ``stages:`` entry of this type (name, input, type, options), derived."""
+
+    def __post_init__(self) -> None:
+        options: Any = self.options if self.options_required else (self.options | None, None)
+        model = create_model(
+            f"{_camel(self.name)}Stage",
+            __base__=_Stage,
+            __doc__=self.summary,
+            type=(Annotated[str, _const(self.name)], ...),
+            options=options if isinstance(options, tuple) else (options, ...),
+        )
+        object.__setattr__(self, "declaration", model)
+
+    def build(self, spec: Any, options: BaseModel) -> Any:
+        """The stage ``spec`` declares, built from its validated ``options``."""
+        factory = self.factory
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+        return factory(spec, options)
 
 
-class CastStage(_Stage):
-    """Typed conversions of struct fields with try_cast and formats (transform)."""
-
-    type: Annotated[str, _const("cast")]
-    options: CastOptions
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
-class ChecksStage(_Stage):
-    """Native row checks; a row breaking any rule is quarantined (validate)."""
-
-    type: Annotated[str, _const("checks")]
-    options: ChecksOptions
-
-
-class PythonStage(_Stage):
-    """A Python function by dotted path, Arrow-batched (transform)."""
-
-    type: Annotated[str, _const("python")]
-    options: PythonOptions
+#: Stage type → its :class:`StageType`: THE table of stage types (built-ins below; see
+#: :func:`register_stage_type`). The config loader, the JSON Schema, ``quarantine validate``
+#: and the stage builder all read it.
+STAGE_TYPES: dict[str, StageType] = {}
 
 
-class ExpectationStage(_Stage):
-    """A Great Expectations suite; row-level expectations as native predicates (expectation)."""
+def register_stage_type(stage_type: StageType, *, replace: bool = False) -> StageType:
+    """Add a stage type to :data:`STAGE_TYPES` (configs may then use it); returns it.
 
-    type: Annotated[str, _const("expectation")]
-    options: ExpectationOptions
+    Raises:
+        ValueError: the name is taken (pass ``replace=True`` to replace it).
+    """
+    if stage_type.name in STAGE_TYPES and not replace:
+        raise ValueError(f"stage type {stage_type.name!r} is already registered")
+    STAGE_TYPES[stage_type.name] = stage_type
+    return stage_type
 
 
-#: Stage type → its declaration model (the keys are the built-in stage types).
-STAGE_DECLARATIONS: dict[str, type[_Stage]] = {
-    "decode_utf8": DecodeUtf8Stage,
-    "avro": AvroStage,
-    "json": JsonStage,
-    "cast": CastStage,
-    "checks": ChecksStage,
-    "python": PythonStage,
-    "expectation": ExpectationStage,
-}
+def unregister_stage_type(name: str) -> None:
+    """Remove a stage type added by :func:`register_stage_type` (a no-op for an unknown name)."""
+    STAGE_TYPES.pop(name, None)
 
-#: Stage type → the model of its ``options``.
-STAGE_OPTIONS: dict[str, type[_Declared]] = {
-    "decode_utf8": DecodeUtf8Options,
-    "avro": AvroOptions,
-    "json": JsonOptions,
-    "cast": CastOptions,
-    "checks": ChecksOptions,
-    "python": PythonOptions,
-    "expectation": ExpectationOptions,
-}
 
-#: One ``stages:`` entry: the member is chosen by ``type``.
-StageDeclaration = Annotated[
-    Annotated[DecodeUtf8Stage, Tag("type=decode_utf8")]
-    | Annotated[AvroStage, Tag("type=avro")]
-    | Annotated[JsonStage, Tag("type=json")]
-    | Annotated[CastStage, Tag("type=cast")]
-    | Annotated[ChecksStage, Tag("type=checks")]
-    | Annotated[PythonStage, Tag("type=python")]
-    | Annotated[ExpectationStage, Tag("type=expectation")],
-    _tagged("type", tuple(STAGE_DECLARATIONS)),
-]
+for _builtin in (
+    StageType("decode_utf8", DecodeUtf8Options, "quarantine.stages.decode:from_spec",
+              "Bytes to a string, rejecting invalid UTF-8 (deserialize). Input default: value.",
+              options_required=False),
+    StageType("avro", AvroOptions, "quarantine.stages.avro:from_spec",
+              "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). "
+              "Input default: value."),
+    StageType("json", JsonOptions, "quarantine.stages.json:from_spec",
+              "Parse JSON against a declared schema (deserialize)."),
+    StageType("cast", CastOptions, "quarantine.stages.cast:from_spec",
+              "Typed conversions of struct fields with try_cast and formats (transform)."),
+    StageType("checks", ChecksOptions, "quarantine.stages.checks:from_spec",
+              "Native row checks; a row breaking any rule is quarantined (validate)."),
+    StageType("python", PythonOptions, "quarantine.stages.python:from_spec",
+              "A Python function by dotted path, Arrow-batched (transform)."),
+    StageType("expectation", ExpectationOptions, "quarantine.expectations.stage:from_spec",
+              "A Great Expectations suite; row-level expectations as native predicates (expectation)."),
+):
+    register_stage_type(_builtin)
+
+
+def stage_declaration() -> Any:
+    """The type of one ``stages:`` entry now: a union of the registered types' declarations, on ``type``."""
+    members = tuple(Annotated[t.declaration, Tag(f"type={n}")] for n, t in STAGE_TYPES.items())
+    return Annotated[Union[members], _tagged("type", tuple(STAGE_TYPES))]  # noqa: UP007 - built at run time
