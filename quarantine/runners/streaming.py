@@ -46,6 +46,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from quarantine.agreement import check_target_holds_replayed
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
+from quarantine.offset_watermark import OffsetWatermark
 from quarantine.plan import Plan
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.report import BatchReport, RunStatus, RunSummary
@@ -54,7 +55,6 @@ from quarantine.runners.relay import RelayListener, RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
 from quarantine.sinks import is_connect, table_exists
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
-from quarantine.sinks.quarantine import OffsetWatermark
 from quarantine.sinks.target import highest_offsets
 
 if TYPE_CHECKING:
