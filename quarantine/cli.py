@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
 import sys
@@ -20,7 +21,7 @@ from quarantine.errors import ConfigError, QuarantineError
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
 
-__all__ = ["COMMANDS", "console", "main"]
+__all__ = ["COMMANDS", "console", "main", "parse_since"]
 
 
 def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
@@ -241,9 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
             raise ConfigError("--pipeline", args.pipeline, f"{config.pipeline} (the pipeline of {args.conf})")
         if args.command == "report":
-            from quarantine.html_report import report_command
-
-            return report_command(config, args.out, args.since)
+            return _report(config, args.out, args.since)
         from quarantine.pipeline import Pipeline
 
         if args.command == "validate":
@@ -316,6 +315,37 @@ def _tables(config: PipelineConfig) -> str:
         ("metrics", config.metrics.table or "(off: metrics.table is not set)"),
     ]
     return "tables:\n" + "\n".join(f"  {what:<11}{name}" for what, name in rows)
+
+
+def parse_since(text: str) -> dt.datetime:
+    """``--since`` as an aware datetime: an ISO date or date-time (UTC unless it has an offset)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError("--since", text, "an ISO date or date-time, e.g. 2026-11-01 or 2026-11-01T12:00") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _report(config: PipelineConfig, out: str, since: str | None = None) -> int:
+    """``quarantine report``: write the page for ``config``'s pipeline and tables, print a summary; exit 0.
+
+    Raises:
+        ConfigError: ``--since`` is not an ISO date or date-time.
+        ReportDependencyError: Plotly (the ``report`` extra) is not installed.
+    """
+    from quarantine.html_report import require_plotly, write_report
+    from quarantine.session import get_spark
+
+    when = parse_since(since) if since else None
+    require_plotly()
+    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf)
+    data = write_report(
+        spark, out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
+        metrics_table=config.metrics.table, since=when,
+    )
+    print("\n".join(data.summary_lines()))
+    print(f"wrote the report to {out}")
+    return 0
 
 
 def _stop_retries_on_sigterm() -> None:

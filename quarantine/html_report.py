@@ -1,4 +1,4 @@
-"""``quarantine report``: one self-contained HTML page of a pipeline's quarantine and metrics.
+"""A pipeline's report page: one self-contained HTML page of its quarantine and metrics tables.
 
 Six figures, each aggregated in Spark over the quarantine table
 (:data:`~quarantine.schema.QUARANTINE_SCHEMA`) and the metrics table
@@ -20,8 +20,8 @@ data (no quarantine table yet, no breach, no replay, no metrics table) is a
 ``spark-quarantine[report]``; without it :func:`write_report` raises
 :class:`ReportDependencyError` before Spark is touched.
 
-The same figures are a Lakeview dashboard in the bundle
-(``dashboards/quarantine.lvdash.json``).
+``quarantine report`` (:mod:`quarantine.cli`) writes it. The same figures are a Lakeview
+dashboard in the bundle (``dashboards/quarantine.lvdash.json``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.config import PipelineConfig
-from quarantine.errors import ConfigError, QuarantineError
+from quarantine.errors import QuarantineError
 from quarantine.metrics import MetricNames
 from quarantine.schema import QuarantineStatus
 from quarantine.sinks import read_table_pinned, table_exists
@@ -53,11 +52,9 @@ __all__ = [
     "collect_report_data",
     "error_classes",
     "offsets_per_partition",
-    "parse_since",
     "quarantined_over_time",
     "render_html",
     "replay_history",
-    "report_command",
     "require_plotly",
     "status_counts",
     "time_unit",
@@ -484,33 +481,3 @@ def write_report(
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render_html(data), encoding="utf-8")
     return data
-
-
-def parse_since(text: str) -> dt.datetime:
-    """``--since`` as an aware datetime: an ISO date or date-time (UTC unless it has an offset)."""
-    try:
-        value = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError("--since", text, "an ISO date or date-time, e.g. 2026-11-01 or 2026-11-01T12:00") from None
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-def report_command(config: PipelineConfig, out: str, since: str | None = None) -> int:
-    """``quarantine report``: write the page for ``config``'s pipeline and tables, print a summary; exit 0.
-
-    Raises:
-        ConfigError: ``--since`` is not an ISO date or date-time.
-        ReportDependencyError: Plotly (the ``report`` extra) is not installed.
-    """
-    from quarantine.session import get_spark
-
-    when = parse_since(since) if since else None
-    require_plotly()
-    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf)
-    data = write_report(
-        spark, out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
-        metrics_table=config.metrics.table, since=when,
-    )
-    print("\n".join(data.summary_lines()))
-    print(f"wrote the report to {out}")
-    return 0

@@ -81,13 +81,14 @@ from quarantine.errors import (
 )
 from quarantine.handlers import counts_by_kind
 from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, schema_drift
+from quarantine.offset_watermark import OffsetWatermark
 from quarantine.plan import Plan
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunKind, RunStatus
 from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.sinks.dlq_topic import TopicProduce
-from quarantine.sinks.quarantine import OffsetWatermark, QuarantineWrite, close_records
+from quarantine.sinks.quarantine import QuarantineWrite, close_records
 from quarantine.sinks.target import append_batch, merge_new_rows
 from quarantine.stage import Stage
 from quarantine.tolerance import ToleranceGuard

@@ -1,4 +1,4 @@
-"""The quarantine table: one row per source record per pipeline, written by MERGE.
+"""The quarantine table and its one writer: one row per source record per pipeline, by MERGE.
 
 Key: ``(pipeline, topic, partition, offset)``, compared NULL-safe. An open
 record seen again (a re-run of the same input, a replay that failed again)
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,7 +31,6 @@ from quarantine.schema import (
     QUARANTINE_FINGERPRINT,
     QUARANTINE_SCHEMA,
     SOURCE_KEY,
-    WATERMARK_PREFIX,
     ErrorKind,
     QuarantineStatus,
 )
@@ -51,7 +49,6 @@ __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
     "ROWS_PER_FILE",
-    "OffsetWatermark",
     "QuarantineWrite",
     "QuarantineWriter",
     "close_records",
@@ -312,9 +309,9 @@ class QuarantineWriter:
             now: the write time.
             error: the error struct column of ``failed``.
             action: what the write is called in its failure message.
-            append: the caller knows no key of ``failed`` can be in the table yet
-                (see :class:`OffsetWatermark`): a plain append instead of a MERGE,
-                no join against the table.
+            append: the caller knows no key of ``failed`` can be in the table yet (see
+                :class:`~quarantine.offset_watermark.OffsetWatermark`): a plain append instead
+                of a MERGE, no join against the table.
             records: how many rows ``failed`` holds, when the caller knows: they are
                 written from at most ``ceil(records / ROWS_PER_FILE)`` partitions, not
                 from every partition of the batch they came from. An append then makes
@@ -374,80 +371,15 @@ class QuarantineWrite:
 def append_quarantine(spark: SparkSession, name: str, rows: DataFrame) -> None:
     """Append quarantine rows whose keys are new to the table.
 
-    Only for rows no key of which can be in the table (:class:`OffsetWatermark`
-    says when): the append does not look. Once-only needs no Delta transaction
-    id here (checking one reconstructs the table's transactions, ~0.5 s a write):
-    a micro-batch is only run again after its query restarted, and a restarted
-    query MERGEs until it is past every offset the table holds, those of a
-    batch appended before the crash included.
+    Only for rows no key of which can be in the table
+    (:class:`~quarantine.offset_watermark.OffsetWatermark` says when): the append does not
+    look. Once-only needs no Delta transaction id here (checking one reconstructs the
+    table's transactions, ~0.5 s a write): a micro-batch is only run again after its query
+    restarted, and a restarted query MERGEs until it is past every offset the table holds,
+    those of a batch appended before the crash included.
     """
     ensure_quarantine_table(spark, name)
     save(rows.write.format("delta").mode("append"), name)
-
-
-@dataclass
-class OffsetWatermark:
-    """When a Kafka stream's failed records can be appended to the quarantine table.
-
-    Kafka offsets only grow within a streaming query, so once the stream has
-    read past the highest offset the table holds for this pipeline in every
-    topic-partition, no key of a later micro-batch can be in the table, and its
-    failed rows can be appended (:func:`append_quarantine`) instead of MERGEd:
-    the MERGE's join against the whole table is the largest fixed cost of a
-    micro-batch.
-
-    Loaded once per query start (:meth:`load`): per topic-partition, the highest
-    offset of this pipeline's rows. Until the stream passes all of them
-    (:attr:`passed`), batches are MERGEd and :meth:`observed` adds, to the
-    batch's one observed pass, the highest offset it read in each
-    topic-partition still ahead; :meth:`advance` drops those it has reached.
-    A restart after a crash loads again, so a micro-batch replayed after a
-    crash, whose rows may be in the table, is always MERGEd.
-
-    Attributes:
-        ahead: ``(topic, partition) -> offset`` not reached yet.
-    """
-
-    ahead: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: the observed columns' name prefix (two watermarks can observe one pass)
-    prefix: str = WATERMARK_PREFIX
-    _order: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False)
-
-    @classmethod
-    def load(cls, spark: SparkSession, name: str, pipeline: str) -> OffsetWatermark:
-        """The table's highest offset per topic-partition for ``pipeline`` (one aggregate query)."""
-        if not table_exists(spark, name):
-            return cls()
-        rows = (
-            read_quarantine(spark, name)
-            .where((F.col("pipeline") == F.lit(pipeline)) & F.col("partition").isNotNull())
-            .groupBy("topic", "partition")
-            .agg(F.max("offset").alias("offset"))
-            .collect()
-        )
-        return cls({(r["topic"], int(r["partition"])): int(r["offset"]) for r in rows if r["offset"] is not None})
-
-    @property
-    def passed(self) -> bool:
-        """Whether the stream is past every offset the table held: batches may be appended."""
-        return not self.ahead
-
-    def observed(self) -> list[Column]:
-        """Aggregates for the batch's observed pass: its highest offset per topic-partition still ahead."""
-        self._order = tuple(sorted(self.ahead))
-        return [
-            F.max(F.when((F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p)), F.col("offset")))
-            .alias(f"{self.prefix}{i}")
-            for i, (t, p) in enumerate(self._order)
-        ]
-
-    def advance(self, counts: Mapping[str, Any]) -> None:
-        """Drop the topic-partitions the batch read up to (from :meth:`observed`'s values)."""
-        for i, tp in enumerate(self._order):
-            seen = counts.get(f"{self.prefix}{i}")
-            if seen is not None and int(seen) >= self.ahead.get(tp, -1):
-                self.ahead.pop(tp, None)
-        self._order = ()
 
 
 def close_records(

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
+from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
 from quarantine.html_report import (
     FIGURES,
     ReportData,
     ReportDependencyError,
-    parse_since,
     render_html,
     require_plotly,
     time_unit,

@@ -98,7 +98,7 @@ def test_a_stage_that_cannot_be_sent_to_the_connect_server_is_named_before_the_q
 
     import pytest
 
-    from quarantine.runners.streaming import shippable_stages
+    from quarantine.runners.foreach_batch import shippable_stages
     from quarantine.stages.decode import DecodeUtf8
 
     @dataclass(frozen=True, repr=False)

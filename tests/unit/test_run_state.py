@@ -10,7 +10,7 @@ import pytest
 from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
 from quarantine.pipeline import Pipeline
-from quarantine.runners.streaming import _BatchRunner
+from quarantine.runners.foreach_batch import BatchRunner
 
 
 def _pipeline(**errors: Any) -> Pipeline:
@@ -44,7 +44,7 @@ def test_each_run_has_its_own_id_counts_and_tolerance() -> None:
 def test_the_stream_runner_keeps_one_run_per_query_id_and_never_touches_the_pipeline() -> None:
     pipe = _pipeline()
     before = dict(vars(pipe))
-    runner = _BatchRunner(pipe)
+    runner = BatchRunner(pipe)
     first = runner.start("query-1")
     assert runner.start("query-1") is first  # restarted from the same checkpoint: the same run
     second = runner.start("query-2")  # a new checkpoint: a new query id, a new run

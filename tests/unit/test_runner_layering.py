@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "quarantine"
-RUNNER_SIDE = ["run.py", "pipeline.py", "runners/batch.py", "runners/streaming.py", "runners/relay.py", "replay.py"]
+RUNNER_SIDE = [
+    "run.py", "pipeline.py", "runners/batch.py", "runners/streaming.py", "runners/foreach_batch.py",
+    "runners/relay.py", "replay.py",
+]
 
 
 def _imports(path: Path) -> set[str]:
