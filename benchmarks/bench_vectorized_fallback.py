@@ -1,7 +1,7 @@
 """What a failing Arrow batch costs the ``python`` stage's vectorized mode, strategy by strategy.
 
 Pure Python, no Spark: one 10,000-row ``pa.array`` of number strings (a
-``poison`` fraction of them unparsable) goes through ``_BatchRunner.run(values,
+``poison`` fraction of them unparsable) goes through ``BatchRunner.run(values,
 skip)`` exactly as the stage's executors call it, with the benchmark's function
 ``s.astype(float)``. Each strategy is timed on clean data and at each poison
 rate; the table reports poisoned / clean per strategy and how many times the
@@ -10,7 +10,7 @@ function was called.
 Strategies (all keep the stage's contract: a bad row's error is that of its
 own one-row call, good rows keep their results):
 
-* ``library`` — whatever :class:`quarantine.stages.python._BatchRunner` does now
+* ``library`` — whatever :class:`quarantine.stages.python.arrow_batch.BatchRunner` does now
   (galloping group calls, and the rows repeating a bad row's value set aside);
 * ``library, groups only`` — the same without setting repeated values aside;
 * ``bisect (before)`` — the search the stage shipped first: halve a failing call,
@@ -52,15 +52,8 @@ from pyspark.sql.types import DoubleType
 
 from benchmarks import Row, markdown_table
 from quarantine.stages._values import type_name
-from quarantine.stages.python import (
-    PythonErrorClass,
-    PythonMode,
-    _BatchRunner,
-    _ResultError,
-    _rows,
-    _Search,
-    _to_pandas,
-)
+from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, ResultError, take_rows
+from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
 
 __all__ = ["STRATEGIES", "CallCounter", "Measured", "main", "measure", "poisoned_strings", "run", "runner"]
 
@@ -99,7 +92,7 @@ class CallCounter:
 # ------------------------------------------------------------------ strategies
 
 
-class Alternative(_BatchRunner):
+class Alternative(BatchRunner):
     """The library's runner with the search of a failing batch replaced by :meth:`plan`."""
 
     #: slice with ``iloc[lo:hi].reset_index`` (as the first implementation did) instead of a view
@@ -116,7 +109,7 @@ class Alternative(_BatchRunner):
         errors: dict[int, dict[str, Any]] = {}
         if not len(todo):
             return (np.zeros(0, dtype=np.int64), pa.array([], type=at)), errors
-        batch = _to_pandas(_rows(values, todo))
+        batch = to_pandas(take_rows(values, todo))
         ok_pos: list[np.ndarray] = []
         ok_val: list[pa.Array] = []
 
@@ -154,7 +147,7 @@ class Alternative(_BatchRunner):
         out = self.fn(arg)
         arr: pa.Array = self._from_pandas(out, hi - lo)
         if not self.nullable and arr.null_count:
-            raise _ResultError(
+            raise ResultError(
                 PythonErrorClass.NULL_RESULT,
                 f"function returned None/NaN for {arr.null_count} of {hi - lo} row(s) "
                 f"(first at row {arr.is_null().to_pylist().index(True)} of the call); expected "
@@ -203,20 +196,20 @@ class Chunks(Alternative):
                     call(i, i + 1)
 
 
-class GroupsOnly(_BatchRunner):
+class GroupsOnly(BatchRunner):
     """The library's search without setting aside the rows that repeat a bad row's value."""
 
     def _run_vectorized(
         self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
-        search = _Search(self, _rows(values, todo), todo, retried, same_values=False)
+        search = BadRowSearch(self, take_rows(values, todo), todo, retried, same_values=False)
         search.run()
         return search.results(), search.errors
 
 
 #: strategy name -> runner class
-STRATEGIES: dict[str, type[_BatchRunner]] = {
-    "library": _BatchRunner,
+STRATEGIES: dict[str, type[BatchRunner]] = {
+    "library": BatchRunner,
     "library, groups only": GroupsOnly,
     "bisect (before)": Bisect,
     "per-row fallback": PerRow,
@@ -224,7 +217,7 @@ STRATEGIES: dict[str, type[_BatchRunner]] = {
 }
 
 
-def runner(strategy: str, fn: Callable[[Any], Any]) -> _BatchRunner:
+def runner(strategy: str, fn: Callable[[Any], Any]) -> BatchRunner:
     """A vectorized ``DOUBLE`` runner of ``fn`` that searches failing batches with ``strategy``."""
     return STRATEGIES[strategy](
         stage="p",

@@ -1,6 +1,6 @@
 """The vectorized python stage's search for the bad rows of a failing batch, without Spark.
 
-``_BatchRunner.run(values, skip)`` is what the stage's Arrow UDF calls on the
+``BatchRunner.run(values, skip)`` is what the stage's Arrow UDF calls on the
 executors, so these tests call it directly with pyarrow arrays. The contract:
 
 * every row not skipped gets exactly one of result and error, and a skipped row
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from pyspark.sql.types import DataType, DoubleType, StructField, StructType
 
 from quarantine.retry import RetriableClassifier, RetryPolicy
-from quarantine.stages.python import PythonMode, _BatchRunner, _stage_policy
+from quarantine.stages.python import PythonMode, _stage_policy
+from quarantine.stages.python.arrow_batch import BatchRunner
 
 
 class TransientError(Exception):
@@ -38,7 +39,7 @@ class TransientError(Exception):
 def call_bound(n: int, k: int) -> int:
     """Calls the search may make for ``k`` bad rows among ``n`` (a pure, row-wise function).
 
-    The module docstring of :mod:`quarantine.stages.python` states it:
+    The module docstring of :mod:`quarantine.stages.python.bad_rows` states it:
     ``3 + 2⌈log2(n+1)⌉ + 2k(log2(2n/k) + 1)``; one call when nothing fails.
     """
     if k == 0:
@@ -53,8 +54,8 @@ def runner(
     nullable: bool = False,
     retry: RetryPolicy | None = None,
     retriable: tuple[type[BaseException], ...] = (),
-) -> _BatchRunner:
-    return _BatchRunner(
+) -> BatchRunner:
+    return BatchRunner(
         stage="s",
         kind="transform",
         fn=fn,
@@ -107,7 +108,7 @@ def parse(s: pd.Series) -> pd.Series:
     return text.map(lambda v: "x" if v == "typo" else np.nan if v in ("none", None) else float(v))
 
 
-def one_by_one(r: _BatchRunner, values: pa.Array, skip: list[bool]) -> list[dict[str, Any]]:
+def one_by_one(r: BatchRunner, values: pa.Array, skip: list[bool]) -> list[dict[str, Any]]:
     """The reference: every row not skipped run alone (its one-row call), skipped rows empty."""
     out = []
     for i, skipped in enumerate(skip):

@@ -1,0 +1,300 @@
+"""``python``: run a user's Python function as a stage, Arrow-batched, one error per bad row.
+
+The function is given by dotted path in YAML (``function: mypkg.orders.enrich``)
+or as an object from a notebook (:func:`python_stage`). It runs inside one
+Arrow UDF (:func:`pyspark.sql.functions.arrow_udf`) that receives a whole
+Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10,000 by
+default) and returns the stage's whole ``STRUCT<result: T, error: ERROR_STRUCT>``
+column, so there is no per-row Spark or pickle overhead and an exception never
+fails the task. This module wires the stage into Spark and builds it; the
+batch itself is run by :mod:`quarantine.stages.python.arrow_batch`.
+
+Modes:
+
+``row`` (default)
+    ``fn(value) -> value`` is called once per element, in a Python loop over the
+    batch, each call inside its own ``try``. An element whose call raises becomes
+    an error: ``error_class`` is the exception's class name, ``message`` is
+    ``str(exc)``, ``stacktrace`` is kept only when the pipeline asks for it.
+    Cost: one Python call per row plus Arrow↔Python conversion of the batch;
+    a poison row costs exactly what a good row costs, so prefer this mode for
+    dirty inputs.
+
+``vectorized``
+    ``fn(pd.Series) -> pd.Series`` (same length, row *i* of the output depending
+    only on row *i* of the input) is called on the whole batch. If that call
+    raises (or returns the wrong length, values that do not convert to
+    ``returns``, or NULLs when ``nullable`` is false), the batch is searched for
+    its bad rows by calling the function on parts of it, each part with a fresh
+    ``RangeIndex`` as if it were the whole batch. A row gets an error only when
+    its own one-row call fails, and it gets that call's error; every other row
+    gets its result from a call that succeeded. The search and its cost model
+    (no bad row → 1 call): :mod:`quarantine.stages.python.bad_rows`. A function
+    whose output for a row depends on other rows (a batch mean, a rank) must
+    not run in this mode: the search changes the batches it sees.
+
+Inputs: a plain column arrives as its Python value (row mode) or a
+``pd.Series`` (vectorized). A struct input (e.g. the ``json`` stage's result)
+arrives as a ``dict`` per row in row mode and as a ``pd.DataFrame`` with one
+column per field in vectorized mode. A NULL input is passed as ``None``
+(row mode) or as a row of nulls.
+
+Results: ``returns`` is a Spark DDL type (``INT``, ``DECIMAL(10,2)``,
+``a INT, b STRING`` for a struct). A struct result is a ``dict`` per row, or
+(vectorized) a ``pd.DataFrame`` with those columns. A result that is None
+(or NaN in pandas) is an error ``NullResult`` unless ``nullable: true``; a
+result that does not convert to ``returns`` is an error ``ResultTypeMismatch``.
+Naive ``datetime`` results for TIMESTAMP are read as UTC.
+
+Chaining: Spark evaluates a UDF on every row before any ``CASE WHEN`` around it,
+so the stage passes :attr:`StageContext.skip` into the UDF and never calls the
+function on a row an earlier stage failed.
+
+Retries: when :attr:`StageContext.retry` is a :class:`quarantine.retry.RetryPolicy`
+with a budget (``errors.retry.timeout`` ≠ 0), a call that raises a retriable
+exception (the policy's classes — ``errors.retry.retriable.exceptions`` — or
+this stage's ``retriable`` classes) is retried with backoff and jitter, per row
+in row mode and per call (before any splitting) in vectorized mode, so a
+transient outage does not explode into one-row calls. The error records
+``retriable`` and ``attempts`` (calls made for that row or call). Without a
+policy every call is made once and ``retriable`` still marks the error. The
+budget is per call: under a long outage, row mode spends up to
+``rows x errors.retry.timeout`` per batch, so keep that budget small for
+Python stages.
+
+Options::
+
+    function: mypkg.orders.enrich        # or mypkg.orders:enrich
+    returns: "DECIMAL(10,2)"
+    mode: row | vectorized               # default row
+    nullable: false                      # None results are errors unless true
+    retriable: [requests.Timeout]        # exception classes marked retriable
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from quarantine.config import StageSpec
+from quarantine.errors import ConfigError
+from quarantine.retry import RetryPolicy
+from quarantine.schema import ErrorKind
+from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
+from quarantine.stage_types import PythonOptions
+from quarantine.stages._values import parse_spark_type
+from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, arrow_type, call_struct
+
+__all__ = [
+    "PythonErrorClass",
+    "PythonMode",
+    "PythonStage",
+    "from_spec",
+    "python_stage",
+    "resolve_callable",
+]
+
+
+@dataclass(frozen=True, repr=False)
+class PythonStage(Stage):
+    """A user function as a stage (see the module docstring for modes and costs).
+
+    Attributes:
+        name: stage name.
+        fn: the function; must be picklable (module-level, or a closure in a notebook).
+        returns: the result type ``T``.
+        mode: ``row`` or ``vectorized``.
+        input: the column or stage read (default: the previous stage).
+        nullable: whether a None result is a success (NULL result) or an error.
+        retriable: exception classes whose errors are marked ``retriable``.
+        kind: ``transform``.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    returns: DataType
+    mode: PythonMode = PythonMode.ROW
+    input: str | None = None
+    nullable: bool = False
+    retriable: tuple[type[BaseException], ...] = ()
+    kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise ConfigError(f"stage {self.name}: function", self.fn, "a callable")
+        arrow_type(self.returns, f"stage {self.name}: returns")
+
+    def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql.pandas.functions import arrow_udf
+
+        runner = BatchRunner(
+            stage=self.name,
+            kind=self.kind.value,
+            fn=self.fn,
+            mode=self.mode,
+            returns=self.returns,
+            nullable=self.nullable,
+            stacktrace=ctx.stacktrace,
+            retriable=self.retriable,
+            retry=_stage_policy(ctx.retry, self.retriable),
+        )
+        # The type hints of BatchRunner.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
+        factory: Any = arrow_udf  # its stubs insist on functionType; hints are preferred at runtime
+        udf = factory(runner.run, call_struct(self.returns))
+        # computed once per row (its result, error and retries are read separately)
+        call = ctx.once(_CALL, udf(value, ctx.skip))
+        out: Column = call.dropFields("retries")  # one reference: the UDF runs once per row even unhoisted
+        return out
+
+    def retries(self, column: Column) -> Column:
+        """Retries of this row's successful call (see :class:`quarantine.stage.ReportsRetries`)."""
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField("retries")
+
+
+_CALL = "call"
+
+
+def _stage_policy(retry: object | None, retriable: tuple[type[BaseException], ...]) -> RetryPolicy | None:
+    """The pipeline's retry policy, also treating the stage's ``retriable`` classes as retriable."""
+    if not isinstance(retry, RetryPolicy):
+        return None
+    if not retriable:
+        return retry
+    names = {f"{c.__module__}.{c.__qualname__}" for c in retriable}
+    classifier = replace(retry.retriable, names=retry.retriable.names | names)
+    return replace(retry, retriable=classifier)
+
+
+# ---------------------------------------------------------------------- building
+
+
+def resolve_callable(path: object, key: str) -> Callable[..., Any]:
+    """Import ``pkg.mod.fn`` (or ``pkg.mod:fn``, or ``pkg.mod.Class.method``).
+
+    Raises:
+        ConfigError: naming ``key`` when the module does not import, the
+            attribute does not exist, or it is not callable.
+    """
+    if not isinstance(path, str) or not path.strip() or "." not in path.replace(":", "."):
+        raise ConfigError(key, path, "a dotted path to a function, e.g. mypkg.orders.enrich")
+    path = path.strip()
+    if ":" in path:
+        head, _, tail = path.partition(":")
+        candidates = [(head, tail.split("."))]
+    else:
+        parts = path.split(".")
+        candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
+    last_error: BaseException | None = None
+    for module_name, attrs in candidates:
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            last_error = exc
+            continue
+        except Exception as exc:  # the module itself raised while importing
+            raise ConfigError(
+                key,
+                path,
+                f"an importable function (importing {module_name} raised {type(exc).__name__}: {exc})",
+            ) from None
+        try:
+            for a in attrs:
+                obj = getattr(obj, a)
+        except AttributeError:
+            raise ConfigError(
+                key,
+                path,
+                f"a function defined in module {module_name} (it has no {'.'.join(attrs)})",
+            ) from None
+        if not callable(obj):
+            raise ConfigError(key, path, f"a callable (found {type(obj).__name__})")
+        fn: Callable[..., Any] = obj
+        return fn
+    raise ConfigError(key, path, f"an importable function ({last_error})")
+
+
+def _exception_classes(raw: object, key: str) -> tuple[type[BaseException], ...]:
+    if raw is None:
+        return ()
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list):
+        raise ConfigError(key, raw, "a list of exception classes (dotted paths, or builtins)")
+    out: list[type[BaseException]] = []
+    for j, name in enumerate(names):
+        k = f"{key}[{j}]"
+        if isinstance(name, str) and "." not in name:
+            import builtins
+
+            cls = getattr(builtins, name, None)
+        else:
+            cls = resolve_callable(name, k)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise ConfigError(k, name, "an exception class, e.g. TimeoutError or requests.Timeout")
+        out.append(cls)
+    return tuple(out)
+
+
+def python_stage(
+    name: str,
+    fn: Callable[..., Any],
+    returns: str | DataType,
+    mode: PythonMode | str = PythonMode.ROW,
+    input: str | None = None,
+    *,
+    nullable: bool = False,
+    retriable: tuple[type[BaseException], ...] = (),
+) -> PythonStage:
+    """A Python-function stage for notebooks (the same stage YAML's ``type: python`` builds).
+
+    Args:
+        name: the stage name (and result column).
+        fn: ``fn(value)`` in row mode, ``fn(pd.Series) -> pd.Series`` in vectorized mode.
+        returns: the result type, as a DataType or a DDL string (``"DECIMAL(10,2)"``).
+        mode: ``"row"`` (default) or ``"vectorized"``.
+        input: the column or stage read (default: the previous stage).
+        nullable: a None result is a success (NULL result) instead of ``NullResult``.
+        retriable: exception classes whose errors are marked retriable.
+
+    Raises:
+        ConfigError: ``fn`` is not callable, or ``returns``/``mode`` is not valid.
+    """
+    rtype = returns if isinstance(returns, DataType) else parse_spark_type(returns, "returns")
+    try:
+        m = PythonMode(str(mode))
+    except ValueError:
+        raise ConfigError("mode", mode, "row | vectorized") from None
+    return PythonStage(
+        name=name,
+        fn=fn,
+        returns=rtype,
+        mode=m,
+        input=input,
+        nullable=nullable,
+        retriable=tuple(retriable),
+    )
+
+
+def from_spec(spec: StageSpec, options: PythonOptions) -> PythonStage:
+    """The stage ``spec`` declares, from its validated options (see the module docstring).
+
+    Raises:
+        ConfigError: naming ``stages[i].options.<key>``: the function does not import,
+            ``returns`` is not a Spark type Arrow carries, a retriable class is not an exception.
+    """
+    returns = parse_spark_type(options.returns, spec.key("options.returns"))
+    arrow_type(returns, spec.key("options.returns"))
+    return PythonStage(
+        name=spec.name,
+        fn=resolve_callable(options.function, spec.key("options.function")),
+        returns=returns,
+        mode=PythonMode(options.mode),
+        input=spec.input,
+        nullable=options.nullable,
+        retriable=_exception_classes(options.retriable, spec.key("options.retriable")),
+    )

@@ -1,0 +1,342 @@
+"""The python stage's executor side: one Arrow batch in, the stage's call column out.
+
+:class:`BatchRunner` is what the stage's Arrow UDF runs on the executors (its
+``run`` is pickled and shipped to the Python workers with the user's function).
+It receives a whole Arrow batch of the stage's input and the rows to skip, and
+returns ``STRUCT<result: T, error: ERROR_STRUCT, retries: INT>`` for the batch:
+
+* a skipped row (an earlier stage failed it) → ``{result: NULL, error: NULL}``;
+  the function is not called on it;
+* otherwise exactly one of ``result`` and ``error`` is set.
+
+Row mode calls the function once per element, each call in its own ``try``;
+vectorized mode calls it on the whole batch and, when that fails, lets
+:class:`quarantine.stages.python.bad_rows.BadRowSearch` find the bad rows. An
+exception never fails the task.
+
+Errors: ``error_class`` is the exception's class name, or
+:class:`PythonErrorClass` for a result that does not fit ``returns``;
+``message`` is ``str(exc)``; ``stacktrace`` is kept only when asked for;
+``retriable`` and ``attempts`` come from the retry policy's outcome.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property, partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql.types import DataType, IntegerType, StructField, StructType
+
+from quarantine.config import Tolerance
+from quarantine.errors import ConfigError, message_of
+from quarantine.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
+from quarantine.schema import ERROR_STRUCT, result_struct
+from quarantine.stages._values import type_name
+from quarantine.stages.python.bad_rows import BadRowSearch
+
+__all__ = [
+    "BatchRunner",
+    "PythonErrorClass",
+    "PythonMode",
+    "ResultError",
+    "arrow_type",
+    "call_struct",
+    "take_rows",
+]
+
+_SNIPPET = 64
+
+
+class PythonMode(StrEnum):
+    """How the function is called: once per element, or once per batch (and on parts of a failing one)."""
+
+    ROW = "row"
+    VECTORIZED = "vectorized"
+
+
+class PythonErrorClass(StrEnum):
+    """Error classes the stage itself reports (otherwise: the exception's class name)."""
+
+    NULL_RESULT = "NullResult"
+    RESULT_TYPE_MISMATCH = "ResultTypeMismatch"
+
+
+def call_struct(returns: DataType) -> StructType:
+    """What the Arrow UDF returns: the result column's fields plus ``retries INT``."""
+    out = result_struct(returns)
+    return StructType([*out.fields, StructField("retries", IntegerType())])
+
+
+def arrow_type(t: DataType, key: str) -> pa.DataType:
+    """The Arrow type of ``t``; a ConfigError naming ``key`` when an Arrow UDF cannot return it."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return to_arrow_type(t)
+    except Exception as exc:  # pyspark raises several types for unsupported types
+        raise ConfigError(key, type_name(t), f"a type Arrow UDFs can return ({exc})") from None
+
+
+class ResultError(ValueError):
+    """The function's output did not fit ``returns`` (reported as ``error_class``)."""
+
+    def __init__(self, error_class: PythonErrorClass, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+@dataclass(frozen=True)
+class BatchRunner:
+    """The code that runs on the executors, one Arrow batch at a time.
+
+    Output rows: skipped → ``{result: NULL, error: NULL}`` (the chaining rule
+    replaces them with the upstream error); otherwise exactly one of result
+    and error is set.
+    """
+
+    stage: str
+    kind: str
+    fn: Callable[..., Any]
+    mode: PythonMode
+    returns: DataType
+    nullable: bool
+    stacktrace: bool
+    retriable: tuple[type[BaseException], ...]
+    retry: RetryPolicy | None = None
+
+    def run(self, values: pa.Array, skip: pa.Array) -> pa.Array:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        todo = np.flatnonzero(~_as_bool(skip))
+        retried: dict[int, int] = {}
+        if self.mode is PythonMode.ROW:
+            results, errors = self._run_rows(values, todo, retried)
+        else:
+            results, errors = self._run_vectorized(values, todo, retried)
+        return self._assemble(len(values), results, errors, retried)
+
+    # ------------------------------------------------------------------ row mode
+
+    def _run_rows(
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+    ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
+        at = self._arrow_returns()
+        inputs = take_rows(values, todo).to_pylist()
+        fn = self.fn
+        ok_pos: list[int] = []
+        ok_val: list[Any] = []
+        errors: dict[int, dict[str, Any]] = {}
+        retrying = self.retry is not None and self.retry.retries_enabled
+        for pos, x in zip(todo.tolist(), inputs, strict=True):
+            if retrying:
+                attempt = self._attempt(partial(fn, x))
+                if attempt.error is not None:
+                    errors[pos] = self._error(attempt.error, attempt)
+                    continue
+                if attempt.attempts > 1:
+                    retried[pos] = attempt.attempts - 1
+                out = attempt.value
+            else:  # the hot path: no operator, no closure
+                try:
+                    out = fn(x)
+                except Exception as exc:
+                    errors[pos] = self._error(exc)
+                    continue
+            if out is None and not self.nullable:
+                errors[pos] = self._null_result(x)
+                continue
+            ok_pos.append(pos)
+            ok_val.append(out)
+        try:
+            arr = pa.array(ok_val, type=at)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            arr, ok_pos = self._convert_each(ok_pos, ok_val, errors)
+        return (np.asarray(ok_pos, dtype=np.int64), arr), errors
+
+    def _convert_each(
+        self, positions: list[int], outs: list[Any], errors: dict[int, dict[str, Any]]
+    ) -> tuple[pa.Array, list[int]]:
+        """Slow path: find which results do not convert to ``returns``."""
+
+        at = self._arrow_returns()
+        keep_pos: list[int] = []
+        keep_val: list[Any] = []
+        for pos, out in zip(positions, outs, strict=True):
+            try:
+                pa.array([out], type=at)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                errors[pos] = self._error(self._mismatch(out, exc))
+                continue
+            keep_pos.append(pos)
+            keep_val.append(out)
+        return pa.array(keep_val, type=at), keep_pos
+
+    # ------------------------------------------------------------ vectorized mode
+
+    def _run_vectorized(
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+    ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
+        search = BadRowSearch(self, take_rows(values, todo), todo, retried)
+        search.run()
+        return search.results(), search.errors
+
+    def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> pa.Array:
+        """One call of the function on ``arg`` (``n`` rows); raises when any row did not work out."""
+        out = self.fn(arg)
+        arr = self._from_pandas(out, n)
+        if not self.nullable and arr.null_count:
+            first = arr.is_null().to_pylist().index(True)
+            raise ResultError(
+                PythonErrorClass.NULL_RESULT,
+                f"function returned None/NaN for {arr.null_count} of {n} row(s) "
+                f"(first at row {first} of the call); expected {type_name(self.returns)} "
+                "(set nullable: true to allow NULL results)",
+            )
+        return arr
+
+    def _from_pandas(self, out: Any, n: int) -> pa.Array:
+        at = self._arrow_returns()
+        size = len(out) if hasattr(out, "__len__") else -1
+        if size != n:
+            raise ResultError(
+                PythonErrorClass.RESULT_TYPE_MISMATCH,
+                f"function returned {type(out).__name__} of length {size} for {n} input row(s); "
+                "expected a Series of the same length",
+            )
+        try:
+            if isinstance(out, pd.DataFrame) and isinstance(self.returns, StructType):
+                cols = [pa.Array.from_pandas(out[f.name], type=at.field(f.name).type) for f in self.returns.fields]
+                return pa.StructArray.from_arrays(cols, fields=list(at))
+            if isinstance(out, pd.Series | pd.Index):
+                return pa.Array.from_pandas(out, type=at)
+            return pa.array(list(out), type=at, from_pandas=True)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError, KeyError) as exc:
+            raise ResultError(
+                PythonErrorClass.RESULT_TYPE_MISMATCH,
+                f"function returned values that are not {type_name(self.returns)} ({type(exc).__name__}: {exc})",
+            ) from None
+
+    # ------------------------------------------------------------------ both modes
+
+    def _arrow_returns(self) -> pa.DataType:
+        return self._arrow_types[0]
+
+    @cached_property
+    def _arrow_types(self) -> tuple[pa.DataType, pa.DataType, pa.DataType]:
+        """Arrow types of the result, the error struct and the whole column (computed once)."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        return (
+            arrow_type(self.returns, "returns"),
+            to_arrow_type(ERROR_STRUCT),
+            to_arrow_type(call_struct(self.returns)),
+        )
+
+    def _null_result(self, x: Any) -> dict[str, Any]:
+        return self._error(
+            ResultError(
+                PythonErrorClass.NULL_RESULT,
+                f"function returned None for input {_short(x)}; expected "
+                f"{type_name(self.returns)} (set nullable: true to allow NULL results)",
+            )
+        )
+
+    def _mismatch(self, out: Any, exc: BaseException) -> ResultError:
+        return ResultError(
+            PythonErrorClass.RESULT_TYPE_MISMATCH,
+            f"function returned {_short(out)} ({type(out).__name__}); expected "
+            f"{type_name(self.returns)} ({type(exc).__name__}: {exc})",
+        )
+
+    def _attempt(self, operation: Callable[[], Any]) -> RetryOutcome[Any]:
+        """Run one call: retried under the policy when there is one, else once."""
+        if self.retry is not None and self.retry.retries_enabled:
+            operator = RetryWithToleranceOperator(self.retry, Tolerance.ALL)
+            return operator.execute(operation, name=self.stage)
+        try:
+            return RetryOutcome(operation(), None, 1)
+        except Exception as exc:
+            return RetryOutcome(None, exc, 1, self._is_retriable(exc))
+
+    def _is_retriable(self, exc: BaseException) -> bool:
+        if self.retriable and isinstance(exc, self.retriable):
+            return True
+        return self.retry is not None and self.retry.retriable(exc)
+
+    def _error(self, exc: BaseException, attempt: RetryOutcome[Any] | None = None) -> dict[str, Any]:
+        error_class = exc.error_class.value if isinstance(exc, ResultError) else type(exc).__name__
+        message = message_of(exc)
+        trace = "".join(traceback.format_exception(exc)) if self.stacktrace else None
+        return {
+            "stage": self.stage,
+            "kind": self.kind,
+            "error_class": error_class,
+            "message": message,
+            "stacktrace": trace,
+            "retriable": attempt.retriable if attempt is not None else self._is_retriable(exc),
+            "attempts": attempt.attempts if attempt is not None else 1,
+        }
+
+    def _assemble(
+        self,
+        n: int,
+        results: tuple[np.ndarray, pa.Array],
+        errors: dict[int, dict[str, Any]],
+        retried: dict[int, int],
+    ) -> pa.Array:
+        """Scatter the successes and the errors back to their rows (nulls elsewhere).
+
+        The third field, ``retries``, holds the retries of successful calls (read by
+        :meth:`PythonStage.retries` for ``total-retries``; failed rows carry theirs in
+        ``error.attempts``).
+        """
+        _, err_type, out_type = self._arrow_types
+        ok_pos, ok_val = results
+        # Fast path: every row succeeded, in order (no skip, no error) — no scatter.
+        result = ok_val if len(ok_pos) == n else ok_val.take(_scatter_index(n, ok_pos))
+        if errors:
+            err_pos = sorted(errors)
+            err_val = pa.array([errors[p] for p in err_pos], type=err_type)
+            error = err_val.take(_scatter_index(n, err_pos))
+        else:
+            error = pa.nulls(n, type=err_type)
+        counts = np.zeros(n, dtype=np.int32)
+        for pos, k in retried.items():
+            counts[pos] = k
+        return pa.StructArray.from_arrays([result, error, pa.array(counts, type=pa.int32())], fields=list(out_type))
+
+
+def take_rows(values: pa.Array, positions: np.ndarray) -> pa.Array:
+    """``values[positions]`` (positions ascending); no copy when that is every row."""
+    if len(positions) == len(values):
+        return values
+    return values.take(pa.array(positions, type=pa.int64()))
+
+
+def _scatter_index(n: int, positions: Sequence[int] | np.ndarray) -> pa.Array:
+    """An index array of length ``n``: row ``positions[j]`` takes ``j``, other rows null."""
+
+    idx = np.full(n, -1, dtype=np.int64)
+    pos = np.asarray(positions, dtype=np.int64)
+    idx[pos] = np.arange(len(pos), dtype=np.int64)
+    return pa.array(idx, mask=idx < 0)
+
+
+def _as_bool(skip: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(skip, pa.ChunkedArray):
+        skip = skip.combine_chunks()
+    filled = skip.fill_null(False) if skip.null_count else skip
+    out: np.ndarray = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
