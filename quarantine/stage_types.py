@@ -17,30 +17,36 @@ call (the built-ins are registered at the end of this module).
 from __future__ import annotations
 
 import importlib
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, create_model
+from pydantic import BaseModel, ConfigDict, Field, Tag, create_model
 
 from quarantine._config_types import (
     BOOL,
     IDENTIFIER,
     OPTIONAL_TEXT,
     TEXT,
-    BreachAction,
-    Check,
-    base_dir_of,
-    fail,
     integer,
-    is_relative_path,
-    resolve,
+)
+from quarantine._option_types import (
+    BOUND,
+    EXCEPTIONS,
+    FIELD,
+    NAMES,
+    ON_BREACH,
+    SUITE,
+    VALUES,
+    WIRE_FORMAT,
+    const,
+    existing,
+    lowered,
+    tagged,
+    text_map,
 )
 
 __all__ = [
-    "BREACH_ACTIONS",
     "CHECKS",
     "RULE_DECLARATIONS",
     "STAGE_TYPES",
@@ -59,218 +65,11 @@ __all__ = [
     "unregister_stage_type",
 ]
 
-#: ``on_breach`` actions: the values of :class:`~quarantine._config_types.BreachAction`.
-BREACH_ACTIONS = tuple(a.value for a in BreachAction)
-
-
 class StageOptions(BaseModel):
     """The base of a stage type's options model: frozen, unknown keys refused, attribute docstrings
     as the JSON Schema's descriptions."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
-def _const(tag: str) -> Check:
-    """The discriminating key of a union member: exactly ``tag``."""
-
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value.strip() == tag:
-            return tag
-        raise fail(f"'{tag}'")  # pragma: no cover - the discriminator chose this member by it
-
-    return Check(check, {"const": tag})
-
-
-def _tagged(key: str, tags: tuple[str, ...]) -> Discriminator:
-    """Pick a union member by ``value[key]``; an unknown one is an error listing ``tags``."""
-
-    def tag_of(value: Any) -> str | None:
-        tag = value.get(key) if isinstance(value, Mapping) else None
-        tag = tag.strip() if isinstance(tag, str) else tag
-        return f"{key}={tag}" if tag in tags else None
-
-    return Discriminator(
-        tag_of,
-        custom_error_type="tag",
-        custom_error_message=f"one of {', '.join(tags)}",
-        custom_error_context={"tag_key": key},
-    )
-
-
-# --------------------------------------------------------------------------- option values
-
-
-#: A date or timestamp as Spark casts one from a string: ``2026-01-31``, ``2026-01-31 12:00:00.5+01:00``…
-_DATE_TIME = re.compile(
-    r"\s*[+-]?\d{4,}(-\d{1,2}(-\d{1,2}([T ]\d{1,2}(:\d{1,2}(:\d{1,2}(\.\d{1,9})?)?)?"
-    r"\s*(Z|UTC|[+-]\d{1,2}(:?\d{2})?|[A-Za-z]+/[A-Za-z_]+)?)?)?)?\s*"
-)
-
-
-def _scalar_or_date(value: Any) -> Any:
-    """A ``range`` bound: a number, or a string that reads as a number or a date/timestamp."""
-    if value is None:
-        return None
-    allowed = "a number, or a date/timestamp string such as '2026-01-31' or '2026-01-31 12:00:00'"
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise fail(allowed)
-    if isinstance(value, str) and not (_DATE_TIME.fullmatch(value) or _reads_as_number(value)):
-        raise fail(allowed)
-    return value
-
-
-def _reads_as_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-_BOUND = Check(_scalar_or_date, {"type": ["number", "string", "null"]})
-
-
-def _values(value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise fail("a non-empty list of values")
-    if not all(isinstance(v, int | float | str | bool) for v in value):
-        raise fail("a list of strings, numbers or booleans")
-    return value
-
-
-_VALUES = Check(_values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
-
-
-def _field_name(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise fail("a field name (omit it to check the input itself)")
-    return value
-
-
-_FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
-
-
-def _lowered(*allowed: str) -> Check:
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value.strip().lower() in allowed:
-            return value.strip().lower()
-        raise fail(" | ".join(allowed))
-
-    return Check(check, {"enum": list(allowed)})
-
-
-def _text_map(allowed: str, *, required: bool) -> Check:
-    """A mapping of field name to a non-empty string (``required``: at least one; else null values too)."""
-
-    def check(value: Any) -> dict[str, Any]:
-        if value is None and not required:
-            return {}
-        if not isinstance(value, Mapping) or (required and not value):
-            raise fail(allowed)
-        for k, v in value.items():
-            if v is None and not required:
-                continue
-            if not isinstance(v, str) or not v.strip():
-                raise fail(f"a non-empty string for each field ({k} has none)", at=k, value=v)
-        return dict(value)
-
-    item: dict[str, Any] = {"type": "string", "minLength": 1} if required else {"type": ["string", "null"]}
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": item}
-    if required:
-        schema["minProperties"] = 1
-    return Check(check, schema)
-
-
-def _names_list(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise fail("a list of field names")
-    return value
-
-
-_NAMES = Check(_names_list, {"type": "array", "items": {"type": "string", "minLength": 1}})
-
-
-def _exception_names(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise fail("a list of exception classes (dotted paths, or builtins)")
-    return value
-
-
-_EXCEPTIONS = Check(
-    _exception_names,
-    {"anyOf": [{"type": "array", "items": {"type": "string", "minLength": 1}}, {"type": "string"}, {"type": "null"}]},
-)
-
-
-def _breach(value: Any) -> Any:
-    allowed = " | ".join(BREACH_ACTIONS)
-    if isinstance(value, str):
-        if value.strip().lower() not in BREACH_ACTIONS:
-            raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
-        value = {"default": value}
-    if not isinstance(value, Mapping):
-        raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
-    for k, v in value.items():
-        if not isinstance(v, str) or v.strip().lower() not in BREACH_ACTIONS:
-            raise fail(f"an action ({allowed}) for each expectation type/name", at=k, value=v)
-    return value
-
-
-_ON_BREACH = Check(
-    _breach,
-    {"anyOf": [
-        {"enum": list(BREACH_ACTIONS)},
-        {"type": "object", "additionalProperties": {"enum": list(BREACH_ACTIONS)},
-         "properties": {"default": {"enum": list(BREACH_ACTIONS)}}},
-    ]},
-)
-
-
-def _suite(value: Any, info: ValidationInfo) -> str:
-    """A suite file; relative to the config's folder when loaded from a file; it must exist."""
-    text: str = TEXT.fn(value)
-    base = base_dir_of(info)
-    if base is None:
-        return text  # built in Python: the stage resolves it when it is built
-    resolved = resolve(text, base) if is_relative_path(text, bare_names=True) else text
-    if not Path(resolved).is_file():
-        raise fail(f"an existing GX suite JSON file (relative paths are read from {base})", value=resolved)
-    return resolved
-
-
-_SUITE = Check(_suite, {"type": "string", "minLength": 1}, takes_info=True)
-
-
-def _existing(what: str, *, folder: bool) -> Check:
-    """A file (or folder) path; relative to the config's folder when loaded from a file; it must exist."""
-
-    def check(value: Any, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        text: str = TEXT.fn(value)
-        base = base_dir_of(info)
-        if base is None:
-            return text  # built in Python: the stage resolves it when it is built
-        resolved = resolve(text, base) if is_relative_path(text, bare_names=True) else text
-        exists = Path(resolved).is_dir() if folder else Path(resolved).is_file()
-        if not exists:
-            raise fail(f"an existing {what} (relative paths are read from {base})", value=resolved)
-        return resolved
-
-    return Check(check, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
-
-
-def _wire_format(value: Any) -> str:
-    if value not in ("confluent", "none"):
-        raise fail("'confluent' (magic byte, 4-byte schema id, then the message) or 'none' (the message only)")
-    return str(value)
-
-
-_WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
 
 
 # --------------------------------------------------------------------------- options per stage type
@@ -288,12 +87,12 @@ class JsonOptions(StageOptions):
 
     schema_: Annotated[str, TEXT] = Field(alias="schema")
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
-    required: Annotated[list[str], _NAMES] = []
+    required: Annotated[list[str], NAMES] = []
     """Fields of the schema that must be present and non-null."""
-    strings: Annotated[str, _lowered("strict", "coerce")] = "strict"
+    strings: Annotated[str, lowered("strict", "coerce")] = "strict"
     """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
     boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
-    undeclared_fields: Annotated[str, _lowered("drop", "quarantine")] = "drop"
+    undeclared_fields: Annotated[str, lowered("drop", "quarantine")] = "drop"
     """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
     quarantine (the record is an UndeclaredField error)."""
 
@@ -301,30 +100,30 @@ class JsonOptions(StageOptions):
 class CastOptions(StageOptions):
     """Options of a ``cast`` stage."""
 
-    columns: Annotated[dict[str, str], _text_map("a non-empty mapping of field: value", required=True)]
+    columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)]
     """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
-    formats: Annotated[dict[str, Any], _text_map("a mapping of field: value", required=False)] = {}
+    formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = {}
     """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
 
 
 class _Rule(StageOptions):
-    column: Annotated[str | None, _FIELD] = None
+    column: Annotated[str | None, FIELD] = None
     """The struct field checked; omit it to check the stage's input itself."""
 
 
 class NotNullRule(_Rule):
     """The value is not NULL."""
 
-    check: Annotated[str, _const("not_null")]
+    check: Annotated[str, const("not_null")]
 
 
 class RangeRule(_Rule):
     """min <= value <= max; NULL passes. Bounds are numbers, or date/timestamp strings."""
 
-    check: Annotated[str, _const("range")]
-    min: Annotated[Any, _BOUND] = None
+    check: Annotated[str, const("range")]
+    min: Annotated[Any, BOUND] = None
     """Lower bound (at least one of min and max)."""
-    max: Annotated[Any, _BOUND] = None
+    max: Annotated[Any, BOUND] = None
     """Upper bound."""
     min_inclusive: Annotated[bool, BOOL] = True
     """Whether the value may equal min."""
@@ -335,33 +134,33 @@ class RangeRule(_Rule):
 class InSetRule(_Rule):
     """The value is one of values; NULL passes."""
 
-    check: Annotated[str, _const("in_set")]
-    values: Annotated[list[Any], _VALUES]
+    check: Annotated[str, const("in_set")]
+    values: Annotated[list[Any], VALUES]
     """The allowed values."""
 
 
 class NotInSetRule(_Rule):
     """The value is none of values; NULL passes."""
 
-    check: Annotated[str, _const("not_in_set")]
-    values: Annotated[list[Any], _VALUES]
+    check: Annotated[str, const("not_in_set")]
+    values: Annotated[list[Any], VALUES]
     """The forbidden values."""
 
 
 class RegexRule(_Rule):
     """The value matches a Java regular expression; NULL passes."""
 
-    check: Annotated[str, _const("regex")]
+    check: Annotated[str, const("regex")]
     pattern: Annotated[str, TEXT]
     """A java.util.regex pattern; named groups are (?<name>...)."""
-    match: Annotated[str, _lowered("full", "search")] = "full"
+    match: Annotated[str, lowered("full", "search")] = "full"
     """full: the whole value matches; search: the pattern occurs anywhere."""
 
 
 class LengthRule(_Rule):
     """min <= length <= max (characters; bytes for BINARY); NULL passes."""
 
-    check: Annotated[str, _const("length")]
+    check: Annotated[str, const("length")]
     min: Annotated[int | None, integer(0, optional=True)] = None
     """Shortest length (at least one of min and max)."""
     max: Annotated[int | None, integer(0, optional=True)] = None
@@ -371,7 +170,7 @@ class LengthRule(_Rule):
 class ExprRule(_Rule):
     """A Spark SQL boolean expression over the staged row; NULL passes."""
 
-    check: Annotated[str, _const("expr")]
+    check: Annotated[str, const("expr")]
     expr: Annotated[str, TEXT]
     """E.g. 'parse_order.result.amount > 0'."""
 
@@ -396,7 +195,7 @@ Rule = Annotated[
     | Annotated[RegexRule, Tag("check=regex")]
     | Annotated[LengthRule, Tag("check=length")]
     | Annotated[ExprRule, Tag("check=expr")],
-    _tagged("check", CHECKS),
+    tagged("check", CHECKS),
 ]
 
 
@@ -414,11 +213,11 @@ class PythonOptions(StageOptions):
     """The function's dotted path (pkg.module.fn or pkg.module:Class.method), importable on the cluster."""
     returns: Annotated[str, TEXT]
     """The result's Spark type, e.g. DOUBLE or 'DECIMAL(10,2)'."""
-    mode: Annotated[str, _lowered("row", "vectorized")] = "row"
+    mode: Annotated[str, lowered("row", "vectorized")] = "row"
     """row: fn(value) per row; vectorized: fn(pandas.Series) per Arrow batch."""
     nullable: Annotated[bool, BOOL] = False
     """A None result is a success (NULL result) instead of a NullResult error."""
-    retriable: Annotated[Any, _EXCEPTIONS] = None
+    retriable: Annotated[Any, EXCEPTIONS] = None
     """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
 
 
@@ -428,9 +227,9 @@ class ExpectationOptions(StageOptions):
     #: Options that are file paths: resolved against the config's folder when it is loaded.
     paths: ClassVar[tuple[str, ...]] = ("suite",)
 
-    suite: Annotated[str, _SUITE]
+    suite: Annotated[str, SUITE]
     """A Great Expectations 1.x suite JSON file; a relative path is read from the config's folder."""
-    on_breach: Annotated[Any, _ON_BREACH] = "warn"
+    on_breach: Annotated[Any, ON_BREACH] = "warn"
     """What a failed batch-level expectation does: one action, or {default: action, <type or name>: action}."""
     validate_every: Annotated[int, integer(1)] = 1
     """Validate the suite with GX on every Nth batch."""
@@ -442,13 +241,13 @@ class AvroOptions(StageOptions):
     #: Options that are file paths: resolved against the config's folder when it is loaded.
     paths: ClassVar[tuple[str, ...]] = ("schemas", "reader_schema", "writer_schema")
 
-    wire_format: Annotated[str, _WIRE_FORMAT] = "confluent"
+    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
     """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
-    schemas: Annotated[str | None, _existing("folder of <id>.avsc files", folder=True)] = None
+    schemas: Annotated[str | None, existing("folder of <id>.avsc files", folder=True)] = None
     """Writer schemas by id: a folder of <id>.avsc files (wire_format confluent); relative to the config's folder."""
-    writer_schema: Annotated[str | None, _existing(".avsc file", folder=False)] = None
+    writer_schema: Annotated[str | None, existing(".avsc file", folder=False)] = None
     """The one writer schema of plain Avro values (wire_format none)."""
-    reader_schema: Annotated[str | None, _existing(".avsc file", folder=False)] = None
+    reader_schema: Annotated[str | None, existing(".avsc file", folder=False)] = None
     """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
@@ -500,7 +299,7 @@ class StageType:
             f"{_camel(self.name)}Stage",
             __base__=_Stage,
             __doc__=self.summary,
-            type=(Annotated[str, _const(self.name)], ...),
+            type=(Annotated[str, const(self.name)], ...),
             options=options if isinstance(options, tuple) else (options, ...),
         )
         object.__setattr__(self, "declaration", model)
@@ -565,4 +364,4 @@ for _builtin in (
 def stage_declaration() -> Any:
     """The type of one ``stages:`` entry now: a union of the registered types' declarations, on ``type``."""
     members = tuple(Annotated[t.declaration, Tag(f"type={n}")] for n, t in STAGE_TYPES.items())
-    return Annotated[Union[members], _tagged("type", tuple(STAGE_TYPES))]  # noqa: UP007 - built at run time
+    return Annotated[Union[members], tagged("type", tuple(STAGE_TYPES))]  # noqa: UP007 - built at run time
