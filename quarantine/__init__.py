@@ -11,6 +11,7 @@ Everything else lives in its own module (``quarantine.stages.json``,
 
 from __future__ import annotations
 
+from quarantine.breach import Breach
 from quarantine.chain import apply_stages, final_error, final_result
 from quarantine.config import PipelineConfig, load_config, parse_config
 from quarantine.errors import (
@@ -26,7 +27,7 @@ from quarantine.errors import (
 from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.replay import ReplayResult, discard, replay
-from quarantine.report import BatchReport, Breach, RunInfo, RunListener, RunStatus, RunSummary
+from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, RunSummary
 from quarantine.reporter import ErrantRecordReporter
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
 from quarantine.session import get_spark

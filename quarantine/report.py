@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from quarantine.config import BreachAction
+from quarantine.breach import Breach
 from quarantine.metrics import BatchMetrics, MetricNames
 from quarantine.schema import SOURCE_STAGE
 
@@ -75,23 +75,6 @@ class RunInfo:
     config: Mapping[str, Any]
     started_at: dt.datetime
     kind: RunKind = RunKind.RUN
-
-
-@dataclass(frozen=True)
-class Breach:
-    """A tolerance breach: an aggregate expectation or an error limit that failed.
-
-    Attributes:
-        name: what breached (expectation type + column, or the limit's config key).
-        action: what the breach does (warn, fail, quarantine_batch).
-        message: a sentence a person can act on.
-        details: the machine-readable result (e.g. GX's validation result JSON).
-    """
-
-    name: str
-    action: BreachAction
-    message: str
-    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The Stage contract: the interface, the result column and what a stage can report.
+"""The Stage contract: the interface, the result column, what a stage can report, and judging a batch.
 
 A stage turns one input column into one result column of type
 ``STRUCT<result: T, error: ERROR_STRUCT>`` (:func:`quarantine.schema.result_struct`)
@@ -22,7 +22,7 @@ because Spark evaluates a Python UDF for every row of its input before any
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
+from quarantine.breach import Breach
 from quarantine.errors import QuarantineError
 from quarantine.schema import (
     DRIFT_PREFIX,
@@ -42,7 +43,9 @@ from quarantine.schema import (
 
 __all__ = [
     "HIDDEN_PREFIX",
+    "INPUT",
     "BatchWideStageError",
+    "JudgingStage",
     "ReportsDrift",
     "ReportsRetries",
     "Stage",
@@ -329,3 +332,63 @@ def outcome(result: Column, failed: Column, error: Column) -> Column:
         F.when(~failed, result).alias("result"),
         F.when(failed, error).alias("error"),
     )
+
+
+#: The column of the frame :meth:`JudgingStage.judge` gets.
+INPUT = "input"
+
+
+class JudgingStage(Stage):
+    """A stage that also judges the records that reached it as one batch.
+
+    Implementations keep :class:`~quarantine.stage.Stage`'s contract for the
+    per-row outcome; :meth:`judge` may run Spark actions over the frame it is
+    given (it is read from the persisted batch), and must not write anything.
+    """
+
+    @abstractmethod
+    def judge(self, inputs: DataFrame, batch_id: int) -> tuple[Breach, ...] | None:
+        """The stage's verdict on one batch.
+
+        Args:
+            inputs: one row per record of the batch that reached the stage, one
+                column ``input``: the stage's input value.
+            batch_id: the batch (or micro-batch) id.
+
+        Returns:
+            The breaches (empty: the batch passed), or None when the stage does
+            not judge this batch (e.g. it judges every N-th batch).
+        """
+
+    def may_quarantine_batch(self) -> bool:
+        """Whether a breach may send the whole batch to quarantine (default: no)."""
+        return False
+
+    def result_is_input(self) -> bool:
+        """Whether the stage's result is its input unchanged where it passes (default: no).
+
+        Then, when the stage is the chain's last, the persisted batch carries its
+        input only for the records it failed: the others' input is the chain's result.
+        """
+        return False
+
+    def check_counts(self, error: Column) -> list[Column]:
+        """``observe`` columns over the batch's final error column, read back by
+        :meth:`quarantined_by_check` (aliases must start with ``check:<stage>:``)."""
+        return []
+
+    def quarantined_by_check(self, counts: Mapping[str, Any]) -> dict[str, int]:
+        """Quarantined records per check of this stage, from the observed ``counts``."""
+        prefix = f"check:{self.name}:"
+        return {k.removeprefix(prefix): int(v) for k, v in counts.items() if k.startswith(prefix) and int(v)}
+
+    def notes(self) -> tuple[str, ...]:
+        """What every batch report should say about this stage (e.g. checks made on the batch only)."""
+        return ()
+
+    def batch_error(self, breaches: Sequence[Breach]) -> Column:
+        """The error of every record of a batch that ``breaches`` (action
+        ``quarantine_batch``, at least one) send to quarantine: ``error_class`` =
+        the first breach's name up to a ``:``, ``message`` = every breach's message."""
+        message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(b.message for b in breaches)
+        return self.error(breaches[0].name.split(":", 1)[0], message)

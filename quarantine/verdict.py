@@ -1,9 +1,10 @@
 """A stage's verdict on a whole batch, and how the runner gathers the verdicts.
 
-Most stages judge one record at a time. A :class:`JudgingStage` (the
-``expectation`` stage: GX validates its suite on the batch) also judges the
-records that reached it *as one batch*, after the batch is counted and before
-anything is written. Its verdict is a tuple of :class:`~quarantine.report.Breach`,
+Most stages judge one record at a time. A :class:`~quarantine.stage.JudgingStage` (the
+``expectation`` stage: GX validates its suite on the batch; the capability is declared
+with the stage contract) also judges the records that reached it *as one batch*, after
+the batch is counted and before anything is written. Its verdict is a tuple of
+:class:`~quarantine.breach.Breach`,
 each with its action:
 
 * ``warn``: reported (batch report, metrics, MLflow), the batch goes on;
@@ -31,7 +32,6 @@ judging stage (``tests/unit/test_runner_layering.py``). What they do with it:
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,15 +39,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.breach import Breach
 from quarantine.chain import stage_input
 from quarantine.config import BreachAction
-from quarantine.report import Breach
 from quarantine.schema import CHECK_INPUT_PREFIX, ERROR, RESULT
-from quarantine.stage import Stage
+from quarantine.stage import INPUT, JudgingStage, Stage
 
 __all__ = [
-    "INPUT",
-    "JudgingStage",
     "Verdicts",
     "carried_columns",
     "check_counts",
@@ -56,66 +54,6 @@ __all__ = [
     "keeps_raw_bytes",
     "quarantined_by_check",
 ]
-
-#: The column of the frame :meth:`JudgingStage.judge` gets.
-INPUT = "input"
-
-
-class JudgingStage(Stage):
-    """A stage that also judges the records that reached it as one batch.
-
-    Implementations keep :class:`~quarantine.stage.Stage`'s contract for the
-    per-row outcome; :meth:`judge` may run Spark actions over the frame it is
-    given (it is read from the persisted batch), and must not write anything.
-    """
-
-    @abstractmethod
-    def judge(self, inputs: DataFrame, batch_id: int) -> tuple[Breach, ...] | None:
-        """The stage's verdict on one batch.
-
-        Args:
-            inputs: one row per record of the batch that reached the stage, one
-                column ``input``: the stage's input value.
-            batch_id: the batch (or micro-batch) id.
-
-        Returns:
-            The breaches (empty: the batch passed), or None when the stage does
-            not judge this batch (e.g. it judges every N-th batch).
-        """
-
-    def may_quarantine_batch(self) -> bool:
-        """Whether a breach may send the whole batch to quarantine (default: no)."""
-        return False
-
-    def result_is_input(self) -> bool:
-        """Whether the stage's result is its input unchanged where it passes (default: no).
-
-        Then, when the stage is the chain's last, the persisted batch carries its
-        input only for the records it failed: the others' input is the chain's result.
-        """
-        return False
-
-    def check_counts(self, error: Column) -> list[Column]:
-        """``observe`` columns over the batch's final error column, read back by
-        :meth:`quarantined_by_check` (aliases must start with ``check:<stage>:``)."""
-        return []
-
-    def quarantined_by_check(self, counts: Mapping[str, Any]) -> dict[str, int]:
-        """Quarantined records per check of this stage, from the observed ``counts``."""
-        prefix = f"check:{self.name}:"
-        return {k.removeprefix(prefix): int(v) for k, v in counts.items() if k.startswith(prefix) and int(v)}
-
-    def notes(self) -> tuple[str, ...]:
-        """What every batch report should say about this stage (e.g. checks made on the batch only)."""
-        return ()
-
-    def batch_error(self, breaches: Sequence[Breach]) -> Column:
-        """The error of every record of a batch that ``breaches`` (action
-        ``quarantine_batch``, at least one) send to quarantine: ``error_class`` =
-        the first breach's name up to a ``:``, ``message`` = every breach's message."""
-        message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(b.message for b in breaches)
-        return self.error(breaches[0].name.split(":", 1)[0], message)
-
 
 def judging(stages: Sequence[Stage]) -> list[JudgingStage]:
     """The judging stages of a chain, in order."""

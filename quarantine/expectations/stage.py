@@ -40,6 +40,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
+from quarantine.breach import Breach
 from quarantine.config import BreachAction, StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
@@ -52,11 +53,9 @@ from quarantine.expectations.translate import (
     untranslated_reason,
 )
 from quarantine.expectations.validate import BreachPolicy, validate_batch
-from quarantine.report import Breach
 from quarantine.schema import ErrorKind
-from quarantine.stage import StageContext, outcome
+from quarantine.stage import INPUT, JudgingStage, StageContext, outcome
 from quarantine.stage_types import ExpectationOptions
-from quarantine.verdict import INPUT, JudgingStage
 
 __all__ = ["ExpectationStage", "from_spec"]
 

@@ -32,10 +32,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from quarantine.breach import Breach
 from quarantine.config import BreachAction
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.redaction import redact_text
-from quarantine.report import Breach
 
 __all__ = [
     "RESULT_FORMAT",

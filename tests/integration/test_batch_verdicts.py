@@ -23,9 +23,8 @@ from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
 from quarantine.report import Breach
 from quarantine.schema import CHECK_INPUT_PREFIX, ErrorKind
-from quarantine.stage import StageContext, outcome
+from quarantine.stage import JudgingStage, StageContext, outcome
 from quarantine.stages import build_stages
-from quarantine.verdict import JudgingStage
 from tests.helpers import kafka_df, orders_config
 
 GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}', b'{"order_id":"c","amount":-1}']

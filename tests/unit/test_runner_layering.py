@@ -40,6 +40,6 @@ def test_the_runner_side_never_imports_the_expectation_package(module: str) -> N
 
 def test_the_expectation_stage_is_found_by_the_protocol() -> None:
     from quarantine.expectations.stage import ExpectationStage
-    from quarantine.verdict import JudgingStage
+    from quarantine.stage import JudgingStage
 
     assert issubclass(ExpectationStage, JudgingStage)
