@@ -17,7 +17,7 @@ the settled record (the quarantine table's ``fingerprint``, the target's
   any stage runs.
 * **Same coordinates, other content**: different records. None is dropped; each
   has its own quarantine row. Under ``errors.coordinates.reused: quarantine`` (the
-  default) the :class:`SourceCheck` stage fails each of them: ``ConflictingDuplicate``
+  default) the :class:`~quarantine.stages.source.SourceCheck` stage fails each of them: ``ConflictingDuplicate``
   when they share the coordinates within one read, ``CoordinatesReused`` when an
   earlier record with other content is settled under them (its message says
   where: :mod:`quarantine.pipeline`'s ``prepare`` finds it). ``process`` runs them
@@ -35,19 +35,16 @@ shuffle of the records' bytes) and shuffles the records by coordinates
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import FINGERPRINT, OPEN, REUSED, SOURCE_STAGE, VARIANTS, ErrorKind
-from quarantine.stage import Stage, StageContext, error_column, outcome
+from quarantine.schema import FINGERPRINT, OPEN, REUSED, SOURCE_STAGE, VARIANTS
 
 __all__ = [
     "DELIVERED",
     "SOURCE_STAGE",
     "VARIANTS",
-    "SourceCheck",
     "against_settled",
     "coordinate_groups",
     "fingerprint",
@@ -181,56 +178,6 @@ def null_safe_key_match(left: str, right: str, columns: tuple[str, ...]) -> Colu
         cond = term if cond is None else cond & term
     assert cond is not None
     return cond
-
-
-@dataclass(frozen=True)
-class SourceCheck(Stage):
-    """Fails a record whose coordinates other content shares (kind ``validate``).
-
-    ``ConflictingDuplicate``: other records with the same coordinates are in the same
-    read (:data:`VARIANTS` > 1, see :func:`identify`). ``CoordinatesReused``: an earlier
-    record with other content is settled under them (:data:`REUSED`, a sentence saying
-    where, set by the pipeline's ``prepare``); it wins when both hold. Its result is the
-    record's ``value``, unchanged, so the next stage reads what it would have read
-    without it.
-
-    Under ``errors.coordinates.reused: process`` the pipeline leaves it out of the chain.
-
-    Attributes:
-        reads_reused: the frame has the :data:`REUSED` column (a batch run or a replay).
-    """
-
-    reads_reused: bool = False
-    name: str = SOURCE_STAGE
-    kind: ErrorKind = ErrorKind.VALIDATE
-    input: str | None = "value"
-
-    deterministic = True  # pure Column expressions of the record
-
-    def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        variants = F.col(VARIANTS)
-        reused = F.col(REUSED) if self.reads_reused else F.lit(None).cast("string")
-        where = F.concat(
-            F.lit("topic="), F.coalesce(F.col("topic"), F.lit("NULL")),
-            F.lit(" partition="), F.coalesce(F.col("partition").cast("string"), F.lit("NULL")),
-            F.lit(" offset="), F.col("offset").cast("string"),
-        )
-        conflict = F.concat(
-            variants.cast("string"),
-            F.lit(" records with different key/value/headers/timestamp share "), where,
-            F.lit(" in this read; each is quarantined with its own row (column fingerprint)"),
-        )
-        again = F.concat(
-            F.lit("an earlier record with other content holds "), where, F.lit(": "), reused,
-            F.lit("; this is a new record (a recreated topic or a rewritten source?); "
-                  "errors.coordinates.reused: process takes such records as new ones"),
-        )
-        error_class = F.when(reused.isNotNull(), F.lit("CoordinatesReused")).otherwise(F.lit("ConflictingDuplicate"))
-        message = F.when(reused.isNotNull(), again).otherwise(conflict)
-        err = error_column(self.name, self.kind, error_class, message, retriable=False)
-        # a record open in quarantine from an earlier run is that row's own record: it runs as before
-        settled_here = F.col(OPEN) if self.reads_reused else F.lit(False)
-        return outcome(value, reused.isNotNull() | ((variants > 1) & ~settled_here), err)
 
 
 #: ``settled``'s status of a record in the target (the quarantine table's are :class:`QuarantineStatus`' values).

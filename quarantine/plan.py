@@ -33,7 +33,6 @@ from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
 from quarantine.coordinates import (
     DELIVERED,
     VARIANTS,
-    SourceCheck,
     against_settled,
     fingerprint,
     identified_topics,
@@ -60,6 +59,7 @@ from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.source_contract import check_source_contract
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
 from quarantine.stages import build_stages
+from quarantine.stages.source import SourceCheck
 from quarantine.tolerance import DeltaWindowStore, window_state_table
 from quarantine.tracking import tracker_for
 from quarantine.verdict import carried_columns, keeps_raw_bytes

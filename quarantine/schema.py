@@ -78,7 +78,7 @@ CLOSING = "records_closing"
 #: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
 VARIANTS = "_q_variants"
 #: The stage (the error's ``stage``) that fails records whose coordinates other content shares
-#: (:class:`quarantine.coordinates.SourceCheck`).
+#: (:class:`quarantine.stages.source.SourceCheck`).
 SOURCE_STAGE = "source"
 #: A record's content fingerprint in a batch (:func:`quarantine.coordinates.fingerprint`).
 FINGERPRINT = "_q_fingerprint"
