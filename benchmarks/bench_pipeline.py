@@ -42,7 +42,7 @@ from benchmarks import (
     timed,
 )
 from quarantine.config import PipelineConfig, StageSpec, load_config
-from quarantine.metrics import observed_counts
+from quarantine.metric_columns import observed_counts
 from quarantine.pipeline import Pipeline, default_listeners
 from quarantine.report import RunListener
 from quarantine.stage import Stage

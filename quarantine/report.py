@@ -95,7 +95,7 @@ class BatchReport:
         quarantined_by_topic: quarantined records per source topic.
         quarantined_by_expectation: quarantined records per failing expectation.
         schema_drift: per stage, the undeclared fields records held and how many records
-            held each (:func:`quarantine.metrics.schema_drift`); the records with any are
+            held each (:func:`quarantine.observed_metrics.schema_drift`); the records with any are
             the ``schema-drift-records`` metric.
         metrics: Kafka-named error metrics for this batch
             (``total-record-failures``, ``total-records-skipped``…).

@@ -84,7 +84,8 @@ from quarantine.errors import (
 from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
-from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
+from quarantine.retriable import RetriableClassifier
+from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import ERROR, ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
 from quarantine.stage import error_column
 

@@ -80,7 +80,9 @@ from quarantine.errors import (
     ToleranceExceededError,
 )
 from quarantine.handlers import counts_by_kind
-from quarantine.metrics import MetricNames, RunMetrics, batch_metrics, observed_counts, schema_drift
+from quarantine.metric_columns import observed_counts
+from quarantine.metrics import MetricNames, RunMetrics
+from quarantine.observed_metrics import batch_metrics, schema_drift
 from quarantine.offset_watermark import OffsetWatermark
 from quarantine.plan import Plan
 from quarantine.policy import Scope

@@ -35,7 +35,8 @@ from typing import Protocol
 
 from quarantine.errors import QuarantineError, RetriesExhaustedError
 from quarantine.redaction import redact_text
-from quarantine.retry import RetriableClassifier, RetryPolicy, RetryWithToleranceOperator
+from quarantine.retriable import RetriableClassifier
+from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 
 __all__ = [
     "HEADER_BYTES",

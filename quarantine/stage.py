@@ -222,7 +222,7 @@ class ReportsRetries(Protocol):
     ``retries(column)`` gets the stage's own result column and returns an
     integer Column: the retries (attempts beyond the first) the stage made for
     that row, successes included; 0 or NULL when none. Used by
-    :func:`~quarantine.metrics.observed_counts` so that retried successes count in ``total-retries``
+    :func:`~quarantine.metric_columns.observed_counts` so that retried successes count in ``total-retries``
     and ``total-record-failures``.
     """
 
@@ -239,8 +239,8 @@ class ReportsDrift(Protocol):
     ``undeclared(column)`` gets the stage's own result column and returns an
     ``ARRAY<STRING>`` Column: the undeclared field names the row held, NULL or empty
     when none (and for rows the stage did not run: an earlier stage failed). Used by
-    :func:`~quarantine.metrics.observed_counts` for ``schema-drift-records`` and
-    :func:`~quarantine.metrics.schema_drift`.
+    :func:`~quarantine.metric_columns.observed_counts` for ``schema-drift-records`` and
+    :func:`~quarantine.observed_metrics.schema_drift`.
     """
 
     name: str
@@ -260,7 +260,7 @@ def retry_columns(stages: Sequence[Any]) -> list[Column]:
     Pure. :func:`quarantine.chain.apply_stages` adds them beside each such stage's
     column (a stage may read its hidden columns there); the runner's projection of
     the staged frame keeps them by name (:func:`retry_column_names`), so that
-    :func:`~quarantine.metrics.observed_counts` can sum them in the one pass.
+    :func:`~quarantine.metric_columns.observed_counts` can sum them in the one pass.
     """
     return [
         s.retries(F.col(s.name)).cast("bigint").alias(retry_column(s.name))
@@ -284,8 +284,8 @@ def drift_columns(stages: Sequence[Any]) -> list[Column]:
     each, the sorted names joined by a separator (NULL when none).
 
     Pure. :func:`quarantine.chain.apply_stages` adds them beside each such stage's column;
-    the runner's projection of the staged frame keeps them by name
-    (:func:`drift_column_names`), so that :func:`~quarantine.metrics.observed_counts` counts them in the one pass.
+    the runner's projection of the staged frame keeps them by name (:func:`drift_column_names`),
+    so that :func:`~quarantine.metric_columns.observed_counts` counts them in the one pass.
     """
     out = []
     for s in stages:

@@ -4,7 +4,7 @@ One MLflow run per pipeline run (per run of a streaming query), with:
 
 * **params** — the redacted config, flattened to dotted keys (``errors.tolerance``,
   ``stages.2.options.schema``), keys cut to 250 and values to 6000 characters;
-* **metrics** per batch, ``step`` = batch id (names in :func:`batch_metrics`);
+* **metrics** per batch, ``step`` = batch id (names in :func:`mlflow_metrics`);
 * **tags** — ``pipeline``, ``source``, ``quarantine.run_id``, ``quarantine.run_kind``
   (run / replay / discard), ``status`` (running / succeeded / failed),
   ``untranslated_expectations``;
@@ -48,8 +48,8 @@ __all__ = [
     "LOCAL_TRACKING_URI",
     "MlflowTracker",
     "NoopTracker",
-    "batch_metrics",
     "flatten_params",
+    "mlflow_metrics",
     "resolve_tracking_uri",
     "tracker_for",
 ]
@@ -103,8 +103,8 @@ def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return out
 
 
-def batch_metrics(report: BatchReport) -> dict[str, float]:
-    """The metrics logged for one batch (step = batch id).
+def mlflow_metrics(report: BatchReport) -> dict[str, float]:
+    """The MLflow metrics logged for one batch (step = batch id).
 
     ``records_in`` / ``records_ok`` / ``records_quarantined``; ``quarantined.stage.<stage>``,
     ``quarantined.topic.<topic>``, ``quarantined.expectation.<type>.<column>``;
@@ -224,7 +224,7 @@ class MlflowTracker:
             self.flush()
         ts = int(report.finished_at.timestamp() * 1000)
         self._last_step = report.batch_id
-        for key, value in batch_metrics(report).items():
+        for key, value in mlflow_metrics(report).items():
             self._add_point((key, value, ts, report.batch_id))
         if report.untranslated_expectations:
             self._tags["untranslated_expectations"] = ", ".join(report.untranslated_expectations)[:5000]

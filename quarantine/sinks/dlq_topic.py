@@ -37,7 +37,8 @@ from pyspark.sql import functions as F
 
 from quarantine.errors import RetriesExhaustedError, describe_failure
 from quarantine.redaction import redact_text, unlogged_jvm_calls
-from quarantine.retry import RetriableClassifier, RetryWithToleranceOperator
+from quarantine.retriable import RetriableClassifier
+from quarantine.retry import RetryWithToleranceOperator
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig

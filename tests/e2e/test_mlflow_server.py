@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from quarantine.config import BreachAction, MlflowConfig
 from quarantine.report import BatchReport, Breach, RunInfo, RunStatus
-from quarantine.tracking import MlflowTracker, batch_metrics
+from quarantine.tracking import MlflowTracker, mlflow_metrics
 from tests.e2e.mlflow_fixtures import MlflowServer, mlflow_server
 
 __all__ = ["mlflow_server"]
@@ -70,7 +70,7 @@ def _timed_batch(tracker: MlflowTracker, batch_id: int, **kw: bool) -> float:
 
 
 def test_batches_flow_through_outage_and_buffered_metrics_arrive(mlflow_server: MlflowServer) -> None:
-    per_batch = len(batch_metrics(_report(0)))
+    per_batch = len(mlflow_metrics(_report(0)))
     cfg = MlflowConfig(
         enabled=True, tracking_uri=mlflow_server.url, experiment="outage-test",
         http_timeout_s=3, http_max_retries=0, buffer_max=4 * per_batch,
@@ -141,7 +141,7 @@ def test_run_end_while_down_counts_drops_and_returns(mlflow_server: MlflowServer
     t = time.monotonic()
     tracker.on_run_end(_RUN, RunStatus.FAILED, RuntimeError("password=hunter2 boom"))
     assert time.monotonic() - t < cfg.http_timeout_s + 3.0
-    assert tracker.dropped_points == len(batch_metrics(_report(0)))
+    assert tracker.dropped_points == len(mlflow_metrics(_report(0)))
     assert tracker.buffered_points == 0
 
 
@@ -195,7 +195,7 @@ def test_pipeline_run_with_mlflow_down_writes_its_data(
     assert (summary.batches[0].records_ok, summary.batches[0].records_quarantined) == (2, 1)
     assert spark.read.format("delta").load(str(d / "quarantine")).count() == 1
     # every metric point of the batch was buffered (5 kept, the rest dropped), then dropped at run end
-    assert tracker.dropped_points == len(batch_metrics(summary.batches[0]))
+    assert tracker.dropped_points == len(mlflow_metrics(summary.batches[0]))
     assert tracker.mlflow_run_id is None
     # the time MLflow cost the run (Spark's own time depends on the machine's load)
     assert timing.seconds < 3 * (cfg.mlflow.http_timeout_s + 2), timing.seconds

@@ -9,7 +9,8 @@ from pyspark.sql import functions as F
 
 from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
-from quarantine.retry import RetriableClassifier, RetryPolicy
+from quarantine.retriable import RetriableClassifier
+from quarantine.retry import RetryPolicy
 from quarantine.stage import Stage, StageContext
 from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8

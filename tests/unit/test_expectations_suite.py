@@ -11,7 +11,7 @@ from quarantine.config import BreachAction, MlflowConfig, parse_config
 from quarantine.errors import ConfigError
 from quarantine.expectations import BreachPolicy, load_suite, parse_suite, untranslated_reason
 from quarantine.report import BatchReport, Breach, RunInfo, RunStatus
-from quarantine.tracking import NoopTracker, batch_metrics, flatten_params, resolve_tracking_uri, tracker_for
+from quarantine.tracking import NoopTracker, flatten_params, mlflow_metrics, resolve_tracking_uri, tracker_for
 
 ORDERS = Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json"
 
@@ -100,7 +100,7 @@ def test_params_are_flat_redacted_and_within_mlflow_limits() -> None:
     assert params["stages.0.name"] == "a" and params["empty"] == "{}"
 
 
-def test_batch_metrics_names() -> None:
+def test_mlflow_metrics_names() -> None:
     run = RunInfo("p", "r", "orders", {}, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     report = BatchReport(
         run=run, batch_id=3, records_in=10, records_ok=7, records_quarantined=3,
@@ -109,7 +109,7 @@ def test_batch_metrics_names() -> None:
         metrics={"total-record-failures": 3.0, "records-in/topic/orders": 10.0},
         breaches=(Breach("expect_column_mean_to_be_between:amount", BreachAction.WARN, "m"),),
     )
-    m = batch_metrics(report)
+    m = mlflow_metrics(report)
     assert m["records_in"] == 10 and m["records_ok"] == 7 and m["records_quarantined"] == 3
     assert m["quarantined.stage.parse"] == 2 and m["quarantined.topic.orders"] == 3
     assert m["quarantined.expectation.expect_column_values_to_be_unique.order_id"] == 1
@@ -140,7 +140,7 @@ def test_tracker_with_unreachable_server_keeps_buffer_max_points_and_counts_drop
     assert not tracker.available and tracker.mlflow_run_id is None
     report = BatchReport(run=run, batch_id=0, records_in=3, records_ok=2, records_quarantined=1)
     tracker.on_batch(report)
-    n = len(batch_metrics(report))
+    n = len(mlflow_metrics(report))
     assert (tracker.buffered_points, tracker.dropped_points) == (5, n - 5)
     tracker.on_run_end(run, RunStatus.SUCCEEDED, None)
     assert (tracker.buffered_points, tracker.dropped_points) == (0, n)

@@ -12,16 +12,14 @@ import pytest
 
 from quarantine.config import BreachAction
 from quarantine.metrics import (
-    OTHER_TOPIC,
     BatchMetrics,
     MetricNames,
     MetricPoint,
     RunMetrics,
-    batch_metrics,
     metric_key,
     parse_metric_key,
-    schema_drift,
 )
+from quarantine.observed_metrics import OTHER_TOPIC, batch_metrics, schema_drift
 from quarantine.report import BatchReport, Breach, RunInfo, RunStatus, RunSummary
 from quarantine.schema import ErrorKind
 from quarantine.sinks.metrics import metric_rows

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import DataType, DoubleType, StructField, StructType
 
-from quarantine.retry import RetriableClassifier, RetryPolicy
+from quarantine.retriable import RetriableClassifier
+from quarantine.retry import RetryPolicy
 from quarantine.stages.python import PythonMode, _stage_policy
 from quarantine.stages.python.arrow_batch import BatchRunner
 

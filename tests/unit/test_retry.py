@@ -9,9 +9,9 @@ import pytest
 
 from quarantine.config import ErrorsConfig, Tolerance
 from quarantine.errors import RetriesExhaustedError
+from quarantine.retriable import RetriableClassifier
 from quarantine.retry import (
     WRITE_RETRY_TIMEOUT_MS,
-    RetriableClassifier,
     RetryPolicy,
     RetryWithToleranceOperator,
 )
