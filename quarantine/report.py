@@ -26,7 +26,6 @@ from quarantine.schema import SOURCE_STAGE
 
 __all__ = [
     "BatchReport",
-    "Breach",
     "Listeners",
     "RunInfo",
     "RunKind",

@@ -38,9 +38,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quarantine.breach import Breach
 from quarantine.config import MlflowConfig, PipelineConfig
 from quarantine.redaction import redact, redact_text
-from quarantine.report import BatchReport, Breach, RunInfo, RunKind, RunListener, RunStatus
+from quarantine.report import BatchReport, RunInfo, RunKind, RunListener, RunStatus
 from quarantine.runtime import on_databricks
 
 __all__ = [

@@ -16,8 +16,9 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from quarantine.breach import Breach
 from quarantine.config import BreachAction, MlflowConfig
-from quarantine.report import BatchReport, Breach, RunInfo, RunStatus
+from quarantine.report import BatchReport, RunInfo, RunStatus
 from quarantine.tracking import MlflowTracker, mlflow_metrics
 from tests.e2e.mlflow_fixtures import MlflowServer, mlflow_server
 

@@ -17,11 +17,11 @@ import pytest
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.breach import Breach
 from quarantine.config import BreachAction, parse_config
 from quarantine.errors import ExpectationBreachError
 from quarantine.pipeline import Pipeline
 from quarantine.replay import replay
-from quarantine.report import Breach
 from quarantine.schema import CHECK_INPUT_PREFIX, ErrorKind
 from quarantine.stage import JudgingStage, StageContext, outcome
 from quarantine.stages import build_stages

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from quarantine.breach import Breach
 from quarantine.config import BreachAction
 from quarantine.metrics import (
     BatchMetrics,
@@ -20,7 +21,7 @@ from quarantine.metrics import (
     parse_metric_key,
 )
 from quarantine.observed_metrics import OTHER_TOPIC, batch_metrics, schema_drift
-from quarantine.report import BatchReport, Breach, RunInfo, RunStatus, RunSummary
+from quarantine.report import BatchReport, RunInfo, RunStatus, RunSummary
 from quarantine.schema import ErrorKind
 from quarantine.sinks.metrics import metric_rows
 
