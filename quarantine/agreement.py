@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig
 from quarantine.errors import TablesDisagreeError
-from quarantine.schema import SOURCE_KEY, QuarantineStatus
+from quarantine.schema import SOURCE_KEY, TARGET_KEY, QuarantineStatus
 from quarantine.sinks import read_table
 
 __all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]
@@ -99,12 +99,12 @@ def check_target_holds_replayed(spark: SparkSession, config: PipelineConfig) -> 
     """
     target, quarantine = config.target.table, config.errors.dlq_table_name
     rows = read_table(spark, target)
-    if not {f"_source_{c}" for c in SOURCE_KEY} <= set(rows.columns):
+    if not set(TARGET_KEY) <= set(rows.columns):
         return  # a target without the source coordinates: nothing to compare by
     replayed = read_table(spark, quarantine).where(
         (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.REPLAYED.value)
     ).select(*SOURCE_KEY)
-    held = rows.select(*[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY])
+    held = rows.select(*[F.col(t).alias(c) for t, c in zip(TARGET_KEY, SOURCE_KEY, strict=True)])
     n = replayed.join(held, [*SOURCE_KEY], "left_anti").count()
     if n:
         raise TablesDisagreeError(

@@ -49,7 +49,20 @@ from quarantine.policy import ErrorPolicy
 from quarantine.report import RunListener
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.runtime import check_runtime
-from quarantine.schema import ERROR, FINGERPRINT, OPEN, RESULT, REUSED, SOURCE_KEY, TARGET_FINGERPRINT
+from quarantine.schema import (
+    ERROR,
+    FINGERPRINT,
+    OPEN,
+    RESULT,
+    REUSED,
+    SOURCE_KEY,
+    TARGET_FINGERPRINT,
+    TARGET_KEY,
+    TARGET_OFFSET,
+    TARGET_PARTITION,
+    TARGET_TIMESTAMP,
+    TARGET_TOPIC,
+)
 from quarantine.session import get_spark
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
@@ -257,10 +270,10 @@ class Plan:
         extra: list[Column] = []
         if self.config.target.source_columns:
             extra = [
-                F.col("topic").alias("_source_topic"),
-                F.col("partition").alias("_source_partition"),
-                F.col("offset").alias("_source_offset"),
-                F.col("timestamp").alias("_source_timestamp"),
+                F.col("topic").alias(TARGET_TOPIC),
+                F.col("partition").alias(TARGET_PARTITION),
+                F.col("offset").alias(TARGET_OFFSET),
+                F.col("timestamp").alias(TARGET_TIMESTAMP),
                 F.col(FINGERPRINT).alias(TARGET_FINGERPRINT),
             ]
         return split.where(F.col(ERROR).isNull()).select(*payload, *extra)
@@ -346,8 +359,8 @@ class Plan:
         target = read_table(self.spark, self.target_table)
         fp = F.col(TARGET_FINGERPRINT) if TARGET_FINGERPRINT in target.columns else F.lit(None).cast("bigint")
         return target.select(
-            *[F.col(f"_source_{c}").alias(c) for c in SOURCE_KEY],
-            fp.alias("_s_fp"), F.col("_source_timestamp").alias("_s_ts"),
+            *[F.col(t).alias(c) for t, c in zip(TARGET_KEY, SOURCE_KEY, strict=True)],
+            fp.alias("_s_fp"), F.col(TARGET_TIMESTAMP).alias("_s_ts"),
             F.lit(DELIVERED).alias("_s_status"), F.lit(None).cast("timestamp").alias("_s_first"),
             F.lit(f"in the target table {self.target_table}").alias("_s_where"),
         )

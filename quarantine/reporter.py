@@ -86,7 +86,17 @@ from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.retriable import RetriableClassifier
 from quarantine.retry import RetryWithToleranceOperator
-from quarantine.schema import ERROR, ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, ErrorKind
+from quarantine.schema import (
+    ERROR,
+    ERROR_STRUCT,
+    KAFKA_SOURCE_SCHEMA,
+    TARGET_OFFSET,
+    TARGET_PARTITION,
+    TARGET_SOURCE_PREFIX,
+    TARGET_TIMESTAMP,
+    TARGET_TOPIC,
+    ErrorKind,
+)
 from quarantine.stage import error_column
 
 if TYPE_CHECKING:
@@ -102,7 +112,7 @@ Record = Any
 
 _ERR = ERROR
 _KAFKA = ("topic", "partition", "offset")
-_TARGET = ("_source_topic", "_source_partition", "_source_offset")
+_TARGET = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 _ROW_SCHEMA = StructType([*KAFKA_SOURCE_SCHEMA.fields, StructField(_ERR, ERROR_STRUCT)])
 
 
@@ -141,15 +151,15 @@ def _source_fields(rec: Mapping[str, Any]) -> tuple[Any, ...]:
             [(h[0], _bytes(h[1])) for h in headers] if headers is not None else None,
         )
     if all(c in rec for c in _TARGET):
-        payload = {k: v for k, v in rec.items() if not k.startswith("_source_")}
+        payload = {k: v for k, v in rec.items() if not k.startswith(TARGET_SOURCE_PREFIX)}
         value = json.dumps(payload, default=str, ensure_ascii=False).encode("utf-8")
         return (
             None,
             value,
-            rec["_source_topic"],
-            rec["_source_partition"],
-            rec["_source_offset"],
-            rec.get("_source_timestamp"),
+            rec[TARGET_TOPIC],
+            rec[TARGET_PARTITION],
+            rec[TARGET_OFFSET],
+            rec.get(TARGET_TIMESTAMP),
             None,
             None,
         )
@@ -398,15 +408,15 @@ class ErrantRecordReporter:
 
             return [opt(f.name, f.dataType).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields]
         if all(c in cols for c in _TARGET):
-            payload = [F.col(c) for c in df.columns if not c.startswith("_source_") and c not in exclude]
+            payload = [F.col(c) for c in df.columns if not c.startswith(TARGET_SOURCE_PREFIX) and c not in exclude]
             value = F.to_json(F.struct(*payload)).cast(BinaryType()) if payload else F.lit(None)
-            ts = F.col("_source_timestamp") if "_source_timestamp" in cols else F.lit(None)
+            ts = F.col(TARGET_TIMESTAMP) if TARGET_TIMESTAMP in cols else F.lit(None)
             coords = {
                 "key": F.lit(None),
                 "value": value,
-                "topic": F.col("_source_topic"),
-                "partition": F.col("_source_partition"),
-                "offset": F.col("_source_offset"),
+                "topic": F.col(TARGET_TOPIC),
+                "partition": F.col(TARGET_PARTITION),
+                "offset": F.col(TARGET_OFFSET),
                 "timestamp": ts,
                 "timestampType": F.lit(None),
                 "headers": F.lit(None),

@@ -54,6 +54,12 @@ __all__ = [
     "SOURCE_KEY",
     "SOURCE_STAGE",
     "TARGET_FINGERPRINT",
+    "TARGET_KEY",
+    "TARGET_OFFSET",
+    "TARGET_PARTITION",
+    "TARGET_SOURCE_PREFIX",
+    "TARGET_TIMESTAMP",
+    "TARGET_TOPIC",
     "VARIANTS",
     "WATERMARK_PREFIX",
     "ErrorKind",
@@ -84,6 +90,15 @@ SOURCE_STAGE = "source"
 FINGERPRINT = "_q_fingerprint"
 #: Where the record's coordinates are held by an earlier record with other content (a sentence), else NULL.
 REUSED = "_q_reused"
+#: The prefix of the target's copies of a record's source columns: ``_source_<column>``.
+TARGET_SOURCE_PREFIX = "_source_"
+#: The target's copies of the source coordinates and timestamp.
+TARGET_TOPIC = "_source_topic"
+TARGET_PARTITION = "_source_partition"
+TARGET_OFFSET = "_source_offset"
+TARGET_TIMESTAMP = "_source_timestamp"
+#: The target's copy of :data:`SOURCE_KEY` (a record's coordinates), in the same order.
+TARGET_KEY: tuple[str, ...] = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 #: The fingerprint's column in the quarantine table, and in the target (with the coordinates).
 QUARANTINE_FINGERPRINT = "fingerprint"
 TARGET_FINGERPRINT = "_source_fingerprint"

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from quarantine.errors import TablesDisagreeError
+from quarantine.schema import TARGET_TOPIC
 from quarantine.sinks import read_table, sql_literal, table_ref
 
 __all__ = [
@@ -111,7 +112,7 @@ def claim_written_topics(spark: SparkSession, table: str, pipeline: str) -> None
     (one job, none for a target without the source columns, ``target.source_columns: false``;
     one commit)."""
     rows = read_table(spark, table)
-    topics = [] if "_source_topic" not in rows.columns else [
-        r[0] for r in rows.select("_source_topic").distinct().collect()
+    topics = [] if TARGET_TOPIC not in rows.columns else [
+        r[0] for r in rows.select(TARGET_TOPIC).distinct().collect()
     ]
     claim_topics(spark, table, pipeline, [t for t in topics if t is not None])

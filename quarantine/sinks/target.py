@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from quarantine.schema import TARGET_FINGERPRINT
+from quarantine.schema import TARGET_FINGERPRINT, TARGET_OFFSET, TARGET_PARTITION, TARGET_TIMESTAMP, TARGET_TOPIC
 from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
 from quarantine.sinks.ownership import claim_written_topics
 
@@ -31,7 +31,7 @@ __all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows"
 #: The source record kept in the target (when ``target.source_columns``): its coordinates,
 #: timestamp and content fingerprint (:func:`quarantine.coordinates.fingerprint`).
 SOURCE_COLUMNS: tuple[str, ...] = (
-    "_source_topic", "_source_partition", "_source_offset", "_source_timestamp", TARGET_FINGERPRINT,
+    TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET, TARGET_TIMESTAMP, TARGET_FINGERPRINT,
 )
 
 _FINGERPRINTED = StructType([StructField(TARGET_FINGERPRINT, LongType())])
@@ -120,12 +120,12 @@ def highest_offsets(spark: SparkSession, table: str) -> dict[tuple[str, int], in
     if not table_exists(spark, table):
         return {}
     rows = read_table(spark, table)
-    if not {"_source_topic", "_source_partition", "_source_offset"} <= set(rows.columns):
+    if not {TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET} <= set(rows.columns):
         return {}
     found = (
-        rows.where(F.col("_source_topic").isNotNull() & F.col("_source_partition").isNotNull())
-        .groupBy("_source_topic", "_source_partition")
-        .agg(F.max("_source_offset").alias("offset"))
+        rows.where(F.col(TARGET_TOPIC).isNotNull() & F.col(TARGET_PARTITION).isNotNull())
+        .groupBy(TARGET_TOPIC, TARGET_PARTITION)
+        .agg(F.max(TARGET_OFFSET).alias("offset"))
         .collect()
     )
     return {(r[0], int(r[1])): int(r["offset"]) for r in found if r["offset"] is not None}
