@@ -166,9 +166,17 @@ def _quote(part: str) -> str:
     return "`" + part.replace("`", "``") + "`"
 
 
-def sql_literal(text: str) -> str:
-    """``text`` as a SQL string literal (quotes and backslashes escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def sql_literal(value: str | int | float) -> str:
+    """``value`` as a SQL literal: numbers as such, text single-quoted with ``\\`` and ``'`` escaped.
+
+    Raises:
+        TypeError: ``value`` is a boolean (no SQL literal is meant by it here).
+    """
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a query parameter value")
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _create_table_sql(

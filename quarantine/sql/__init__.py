@@ -44,7 +44,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
-from quarantine.sinks import table_ref
+from quarantine.sinks import sql_literal, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +59,6 @@ __all__ = [
     "get_query",
     "parse_params",
     "run_query",
-    "sql_literal",
     "view_sources",
 ]
 
@@ -230,15 +229,6 @@ def parse_params(pairs: Sequence[str]) -> dict[str, str]:
             raise ConfigError(f"--param {name}", pair, "each parameter once")
         out[name] = value
     return out
-
-
-def sql_literal(value: str | int | float) -> str:
-    """``value`` as a SQL literal: numbers as such, text single-quoted with ``\\`` and ``'`` escaped."""
-    if isinstance(value, bool):
-        raise TypeError("a boolean is not a query parameter value")
-    if isinstance(value, int | float):
-        return repr(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _value(query: Query, param: Param, text: str) -> str:

@@ -14,8 +14,8 @@ import yaml
 
 from quarantine.cli import main
 from quarantine.errors import ConfigError
-from quarantine.sinks import table_ref
-from quarantine.sql import ParamType, Query, _parse, bind, catalogue, get_query, parse_params, sql_literal, view_sources
+from quarantine.sinks import sql_literal, table_ref
+from quarantine.sql import ParamType, Query, _parse, bind, catalogue, get_query, parse_params, view_sources
 from quarantine.views import view_statements
 from tests.helpers import orders_config
 
