@@ -8,7 +8,7 @@ in the batch:
 
 * ``continue`` — the records stay in the quarantine table; the run goes on.
 * ``log_and_continue`` — the same, plus an error-context log line for a bounded
-  sample of the records (:mod:`quarantine.errorlog`).
+  sample of the records (:mod:`quarantine.listeners.error_log`).
 * ``fail`` — the run fails after the batch's quarantine rows are durable;
   the batch's good rows and offsets are not committed.
 

@@ -92,7 +92,7 @@ class MetricNames(StrEnum):
     TOTAL_ERRORS_LOGGED = "total-errors-logged"
     """Kafka: errors written to the log (``errors.log.enable``). Ours: error
     context lines the error log wrote for the batch (a bounded sample, see
-    :mod:`quarantine.errorlog`)."""
+    :mod:`quarantine.listeners.error_log`)."""
 
     DEADLETTERQUEUE_PRODUCE_REQUESTS = "deadletterqueue-produce-requests"
     """Kafka: attempted writes of records to the DLQ topic. Ours: records sent to
@@ -124,7 +124,7 @@ class MetricNames(StrEnum):
     TOLERANCE_BREACHES = "tolerance-breaches"
     """Tolerance breaches in the batch: aggregate-expectation breaches carried by
     the batch report, plus 1 when an error limit failed the run (recorded at
-    run end, see :mod:`quarantine.sinks.metrics`)."""
+    run end, see :mod:`quarantine.listeners.metrics_table`)."""
 
     EXPECTATION_FAILURES = "expectation-failures"
     """Records that failed an expectation stage (error ``kind`` =

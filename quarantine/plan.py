@@ -45,6 +45,8 @@ from quarantine.errors import (
     describe_write_failure,
 )
 from quarantine.handlers import ErrorHandlers
+from quarantine.listeners.metrics_table import metrics_listener
+from quarantine.listeners.mlflow import tracker_for
 from quarantine.policy import ErrorPolicy
 from quarantine.report import RunListener
 from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
@@ -66,7 +68,6 @@ from quarantine.schema import (
 from quarantine.session import get_spark
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
-from quarantine.sinks.metrics import metrics_listener
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
 from quarantine.source_contract import check_source_contract
@@ -74,7 +75,6 @@ from quarantine.stage import BatchWideStageError, Stage, drift_column_names, ret
 from quarantine.stages import build_stages
 from quarantine.stages.source import SourceCheck
 from quarantine.tolerance import DeltaWindowStore, window_state_table
-from quarantine.tracking import tracker_for
 from quarantine.verdict import carried_columns, keeps_raw_bytes
 
 __all__ = ["Plan", "default_listeners"]

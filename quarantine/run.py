@@ -72,7 +72,6 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from quarantine.config import BreachAction
-from quarantine.errorlog import ErrorContextLogger, sample_errors
 from quarantine.errors import (
     ExpectationBreachError,
     HandlerError,
@@ -80,6 +79,7 @@ from quarantine.errors import (
     ToleranceExceededError,
 )
 from quarantine.handlers import counts_by_kind
+from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
 from quarantine.metric_columns import observed_counts
 from quarantine.metrics import MetricNames, RunMetrics
 from quarantine.observed_metrics import batch_metrics, schema_drift
@@ -612,8 +612,8 @@ class Run:
         """Handlers, error-context log, then the tolerance guard; returns lines logged.
 
         Runs before the batch's writes: a breach still writes the quarantine rows,
-        then fails the run without writing the target (see :mod:`quarantine.handlers`, :mod:`quarantine.errorlog`,
-        :mod:`quarantine.tolerance`).
+        then fails the run without writing the target (see :mod:`quarantine.handlers`,
+        :mod:`quarantine.listeners.error_log`, :mod:`quarantine.tolerance`).
 
         A replay has its own policy: a record that fails again is its expected
         outcome, so no handler, limit or tolerance fails it (it stays open with

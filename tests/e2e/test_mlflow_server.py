@@ -18,8 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from quarantine.breach import Breach
 from quarantine.config import BreachAction, MlflowConfig
+from quarantine.listeners.mlflow import MlflowTracker, mlflow_metrics
 from quarantine.report import BatchReport, RunInfo, RunStatus
-from quarantine.tracking import MlflowTracker, mlflow_metrics
 from tests.e2e.mlflow_fixtures import MlflowServer, mlflow_server
 
 __all__ = ["mlflow_server"]

@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 from quarantine.config import BreachAction, MlflowConfig, StageSpec, parse_config
 from quarantine.errors import ConfigError, ExpectationBreachError
 from quarantine.expectations.stage import ExpectationStage
+from quarantine.listeners.mlflow import MlflowTracker
 from quarantine.pipeline import Pipeline
 from quarantine.stages import build_stage as from_spec
-from quarantine.tracking import MlflowTracker
 from tests.helpers import kafka_df
 
 SUITE = str(Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json")

@@ -9,10 +9,10 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
+from quarantine.listeners.metrics_table import MetricsTableListener, NoMetricsTable
 from quarantine.pipeline import Pipeline, default_listeners
 from quarantine.report import RunStatus
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.sinks.metrics import MetricsTableListener, NoMetricsTable
 from tests.helpers import kafka_df
 
 GOOD = b'{"order_id":"a","amount":1}'

@@ -11,8 +11,8 @@ from quarantine.breach import Breach
 from quarantine.config import BreachAction, MlflowConfig, parse_config
 from quarantine.errors import ConfigError
 from quarantine.expectations import BreachPolicy, load_suite, parse_suite, untranslated_reason
+from quarantine.listeners.mlflow import NoopTracker, flatten_params, mlflow_metrics, resolve_tracking_uri, tracker_for
 from quarantine.report import BatchReport, RunInfo, RunStatus
-from quarantine.tracking import NoopTracker, flatten_params, mlflow_metrics, resolve_tracking_uri, tracker_for
 
 ORDERS = Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json"
 
@@ -129,7 +129,7 @@ def test_disabled_mlflow_is_a_noop_listener_and_local_default_is_sqlite() -> Non
 
 
 def test_tracker_with_unreachable_server_keeps_buffer_max_points_and_counts_drops() -> None:
-    from quarantine.tracking import MlflowTracker
+    from quarantine.listeners.mlflow import MlflowTracker
 
     # port 9 on loopback: nothing listens, connections are refused at once
     tracker = MlflowTracker(

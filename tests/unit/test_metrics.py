@@ -12,6 +12,7 @@ import pytest
 
 from quarantine.breach import Breach
 from quarantine.config import BreachAction
+from quarantine.listeners.metrics_table import metric_rows
 from quarantine.metrics import (
     BatchMetrics,
     MetricNames,
@@ -23,7 +24,6 @@ from quarantine.metrics import (
 from quarantine.observed_metrics import OTHER_TOPIC, batch_metrics, schema_drift
 from quarantine.report import BatchReport, RunInfo, RunStatus, RunSummary
 from quarantine.schema import ErrorKind
-from quarantine.sinks.metrics import metric_rows
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 SEP = "\x1f"

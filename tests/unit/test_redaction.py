@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quarantine.errorlog import SAMPLE_PER_BATCH, ErrorContextLogger
+from quarantine.listeners.error_log import SAMPLE_PER_BATCH, ErrorContextLogger
 from quarantine.redaction import (
     GUARD_FRAGMENTS,
     JAVA_GUARD,

@@ -55,7 +55,7 @@ __all__ = [
     "tracker_for",
 ]
 
-log = logging.getLogger("quarantine.tracking")
+log = logging.getLogger("quarantine.listeners.mlflow")
 
 #: The local default: a SQLite store in the working (project) directory.
 LOCAL_TRACKING_URI = "sqlite:///mlflow.db"
