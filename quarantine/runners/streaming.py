@@ -1,7 +1,7 @@
 """The streaming runner: Kafka (or a Kafka-shaped Delta table) → one ``foreachBatch``.
 
 ``run_stream(pipeline)`` reads the source with ``readStream``, and for every
-micro-batch calls :meth:`Run.process_batch(df, batch_id, streaming=True)
+micro-batch calls :meth:`Run.process_batch(df, batch_id, BatchMode.micro_batch(…))
 <quarantine.run.Run.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
 
@@ -56,6 +56,7 @@ from quarantine.sinks import is_connect, table_exists
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import OffsetWatermark
 from quarantine.sinks.target import highest_offsets
+from quarantine.writes import BatchMode
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -223,10 +224,9 @@ class _BatchRunner:
             if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
                 self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
                 self._overlap = self._overlap_at(int(batch_id), self._watermark)
-            report = run.process_batch(
-                df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged,
-                resumed=self._resumed, overlap=self._overlap,
-            )
+            report = run.process_batch(df, int(batch_id), BatchMode.micro_batch(
+                self._watermark, staged=self.staged, resumed=self._resumed, overlap=self._overlap,
+            ))
             self._resumed = False
         except BaseException as exc:
             self.error = self.error or exc
