@@ -37,8 +37,8 @@ from pyspark.sql import functions as F
 from benchmarks.bench_pipeline import _interleaved, run_plain, run_quarantine, standalone_setup, warm_up
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.run import _Batch
 from quarantine.schema import ERROR
+from quarantine.writes import Batch, BatchMode
 
 __all__ = ["main", "micro_batch_columns"]
 
@@ -73,9 +73,9 @@ def micro_batch_columns(spark: SparkSession, *, on: bool, times: int = 20) -> fl
     try:
         for i in range(times + 2):
             t0 = time.perf_counter()
-            batch = _Batch(split=split, chain=pipe.chain(split), batch_id=i, now=dt.datetime.now(dt.UTC),
-                           streaming=True, replaying=False, watermark=None, append=True)
-            run._observed(batch)
+            batch = Batch(split=split, chain=pipe.chain(split), batch_id=i, now=dt.datetime.now(dt.UTC),
+                          mode=BatchMode.micro_batch(), append=True)
+            run._writer._observed(batch)
             failed = split.where(F.col(ERROR).isNotNull())
             writer.rows(failed, run_id=run.run_id, batch_id=i, now=batch.now)
             pipe.target_rows(split)

@@ -39,6 +39,7 @@ from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import Suite, load_suite
 from quarantine.pipeline import Pipeline
 from quarantine.runners import read_source
+from quarantine.writes import BatchMode
 
 __all__ = ["GOAL", "main", "run"]
 
@@ -100,7 +101,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
             df = read_source(pipe.spark, pipe.config.source)
             # batch 1: validate_every=1 validates it, 1_000_000 skips it
             run = pipe.start_run()
-            return timed(lambda: run.process_batch(df, 1, streaming=True))
+            return timed(lambda: run.process_batch(df, 1, BatchMode.micro_batch()))
         finally:
             drop_dir(out)
 

@@ -50,6 +50,7 @@ from quarantine.schema import (
 from quarantine.sinks import is_path, table_exists, table_version
 from quarantine.sinks.quarantine import close_records, row_fingerprint
 from quarantine.unlogged import unlogged_analysis
+from quarantine.writes import BatchMode
 
 __all__ = [
     "ErrorGroup",
@@ -307,7 +308,7 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
     run = pipe.start_run(kind=RunKind.REPLAY)
     run.begin()
     try:
-        report = run.process_batch(source, 0, replaying=True)
+        report = run.process_batch(source, 0, BatchMode.replay())
     except BaseException as exc:
         run.end(RunStatus.FAILED, exc)
         raise

@@ -29,6 +29,7 @@ from quarantine.report import BatchReport
 from quarantine.run import Run, start_run
 from quarantine.runners.relay import RelayListener, relay_prefix
 from quarantine.sinks.target import highest_offsets
+from quarantine.writes import BatchMode
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -106,10 +107,9 @@ class BatchRunner:
             if self._watermark is None and p.config.source.format is SourceFormat.KAFKA:
                 self._watermark = OffsetWatermark.load(p.spark, p.quarantine_table, p.config.pipeline)
                 self._overlap = self._overlap_at(int(batch_id), self._watermark)
-            report = run.process_batch(
-                df, int(batch_id), streaming=True, watermark=self._watermark, staged=self.staged,
-                resumed=self._resumed, overlap=self._overlap,
-            )
+            report = run.process_batch(df, int(batch_id), BatchMode.micro_batch(
+                self._watermark, staged=self.staged, resumed=self._resumed, overlap=self._overlap,
+            ))
             self._resumed = False
         except BaseException as exc:
             self.error = self.error or exc

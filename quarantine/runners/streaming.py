@@ -1,7 +1,7 @@
 """The streaming runner: Kafka (or a Kafka-shaped Delta table) → one ``foreachBatch``.
 
 ``run_stream(pipeline)`` reads the source with ``readStream``, and for every
-micro-batch calls :meth:`Run.process_batch(df, batch_id, streaming=True)
+micro-batch calls :meth:`Run.process_batch(df, batch_id, BatchMode.micro_batch(…))
 <quarantine.run.Run.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
 

@@ -36,13 +36,13 @@ GOOD = 30
 #: the child: the replay command, stopped for the kill where its quarantine close would start
 CHILD = """
 import sys, time
-import quarantine.run as run
+import quarantine.writes as writes
 conf, marker = sys.argv[1], sys.argv[2]
 def stop_here(*args, **kwargs):
     with open(marker, "w") as f:
         f.write("target written, quarantine not closed")
     time.sleep(3600)
-run.close_records = stop_here
+writes.close_records = stop_here
 from quarantine.cli import main
 sys.exit(main(["replay", "--conf", conf]))
 """

@@ -13,6 +13,7 @@ from quarantine.listeners.metrics_table import MetricsTableListener, NoMetricsTa
 from quarantine.pipeline import Pipeline, default_listeners
 from quarantine.report import RunStatus
 from quarantine.schema import METRICS_SCHEMA
+from quarantine.writes import BatchMode
 from tests.helpers import kafka_df
 
 GOOD = b'{"order_id":"a","amount":1}'
@@ -79,12 +80,12 @@ def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_d
     run = pipe.start_run("run-1")
     metrics = str(table_dir / "metrics")
 
-    first = run.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0, streaming=True)
+    first = run.process_batch(kafka_df(spark, [GOOD, b"\xff"]), 0, BatchMode.micro_batch())
     n0 = spark.read.format("delta").load(metrics).count()
     listener.on_batch(first)  # a replayed micro-batch reports again: nothing is added
     assert spark.read.format("delta").load(metrics).count() == n0
 
-    run.process_batch(kafka_df(spark, [GOOD, GOOD, b"{"], start_offset=10), 1, streaming=True)
+    run.process_batch(kafka_df(spark, [GOOD, GOOD, b"{"], start_offset=10), 1, BatchMode.micro_batch())
     assert _sql_totals(spark, table_dir / "metrics")["records-in"] == 5
     per_batch = spark.sql(
         f"SELECT batch_id, sum(value) AS v FROM delta.`{metrics}` WHERE metric = 'records-in' GROUP BY batch_id"
@@ -94,7 +95,7 @@ def test_metrics_are_appended_exactly_once_per_run_and_batch(spark: Any, table_d
     # a new run (a fresh checkpoint: batch ids restart at 0) is written, not deduplicated away
     other = Pipeline.from_config(cfg, spark, listeners=[listener])
     other_run = other.start_run("run-2")
-    other_run.process_batch(kafka_df(spark, [GOOD], start_offset=20), 0, streaming=True)
+    other_run.process_batch(kafka_df(spark, [GOOD], start_offset=20), 0, BatchMode.micro_batch())
     by_run = _sql_totals(spark, table_dir / "metrics", "WHERE run_id = 'run-2'")
     assert by_run["records-in"] == 1
 

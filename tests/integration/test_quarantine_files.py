@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 import quarantine.sinks.quarantine as sink
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
+from quarantine.writes import BatchMode
 from tests.helpers import kafka_df
 from tests.support import kafka_pipeline_conf
 
@@ -49,8 +50,8 @@ def _batch(spark: Any, n: int, start: int) -> Any:
 
 def test_a_micro_batch_s_failed_records_make_one_file_not_one_per_partition(spark: Any, tmp_path: Path) -> None:
     run = _pipeline(spark, tmp_path).start_run("query")
-    first = run.process_batch(_batch(spark, 40, 0), 0, streaming=True)
-    second = run.process_batch(_batch(spark, 40, 40), 1, streaming=True)  # the way after a dirty batch
+    first = run.process_batch(_batch(spark, 40, 0), 0, BatchMode.micro_batch())
+    second = run.process_batch(_batch(spark, 40, 40), 1, BatchMode.micro_batch())  # the way after a dirty batch
     assert (first.records_quarantined, second.records_quarantined) == (30, 30)
     assert _files_added(spark, tmp_path / "quarantine") == [1, 1]
     rows = spark.read.format("delta").load(str(tmp_path / "quarantine"))
@@ -61,7 +62,8 @@ def test_many_failed_records_make_one_file_per_rows_per_file(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sink, "ROWS_PER_FILE", 10)
-    report = _pipeline(spark, tmp_path).start_run("query").process_batch(_batch(spark, 40, 0), 0, streaming=True)
+    run = _pipeline(spark, tmp_path).start_run("query")
+    report = run.process_batch(_batch(spark, 40, 0), 0, BatchMode.micro_batch())
     assert report.records_quarantined == 30
     assert _files_added(spark, tmp_path / "quarantine") == [3]
     table = spark.read.format("delta").load(str(tmp_path / "quarantine"))

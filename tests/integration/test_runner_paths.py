@@ -1,4 +1,4 @@
-"""The runner's ways through a batch give the same tables and reports (quarantine.run).
+"""The runner's ways through a batch give the same tables and reports (quarantine.run, quarantine.writes).
 
 A policy that may stop a batch counts it first (a noop pass builds the cache),
 then writes; one that goes on whatever the counts (``errors.tolerance=all``, no
@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-import quarantine.run as run_module
+import quarantine.writes as writes_module
 from quarantine.config import parse_config
 from quarantine.errors import InconsistentBatchError
 from quarantine.pipeline import Pipeline
 from quarantine.report import BatchReport
-from quarantine.run import Run
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
+from quarantine.writes import BatchMode, BatchWriter
 from tests.helpers import kafka_df, orders_config
 
 GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}']
@@ -61,13 +61,13 @@ def _figures(report: BatchReport) -> tuple[Any, ...]:
 def count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many noop counting passes ran (one entry per pass)."""
     calls: list[int] = []
-    real = Run._count_pass
+    real = BatchWriter._count_pass
 
-    def spy(self: Run, split: Any, observed: Any) -> Any:
+    def spy(self: BatchWriter, split: Any, observed: Any) -> Any:
         calls.append(1)
         return real(self, split, observed)
 
-    monkeypatch.setattr(Run, "_count_pass", spy)
+    monkeypatch.setattr(BatchWriter, "_count_pass", spy)
     return calls
 
 
@@ -82,9 +82,9 @@ def test_both_ways_split_count_and_report_a_stream_alike(
         _append(spark, d, [b"x"])  # the pipeline's source (not read: the batches are handed in)
         run = _pipeline(spark, d, **errors).start_run("query")
         before = len(count_passes)
-        first = run.process_batch(kafka_df(spark, GOOD + POISON), 0, streaming=True)
+        first = run.process_batch(kafka_df(spark, GOOD + POISON), 0, BatchMode.micro_batch())
         second = run.process_batch(
-            kafka_df(spark, [b'{"order_id":"e","amount":5}', b"\xc3"], start_offset=7), 1, streaming=True
+            kafka_df(spark, [b'{"order_id":"e","amount":5}', b"\xc3"], start_offset=7), 1, BatchMode.micro_batch()
         )
         reports[way] = [first, second]
         tables[way] = _tables(spark, d)
@@ -126,13 +126,13 @@ def test_a_re_sent_micro_batch_that_delta_skips_is_still_counted(
     pipeline = _pipeline(spark, tmp_path)
     run = pipeline.start_run("query-1")
     source = spark.read.format("delta").load(str(tmp_path / "source"))
-    first = run.process_batch(source, 7, streaming=True)
+    first = run.process_batch(source, 7, BatchMode.micro_batch())
     assert count_passes == []  # written while counted
     # as if the offsets were not committed and a new driver (a run that has seen no batch yet)
     # sent the batch again
-    again = pipeline.start_run("query-1").process_batch(source, 7, streaming=True)
+    again = pipeline.start_run("query-1").process_batch(source, 7, BatchMode.micro_batch())
     assert count_passes == [1]  # the skipped append observed nothing; counted over the cache
-    resumed = run.process_batch(source, 7, streaming=True, resumed=True)
+    resumed = run.process_batch(source, 7, BatchMode.micro_batch(resumed=True))
     assert count_passes == [1, 1]  # counted first: the way a stream's first batch goes
     assert _figures(first) == _figures(again) == _figures(resumed)
     target, quarantine = _tables(spark, tmp_path)
@@ -213,7 +213,7 @@ def test_a_batch_keeps_its_outcomes_whichever_table_commits_first(
         target_done = calls[1]()
         return [calls[0](), target_done]
 
-    monkeypatch.setattr(run_module, "_all_of", one_then_other)
+    monkeypatch.setattr(writes_module, "_all_of", one_then_other)
     undeclared = type("Undeclared", (CoinFlip,), {"deterministic": False})()
     run = _pipeline(spark, tmp_path, stages=[undeclared]).start_run()
     batches = [("calm", 0), ("flip", 200), ("flip", 400)]
@@ -252,22 +252,24 @@ def test_a_stream_batch_after_one_with_failed_records_makes_its_two_commits_at_o
     the target write then a quarantine write from its cache cost two (benchmarks/README.md,
     streaming). After a clean batch it goes back to writing while counting."""
     together: list[int] = []
-    real = run_module._all_of
+    real = writes_module._all_of
 
     def spy(calls: Any) -> Any:
         together.append(len(calls))
         return real(calls)
 
-    monkeypatch.setattr(run_module, "_all_of", spy)
+    monkeypatch.setattr(writes_module, "_all_of", spy)
     _append(spark, tmp_path, [b"x"])
     run = _pipeline(spark, tmp_path).start_run("query")
-    run.process_batch(kafka_df(spark, GOOD + POISON), 0, streaming=True)
+    run.process_batch(kafka_df(spark, GOOD + POISON), 0, BatchMode.micro_batch())
     assert (count_passes, together) == ([], [])  # the first: written while counted
-    run.process_batch(kafka_df(spark, [b'{"order_id":"e","amount":5}', b"\xc3"], start_offset=7), 1, streaming=True)
+    run.process_batch(
+        kafka_df(spark, [b'{"order_id":"e","amount":5}', b"\xc3"], start_offset=7), 1, BatchMode.micro_batch()
+    )
     assert (count_passes, together) == ([1], [2])  # counted first, both commits at once
-    run.process_batch(kafka_df(spark, GOOD, start_offset=9), 2, streaming=True)
+    run.process_batch(kafka_df(spark, GOOD, start_offset=9), 2, BatchMode.micro_batch())
     assert (count_passes, together) == ([1, 1], [2, 1])  # still counted first: no failed record, one write
-    run.process_batch(kafka_df(spark, [b"\xc3"], start_offset=11), 3, streaming=True)
+    run.process_batch(kafka_df(spark, [b"\xc3"], start_offset=11), 3, BatchMode.micro_batch())
     assert (count_passes, together) == ([1, 1], [2, 1])  # after a clean batch: written while counted
     target, quarantine = _tables(spark, tmp_path)
     assert [t[0] for t in target] == [0, 1, 7, 9, 10]

@@ -68,3 +68,19 @@ def test_freeing_a_batch_run_s_checkpoint_never_fails_the_batch(caplog: pytest.L
     assert "could not free the batch's checkpoint blocks" in caplog.text and "block manager is gone" in caplog.text
     # a Spark Connect frame has no JVM handle: its checkpoint goes when the frame is collected
     _release(cast(Any, object()), streaming=False)
+
+
+def test_a_batch_mode_is_a_batch_run_a_replay_or_a_micro_batch_never_two() -> None:
+    from quarantine.offset_watermark import OffsetWatermark
+    from quarantine.writes import BatchMode
+
+    assert (BatchMode.batch_run().streaming, BatchMode.batch_run().replaying) == (False, False)
+    assert (BatchMode.replay().streaming, BatchMode.replay().replaying) == (False, True)
+    mark = OffsetWatermark({})
+    micro = BatchMode.micro_batch(mark, staged=True, resumed=True, overlap=mark)
+    assert (micro.streaming, micro.replaying, micro.watermark, micro.staged, micro.resumed) == (
+        True, False, mark, True, True
+    )
+    for mixed in ({"streaming": True, "replaying": True}, {"resumed": True}, {"replaying": True, "watermark": mark}):
+        with pytest.raises(ValueError, match="not a batch run, a replay or a micro-batch"):
+            BatchMode(**mixed)
