@@ -3,7 +3,7 @@
 After Kafka Connect's ``RetryWithToleranceOperator``: retries have already run
 (inside the stages, :mod:`quarantine.retry`) and the batch's records are
 counted; what is left is the verdict, given before anything is written
-(:mod:`quarantine.run`). A batch has two outcomes:
+(:mod:`quarantine.writes`). A batch has two outcomes:
 
 * **go on** — every error kind was continued and the tolerance holds; the
   failed rows go to quarantine and the good rows to the target;
@@ -85,7 +85,7 @@ class ErrorPolicy:
         ``errors.tolerance=all`` with no ``limit``/``rate.limit`` and no handler
         but the built-in ``continue``/``log_and_continue``. Then a runner may
         write a batch before it knows the batch's counts (one pass over the batch,
-        :mod:`quarantine.run`), since the verdict is "go on" whatever they are.
+        :mod:`quarantine.writes`), since the verdict is "go on" whatever they are.
         """
         if scope is Scope.REPLAY:
             return False

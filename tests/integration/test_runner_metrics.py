@@ -14,7 +14,7 @@ from quarantine.metrics import MetricNames
 from quarantine.observed_metrics import OTHER_TOPIC
 from quarantine.pipeline import Pipeline
 from quarantine.stage import ReportsRetries
-from quarantine.stages.decode import from_spec as decode_from_spec
+from quarantine.stages import build_stage as decode_from_spec
 from quarantine.stages.python import PythonStage, python_stage
 from tests.helpers import kafka_df
 

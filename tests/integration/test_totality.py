@@ -22,10 +22,10 @@ from quarantine.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.stage import ExpectationStage
-from quarantine.expectations.stage import from_spec as expectation_from_spec
 from quarantine.expectations.suite import parse_suite
 from quarantine.stage import Stage
-from quarantine.stages.checks import from_spec as checks_from_spec
+from quarantine.stages import build_stage as checks_from_spec
+from quarantine.stages import build_stage as expectation_from_spec
 
 
 @pytest.fixture
