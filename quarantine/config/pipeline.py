@@ -39,7 +39,7 @@ from quarantine.config.sections import (
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
-from quarantine.stage_types import STAGE_TYPES, stage_declaration
+from quarantine.stage_types import STAGE_TYPES, StageType, stage_declaration
 
 __all__ = [
     "PipelineConfig",
@@ -103,14 +103,15 @@ _STAGES_DECLARED: Any = Annotated[list[stage_declaration()], Field(min_length=1)
 
 
 @cache
-def _stages_adapter(types: tuple[str, ...]) -> TypeAdapter[list[Any]]:
-    """A validator of ``stages:`` for the stage types registered now (``types``, in order)."""
+def _stages_adapter(types: tuple[StageType, ...]) -> TypeAdapter[list[Any]]:
+    """A validator of ``stages:`` for the stage types registered now (``types``, in order; keyed by
+    the types themselves, so that a type replaced under the same name gets a new validator)."""
     declared: Any = Annotated[list[stage_declaration()], Field(min_length=1)]  # type: ignore[misc]
     return TypeAdapter(declared)
 
 
 def stages_validator() -> TypeAdapter[list[Any]]:
-    return _stages_adapter(tuple(STAGE_TYPES))
+    return _stages_adapter(tuple(STAGE_TYPES.values()))
 
 
 def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
@@ -139,11 +140,11 @@ def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
 
 def _stages_schema() -> dict[str, Any]:
     """The JSON Schema of ``stages:`` for the stage types registered now (with its ``$defs``)."""
-    return _stages_json_schema(tuple(STAGE_TYPES))
+    return _stages_json_schema(tuple(STAGE_TYPES.values()))
 
 
 @cache
-def _stages_json_schema(types: tuple[str, ...]) -> dict[str, Any]:
+def _stages_json_schema(types: tuple[StageType, ...]) -> dict[str, Any]:
     return stages_validator().json_schema(by_alias=True)
 
 

@@ -119,3 +119,22 @@ def test_a_registered_type_runs_and_quarantines_what_it_rejects(
 def test_a_taken_name_is_refused(shout: StageType) -> None:
     with pytest.raises(ValueError, match="already registered"):
         register_stage_type(StageType("shout", ShoutOptions, _build, "again"))
+
+
+class WhisperOptions(StageOptions):
+    """Options of the replacing ``shout`` type."""
+
+    prefix: Annotated[str, TEXT] = "psst "
+    """Put before the text."""
+
+
+def test_a_replaced_type_is_validated_with_its_new_options(shout: StageType, tmp_path: Path) -> None:
+    parse_config(_config(tmp_path, {"suffix": "?"}))  # the loader has seen the first model
+    register_stage_type(StageType("shout", WhisperOptions, _build, "Whispers (transform)."), replace=True)
+
+    config = parse_config(_config(tmp_path, {"prefix": "hey "}))
+    assert config.stages[1].options == {"prefix": "hey "}
+    with pytest.raises(ConfigError) as info:
+        parse_config(_config(tmp_path, {"suffix": "?"}))
+    assert info.value.key == "stages[1].options.suffix"
+    assert "WhisperOptions" in json_schema()["definitions"]
