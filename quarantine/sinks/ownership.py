@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from quarantine.errors import TablesDisagreeError
 from quarantine.schema import TARGET_TOPIC
-from quarantine.sinks import read_table, sql_literal, table_ref
+from quarantine.sinks import sql_literal, table_ref
 
 __all__ = [
     "PIPELINE_PREFIX", "WRITER_PREFIX", "Owners", "check_owners", "claim_topics", "claim_written_topics", "owners",
@@ -107,12 +107,15 @@ def claim_topics(spark: SparkSession, table: str, pipeline: str, topics: Iterabl
     spark.sql(f"ALTER TABLE {table_ref(table)} SET TBLPROPERTIES ({props})")
 
 
-def claim_written_topics(spark: SparkSession, table: str, pipeline: str) -> None:
-    """Record ``pipeline`` as the writer of a target it just created and of every topic it holds
-    (one job, none for a target without the source columns, ``target.source_columns: false``;
-    one commit)."""
-    rows = read_table(spark, table)
-    topics = [] if TARGET_TOPIC not in rows.columns else [
-        r[0] for r in rows.select(TARGET_TOPIC).distinct().collect()
+def claim_written_topics(spark: SparkSession, table: str, pipeline: str, written: DataFrame) -> None:
+    """Record ``pipeline`` as the writer of a target it just created and of every topic of the rows
+    wrote there, ``written`` (one job over those rows, none for rows without the source columns,
+    ``target.source_columns: false``; one commit).
+
+    The topics are read from the rows this pipeline wrote, not from the table: another pipeline
+    may append to the table between its creation and this claim, and its topics are not ours.
+    """
+    topics = [] if TARGET_TOPIC not in written.columns else [
+        r[0] for r in written.select(TARGET_TOPIC).distinct().collect()
     ]
     claim_topics(spark, table, pipeline, [t for t in topics if t is not None])

@@ -68,7 +68,7 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int, o
     )
     save(writer, table)
     if not existed and owner is not None:
-        claim_written_topics(spark, table, owner)
+        claim_written_topics(spark, table, owner, rows)
 
 
 def merge_new_rows(
@@ -89,7 +89,7 @@ def merge_new_rows(
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
         if pipeline is not None:
-            claim_written_topics(spark, table, pipeline)
+            claim_written_topics(spark, table, pipeline, rows)
         return None
     _add_fingerprint(spark, rows, table)
     view = f"_quarantine_merge_{uuid.uuid4().hex}"
