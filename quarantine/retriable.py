@@ -30,8 +30,9 @@ __all__ = [
 ]
 
 #: Delta commit conflicts on append/delete/idempotent-transaction: the write is
-#: re-run against the new table version (our writes are idempotent MERGEs or
-#: ``txnAppId`` appends, so a re-run never writes twice).
+#: re-run against the new table version (our writes are idempotent MERGEs, ``txnAppId``
+#: appends, or appends of records no table holds: a failed commit wrote nothing, so a
+#: re-run never writes twice).
 DELTA_RETRIABLE: tuple[str, ...] = (
     "ConcurrentAppendException",
     "ConcurrentDeleteReadException",

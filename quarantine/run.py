@@ -39,6 +39,7 @@ from quarantine.plan import Plan
 from quarantine.policy import Scope
 from quarantine.redaction import redact_text
 from quarantine.report import BatchReport, Listeners, RunInfo, RunKind, RunStatus
+from quarantine.sinks import table_exists
 from quarantine.tolerance import ToleranceGuard
 from quarantine.verdict import judging, quarantined_by_check
 from quarantine.writes import Batch, BatchMode, BatchWriter
@@ -168,8 +169,12 @@ class Run:
         prepared = df if mode.staged else self.pipeline.prepare(df, streaming=streaming)
         chain = self.pipeline.chain(prepared)
         split = prepared if mode.staged else self.pipeline.split_frame(prepared)
-        # a stream from a new checkpoint, inside what the tables hold: compared with them (reads them)
-        settling = overlap is not None and not overlap.passed
+        # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
+        # a start (it may be a batch whose writes were made before a crash) into a target appended
+        # plainly: compared with the tables (reads them)
+        settling = (overlap is not None and not overlap.passed) or (
+            mode.resumed and self.pipeline.config.target.source_columns
+        )
         if settling:
             split = self.pipeline.unsettled(split)
         scope = Scope.REPLAY if mode.replaying else Scope.RUN
@@ -184,18 +189,27 @@ class Run:
         # A cached batch is built by a plain job: Delta's MERGE (a batch run's target write) plans
         # its source anew and does not fill the cache, so a stage that is not deterministic would
         # give the MERGE and the quarantine write different outcomes (records lost; see
-        # tests/integration/test_runner_paths.py). Streaming appends build it as they write.
+        # tests/integration/test_runner_paths.py). Appends (a stream's, or a batch run's into a
+        # target it creates) build it as they write.
         # A stream's batch after one that failed records most likely fails some too. Counted
         # first (a noop pass over the cache), its target and quarantine commits are made at once
         # and it pays one commit's latency; written while counted, the quarantine write waits for
         # the target's commit (measured: benchmarks/README.md, streaming).
-        count_first = count_first or (not rerun and (not streaming or self._last_failed is True))
+        # A batch run that creates the target appends to it plainly: the append builds the
+        # checkpoint as it writes and observes the counts on the way, so where the policy cannot
+        # stop the batch there is no counting pass (issue 36; benchmarks/README.md).
+        creates_target = (
+            not streaming and not mode.replaying and not table_exists(self.pipeline.spark, self.pipeline.target_table)
+        )
+        count_first = count_first or (
+            not rerun and ((not streaming and not creates_target) or self._last_failed is True)
+        )
         # a stream's batch compared with the tables reads them, as a batch run's does: checkpointed
         persisted = None if rerun else _hold(split, streaming and not settling)
         batch = Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
             mode=mode, append=mode.watermark is not None and mode.watermark.passed, cached=persisted is not None,
-            overlap=overlap if settling else None,
+            overlap=overlap if overlap is not None and not overlap.passed else None,
         )
         try:
             outcome = self._writer.write(batch, count_first=count_first)

@@ -131,8 +131,9 @@ class BatchMode:
     is two of them at once (a streaming replay, a batch run with a watermark) is refused.
 
     Attributes:
-        streaming: the target is written with ``txnAppId``/``txnVersion`` = batch id
-            (a micro-batch), else with an insert-only MERGE.
+        streaming: the target is appended (a micro-batch: plainly when it keeps the
+            source coordinates, else with ``txnAppId``/``txnVersion`` = batch id), else
+            written with an insert-only MERGE.
         replaying: the batch is a replay (:mod:`quarantine.replay`): records that pass
             are closed as ``replayed by run …``; the replay's policy decides.
         watermark, staged, resumed, overlap: a micro-batch's (:meth:`micro_batch`).
@@ -169,7 +170,7 @@ class BatchMode:
         resumed: bool = False,
         overlap: OffsetWatermark | None = None,
     ) -> BatchMode:
-        """A stream's micro-batch: its good rows appended with ``txnVersion`` = batch id.
+        """A stream's micro-batch: its good rows appended (see :func:`~quarantine.sinks.target.append_batch`).
 
         Args:
             watermark: a Kafka stream's :class:`OffsetWatermark`: once it has
@@ -180,9 +181,11 @@ class BatchMode:
                 query, see :meth:`Plan.stage_stream <quarantine.plan.Plan.stage_stream>`,
                 instead of building the same plan for every micro-batch).
             resumed: the first micro-batch after a stream (re)started: it may be a
-                batch whose target append Delta already committed (then skipped under
-                its ``txnVersion``, running no job), so it is counted before it is
-                written.
+                batch whose writes were made before a crash, so it is counted before it
+                is written, and, into a target that keeps the source coordinates, it
+                leaves out the records the tables hold (compared with them as a batch
+                run's records are); into one without, Delta skips its append under its
+                ``txnVersion`` (running no job).
             overlap: a Kafka stream started from a new checkpoint over tables holding
                 records of its topics: until it has passed their highest offsets, the
                 batch leaves out the records they settled
@@ -416,13 +419,17 @@ class BatchWriter:
         run_id, batch_id = self.run_id, b.batch_id
         good = self.pipeline.target_rows(split)
         if b.mode.streaming:
+            # A target keeping the coordinates is appended plainly: the batch that may hold
+            # records the tables have (the first after a start) was compared with them
+            # (Run.process_batch); else Delta's transaction identifiers make it exactly once.
+            # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
+            # batch ids at 0, and Delta would silently skip those appends otherwise.
+            txn_version = None if self.pipeline.config.target.source_columns else batch_id
             self.pipeline.write(
                 "target append", self.pipeline.target_table, batch_id,
-                # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
-                # batch ids at 0, and Delta would silently skip those appends otherwise.
                 lambda: append_batch(
                     good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
-                    batch_id=batch_id, owner=self.pipeline.config.pipeline,
+                    batch_id=txn_version, owner=self.pipeline.config.pipeline,
                 ),
             )
         else:

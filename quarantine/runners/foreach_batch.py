@@ -83,11 +83,12 @@ class BatchRunner:
         """At a Kafka query's first batch: the offsets the tables hold, when the checkpoint is new.
 
         A query restarted from its checkpoint reads only offsets after those it committed,
-        and its replayed batch is made exactly once by ``txnVersion`` and the quarantine
-        MERGE. A query whose first batch is batch 0 started from a new checkpoint (a
-        reset, a recreated topic): it may read records the tables already settled, so its
-        batches are compared with them until it has passed the highest offset either
-        table holds in each topic-partition (one aggregate job over the target, here).
+        and its replayed batch (the first after the start) is compared with the tables
+        (:meth:`BatchMode.micro_batch`'s ``resumed``) and MERGEs its failed records. A
+        query whose first batch is batch 0 started from a new checkpoint (a reset, a
+        recreated topic): it may read records the tables already settled, so its batches
+        are compared with them until it has passed the highest offset either table holds
+        in each topic-partition (one aggregate job over the target, here).
         """
         if batch_id != 0:
             return None

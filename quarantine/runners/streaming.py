@@ -11,9 +11,12 @@ Exactly-once contract, and what it rests on:
   ``foreachBatch`` function returned. A crash anywhere inside it (before,
   between or after the two writes, during a MERGE) makes the restarted query
   run the same batch id over the same offsets again.
-* The replayed batch writes nothing twice: the target append carries
-  ``txnAppId``/``txnVersion`` = batch id, and the quarantine MERGE leaves rows
-  that the same ``(run_id, batch_id)`` already wrote untouched.
+* The replayed batch writes nothing twice: as the first micro-batch after the
+  start it is compared with the tables by coordinates and content (records in the
+  target or closed in quarantine are left out), and its quarantine write is a
+  MERGE. Later micro-batches read offsets no table holds and append plainly. A
+  target without the source coordinates is appended with ``txnAppId``/``txnVersion``
+  = batch id instead (README, Guarantees).
 * That needs a ``run_id`` that survives restarts: it is the streaming query's
   ``id``, which Spark persists in the checkpoint (``<checkpoint>/metadata``).
   A fresh checkpoint is a new query id, hence a new run.

@@ -2,7 +2,11 @@
 
 Two idempotence strategies, both Delta-native:
 
-* **streaming** — an append carrying ``txnAppId`` (pipeline + target) and
+* **streaming** — a target that keeps the source coordinates is appended plainly:
+  the stream's first micro-batch after a start leaves out the records the tables
+  hold (compared by coordinates and content, as a batch run's records are), and
+  every later one reads offsets that no table holds yet (README, Guarantees). A
+  target without them is appended with ``txnAppId`` (pipeline + query id) and
   ``txnVersion`` (the micro-batch id): Delta skips a version it has already
   committed, so a micro-batch replayed after a crash appends nothing.
 * **batch** — the first write creates the table with a plain append; later
@@ -48,11 +52,18 @@ def txn_app_id(pipeline: str, table: str) -> str:
     return f"quarantine:{pipeline}:{table}"
 
 
-def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int, owner: str | None = None) -> None:
-    """Append a micro-batch exactly once (``txnAppId``/``txnVersion``).
+def append_batch(
+    rows: DataFrame, table: str, *, pipeline: str, batch_id: int | None, owner: str | None = None
+) -> None:
+    """Append a micro-batch: exactly once by ``txnAppId``/``txnVersion``, or plainly.
 
     Args:
         pipeline: the ``txnAppId``'s writer (the pipeline and its query's id).
+        batch_id: the ``txnVersion`` (the micro-batch id); None for a plain append, which
+            is exactly once only when the caller has left out the records the table
+            holds (a stream's first micro-batch after a start, compared with the tables
+            by coordinates; later micro-batches read offsets no table holds: see
+            README, Guarantees).
         owner: the pipeline recorded as the writer of the topics of a table this
             append creates (:mod:`quarantine.sinks.ownership`).
     """
@@ -60,12 +71,11 @@ def append_batch(rows: DataFrame, table: str, *, pipeline: str, batch_id: int, o
     existed = table_exists(spark, table)
     if existed:
         _add_fingerprint(spark, rows, table)
-    writer = (
-        rows.write.format("delta")
-        .mode("append")
-        .option("txnAppId", txn_app_id(pipeline, table))
-        .option("txnVersion", str(batch_id))
-    )
+    writer = rows.write.format("delta").mode("append")
+    if batch_id is not None:
+        # Delta checks the identifiers against the snapshot's whole state (in Delta 4.1,
+        # Snapshot.setTransactions reconstructs it on every such commit)
+        writer = writer.option("txnAppId", txn_app_id(pipeline, table)).option("txnVersion", str(batch_id))
     save(writer, table)
     if not existed and owner is not None:
         claim_written_topics(spark, table, owner, rows)
