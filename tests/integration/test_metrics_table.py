@@ -218,7 +218,8 @@ def test_a_republished_batch_adds_nothing_and_every_append_is_a_plain_commit(spa
         assert "txn" not in kinds, actions
         assert kinds == {"commitInfo", "add"}, kinds
         (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
-        assert info["operation"] == "WRITE" and json.loads(info["operationParameters"]["mode"]) == "Append"
+        assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Append"
+        assert sum("add" in action for action in actions) == 1  # one file per batch's append
 
 
 def test_rows_are_written_exactly_as_metric_rows_makes_them_nulls_and_zeros_included(
