@@ -130,7 +130,8 @@ def _relative(path: Path) -> str:
 #: new (its own config, stages and literals), so on test-sized data Janino's compiles are
 #: a large share of a query's time: 174 -> 139 s for test_record_integrity and
 #: test_runner_batch (26 tests, one process, one after the other). It applies to this
-#: process's session and the child drivers only. Every ``quarantine`` command a test
+#: process's session, the child drivers and the Spark Connect server test_spark_connect's
+#: commands share only. Every other ``quarantine`` command a test
 #: starts as a process (the CLI, Kafka streams, crash and concurrency runs, the wheel),
 #: the matrix run (``QUARANTINE_TEST_CODEGEN=1``) and the benchmarks generate code, as
 #: a user's session does.

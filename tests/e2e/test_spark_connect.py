@@ -35,7 +35,9 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from quarantine.cli import main
 from quarantine.config import load_config
+from tests.conftest import INTERPRETED
 from tests.support import KafkaBroker, kafka_pipeline_conf, ledger, order_records, produce
 from tests.support.connect import ConnectServer
 from tests.support.readme import block
@@ -46,21 +48,20 @@ RECORDS = 600
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """One local Connect server for the module's commands (tests.support.connect)."""
-    started = ConnectServer(tmp_path_factory.mktemp("connect"), REPO)
+    """One local Connect server for the module's commands (tests.support.connect), interpreted as
+    this process's session is (tests.conftest.INTERPRETED); the README line's own server generates code."""
+    started = ConnectServer(tmp_path_factory.mktemp("connect"), REPO, spark_conf=INTERPRETED)
     yield started
     started.close()
 
 
-def _quarantine(
-    *args: str, server: ConnectServer | None, remote: bool = True, timeout: int = 900
-) -> subprocess.CompletedProcess[str]:
+def _quarantine(*args: str, server: ConnectServer | None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     """``quarantine *args`` as a child process: a client of ``server``, else of a ``local[2]`` remote
-    (a Connect server of its own), or (``remote=False``) a classic session."""
+    (a Connect server of its own)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     if server is not None:
         env.update(server.client_env())
-    elif remote:
+    else:
         env["QUARANTINE_SPARK_REMOTE"] = "local[2]"
     return subprocess.run(
         [sys.executable, "-m", "quarantine", *args], capture_output=True, text=True, env=env, timeout=timeout,
@@ -75,9 +76,8 @@ def _ok(proc: subprocess.CompletedProcess[str]) -> str:
 
 def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, server: ConnectServer, tmp_path: Path) -> None:
     demo = tmp_path / "demo"
-    _ok(_quarantine(
-        "init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1", server=None, remote=False
-    ))
+    # the demo's source, written by this process's classic session (not a JVM of its own: it is set-up)
+    assert main(["init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1"]) == 0
     conf = demo / "orders_demo.yml"
     raw = yaml.safe_load(conf.read_text())
     config = load_config(conf)  # MLflow on: the demo's sqlite store in its folder (a client-side listener)
