@@ -21,8 +21,9 @@ The source is Kafka-shaped Delta, written once per size beforehand by
   the good rows, append them; bad rows are lost.
 
 All three build their session with :func:`quarantine.session.get_spark` (same jars,
-settings and JVM options) and keep the same rows: every run's target row count is
-checked against the others' (read from the Delta log, without Spark).
+settings and JVM options) and keep the same rows: every run's target row count (and
+quarantine row count, where an arm writes one) is checked against the others' (read from
+the Delta log, without Spark).
 
 Goals (issue 36): quarantine / hand-written split <= 1.15x; quarantine / good-only <= 1.30x.
 """
@@ -43,7 +44,7 @@ import yaml
 
 from benchmarks import Row, bench_dir, drop_dir, fresh_dir, markdown_table, median
 from benchmarks.bench_memory import TreeMemory, watch
-from benchmarks.run import write_results
+from benchmarks.run import environment, write_results
 
 __all__ = ["ARMS", "GOALS", "Sample", "delta_rows", "main", "quarantine_config", "run"]
 
@@ -176,13 +177,21 @@ def run_arm(arm: str, source: str) -> Sample:
 
 
 def _check_counts(samples: Sequence[Sample]) -> None:
-    targets = {(s.arm, s.target_rows) for s in samples}
-    if len({n for _, n in targets}) > 1:
-        raise CountMismatchError(
-            "process: the arms' targets differ, so they are not doing the same work "
-            f"(arm, target rows): {sorted(targets)}; the hand-written rules "
-            "(benchmarks/handwritten/rules.py) must decide 'good' as the quarantine config does"
-        )
+    """Every arm's target holds as many rows as every other's, and so do the quarantine tables.
+
+    Raises:
+        CountMismatchError: they do not.
+    """
+    for what, counts in (
+        ("target", {(s.arm, s.target_rows) for s in samples}),
+        ("quarantine", {(s.arm, s.quarantined_rows) for s in samples if s.quarantined_rows is not None}),
+    ):
+        if len({n for _, n in counts}) > 1:
+            raise CountMismatchError(
+                f"process: the arms' {what} tables differ, so they are not doing the same work "
+                f"(arm, rows): {sorted(counts)}; the hand-written rules "
+                "(benchmarks/handwritten/rules.py) must decide 'good' as the quarantine config does"
+            )
 
 
 def measure_size(records: int, poison_rate: float, repeat: int) -> list[Sample]:
@@ -287,5 +296,6 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
 
 
 if __name__ == "__main__":
+    started = environment()
     done = main(sys.argv[1:])
-    print(f"\nresults: {write_results(done, {'only': ['process'], 'argv': sys.argv[1:]}, {})}")
+    print(f"\nresults: {write_results(done, {'only': ['process'], 'argv': sys.argv[1:]}, {}, started)}")

@@ -11,8 +11,12 @@ writes to its target (``bench_process`` checks the counts):
 * ``amount`` in [0, 10000], ``currency`` in EUR/USD/GBP, ``quantity`` in [1, 1000]
   (a NULL passes a check, as in the ``checks`` stage).
 
-Both jobs parse each record once: :func:`parsed` selects the parse as one column, and
-the rules read its fields.
+Not mirrored: the json stage's strict strings (a number where a STRING field is
+declared) and its count of undeclared fields; the demo's poison has neither.
+
+Both jobs parse each record once: :func:`parsed` selects the parse as one column and
+the rules read its fields (the split job caches that; the good-only job has no cache,
+so it asks for the parse as a generator's output, which a filter cannot inline).
 """
 
 from __future__ import annotations
