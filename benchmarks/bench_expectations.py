@@ -70,15 +70,19 @@ def persisted_mib(spark: SparkSession, source: str, suite: Suite) -> tuple[float
 
     out: list[float] = []
     for cls in (_CarriedForEveryRow, ExpectationStage):
-        cfg = demo_config(source, fresh_dir("expect-size"))
-        _, stages, _ = available_stages(cfg)
-        pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[*stages, cls(name="expect", suite=suite)])
-        split: DataFrame = pipe.split_frame(pipe.prepare(read_source(spark, pipe.config.source)))
-        before = on_disk()
-        held = split.persist(StorageLevel.DISK_ONLY)
-        held.count()
-        out.append((on_disk() - before) / 2**20)
-        held.unpersist(blocking=True)
+        folder = fresh_dir("expect-size")
+        try:
+            cfg = demo_config(source, folder)
+            _, stages, _ = available_stages(cfg)
+            pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[*stages, cls(name="expect", suite=suite)])
+            split: DataFrame = pipe.split_frame(pipe.prepare(read_source(spark, pipe.config.source)))
+            before = on_disk()
+            held = split.persist(StorageLevel.DISK_ONLY)
+            held.count()
+            out.append((on_disk() - before) / 2**20)
+            held.unpersist(blocking=True)
+        finally:
+            drop_dir(folder)
     return out[0], out[1]
 
 

@@ -16,13 +16,14 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from benchmarks import Row, markdown_table
 
-__all__ = ["Peak", "main", "measure", "run"]
+__all__ = ["Peak", "TreeMemory", "main", "measure", "run", "watch"]
 
 #: Goal: peak tree PSS at the large N / at the small N.
 GOAL = 1.25
@@ -120,36 +121,78 @@ def _child_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.bench_memory", *args]
 
 
+@dataclass(frozen=True)
+class TreeMemory:
+    """What :func:`watch` saw of a process tree until its root exited.
+
+    Attributes:
+        seconds: wall time from the ``start`` given to :func:`watch` to the root's exit.
+        peak_pss_mib: highest sampled PSS sum over the tree (each page once).
+        peak_rss_mib: highest sampled RSS sum over the tree (shared pages once per process).
+        jvm_hwm_mib: the JVM's own high-water mark (``VmHWM``), last seen.
+        at_peak_mib: the tree's PSS at its peak sample, by process role.
+        returncode: the root's exit code.
+    """
+
+    seconds: float
+    peak_pss_mib: float
+    peak_rss_mib: float
+    jvm_hwm_mib: float
+    at_peak_mib: Mapping[str, float]
+    returncode: int
+
+
+def watch(proc: subprocess.Popen[bytes], start: float, interval: float = 0.2) -> TreeMemory:
+    """Wait for ``proc`` while a thread samples its process tree's memory every ``interval`` s.
+
+    The wall time is taken when ``proc`` exits (``start``: ``time.perf_counter()`` before
+    it was started), not when the sampler next wakes.
+    """
+    peak = {"pss": 0, "rss": 0}
+    hwm: dict[int, int] = {}
+    at_peak: dict[str, int] = {}
+    roles: dict[int, str] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            pids = _tree(proc.pid)
+            # each sample's: spark-submit's bash execs java under the same pid
+            roles.update({p: _role(p, proc.pid) for p in pids})
+            pss = {p: _pss_kib(p) for p in pids}
+            total = sum(pss.values())
+            peak["rss"] = max(peak["rss"], sum(_status_kib(p, "VmRSS") for p in pids))
+            if total > peak["pss"]:
+                peak["pss"] = total
+                at_peak.clear()
+                for p, v in pss.items():
+                    at_peak[roles[p]] = at_peak.get(roles[p], 0) + v
+            for p in pids:
+                hwm[p] = max(hwm.get(p, 0), _status_kib(p, "VmHWM"))
+            done.wait(interval)
+
+    sampler = threading.Thread(target=sample, name="tree-memory", daemon=True)
+    sampler.start()
+    returncode = proc.wait()
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return TreeMemory(
+        seconds=seconds, peak_pss_mib=peak["pss"] / 1024, peak_rss_mib=peak["rss"] / 1024,
+        jvm_hwm_mib=max((v for p, v in hwm.items() if roles.get(p) == "jvm"), default=0) / 1024,
+        at_peak_mib={role: kib / 1024 for role, kib in sorted(at_peak.items())}, returncode=returncode,
+    )
+
+
 def measure(records: int) -> Peak:
     """Generate the source (untimed), then run the pipeline in a sampled subprocess."""
     env = dict(os.environ)
     subprocess.run(_child_cmd("--child", "source", "--records", str(records)), check=True, env=env)
     start = time.perf_counter()
-    proc = subprocess.Popen(_child_cmd("--child", "pipeline", "--records", str(records)), env=env)
-    peak_tree = peak_rss = 0
-    hwm: dict[int, int] = {}
-    at_peak: dict[str, int] = {}
-    roles: dict[int, str] = {}
-    while proc.poll() is None:
-        pids = _tree(proc.pid)
-        # each sample's: spark-submit's bash execs java under the same pid
-        roles.update({p: _role(p, proc.pid) for p in pids})
-        pss = {p: _pss_kib(p) for p in pids}
-        total = sum(pss.values())
-        peak_rss = max(peak_rss, sum(_status_kib(p, "VmRSS") for p in pids))
-        if total > peak_tree:
-            peak_tree, at_peak = total, {}
-            for p, v in pss.items():
-                at_peak[roles[p]] = at_peak.get(roles[p], 0) + v
-        for p in pids:
-            hwm[p] = max(hwm.get(p, 0), _status_kib(p, "VmHWM"))
-        time.sleep(0.2)
-    seconds = time.perf_counter() - start
+    seen = watch(subprocess.Popen(_child_cmd("--child", "pipeline", "--records", str(records)), env=env), start)
     return Peak(
-        records=records, seconds=seconds, peak_tree_mib=peak_tree / 1024, peak_tree_rss_mib=peak_rss / 1024,
-        peak_jvm_hwm_mib=max((v for p, v in hwm.items() if roles[p] == "jvm"), default=0) / 1024,
-        returncode=proc.returncode,
-        at_peak_mib={role: kib / 1024 for role, kib in sorted(at_peak.items())},
+        records=records, seconds=seen.seconds, peak_tree_mib=seen.peak_pss_mib, peak_tree_rss_mib=seen.peak_rss_mib,
+        peak_jvm_hwm_mib=seen.jvm_hwm_mib, returncode=seen.returncode, at_peak_mib=seen.at_peak_mib,
     )
 
 
@@ -172,21 +215,27 @@ def _child(kind: str, records: int) -> None:
     spark.stop()
 
 
-def run(small: int = 1_000_000, large: int = 5_000_000) -> list[Row]:
-    """Peak driver memory (tree PSS) at ``small`` and ``large`` records; one row (ratio = large / small)."""
-    peaks = []
-    for n in (small, large):
-        print(f"memory: {n:,} records, {POISON:.0%} poison, driver {DRIVER_MEMORY}", file=sys.stderr)
-        p = measure(n)
-        print(f"  peak tree PSS {p.peak_tree_mib:.0f} MiB (RSS sum {p.peak_tree_rss_mib:.0f}), "
-              f"JVM VmHWM {p.peak_jvm_hwm_mib:.0f} MiB, "
-              f"{p.seconds:.1f}s, exit {p.returncode}; at the peak: "
-              + ", ".join(f"{role} {mib:.0f} MiB" for role, mib in p.at_peak_mib.items()),
-              file=sys.stderr, flush=True)
-        peaks.append(p)
+def run(small: int = 1_000_000, large: int = 5_000_000, repeat: int = 1) -> list[Row]:
+    """Peak driver memory (tree PSS) at ``small`` and ``large`` records; one row (ratio = large / small).
+
+    Each size is measured ``repeat`` times (small, large, then large, small, …); the run
+    with the median peak stands for its size (every sample is in the row).
+    """
+    runs: dict[int, list[Peak]] = {small: [], large: []}
+    for k in range(repeat):
+        for n in (small, large) if k % 2 == 0 else (large, small):
+            print(f"memory: {n:,} records, {POISON:.0%} poison, driver {DRIVER_MEMORY}", file=sys.stderr)
+            p = measure(n)
+            print(f"  peak tree PSS {p.peak_tree_mib:.0f} MiB (RSS sum {p.peak_tree_rss_mib:.0f}), "
+                  f"JVM VmHWM {p.peak_jvm_hwm_mib:.0f} MiB, "
+                  f"{p.seconds:.1f}s, exit {p.returncode}; at the peak: "
+                  + ", ".join(f"{role} {mib:.0f} MiB" for role, mib in p.at_peak_mib.items()),
+                  file=sys.stderr, flush=True)
+            runs[n].append(p)
+    peaks = [sorted(runs[n], key=lambda p: p.peak_tree_mib)[(len(runs[n]) - 1) // 2] for n in (small, large)]
     a, b = peaks
     ratio = b.peak_tree_mib / a.peak_tree_mib if a.peak_tree_mib else float("inf")
-    ok = a.returncode == 0 and b.returncode == 0
+    ok = all(p.returncode == 0 for ps in runs.values() for p in ps)
     return [
         Row(
             bench="memory",
@@ -196,6 +245,7 @@ def run(small: int = 1_000_000, large: int = 5_000_000) -> list[Row]:
             goal=f"<= {GOAL:.2f}x", met=ok and ratio <= GOAL, unit="MiB",
             samples={
                 "peak_tree_mib": [a.peak_tree_mib, b.peak_tree_mib],
+                "peak_tree_mib:every_run": [p.peak_tree_mib for n in (small, large) for p in runs[n]],
                 "peak_tree_rss_mib": [a.peak_tree_rss_mib, b.peak_tree_rss_mib],
                 "jvm_hwm_mib": [a.peak_jvm_hwm_mib, b.peak_jvm_hwm_mib],
                 "seconds": [a.seconds, b.seconds],
@@ -208,17 +258,18 @@ def run(small: int = 1_000_000, large: int = 5_000_000) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
-    """``python -m benchmarks.bench_memory [--small N] [--large N]``."""
+    """``python -m benchmarks.bench_memory [--small N] [--large N] [--repeat K]``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--small", type=int, default=1_000_000)
     ap.add_argument("--large", type=int, default=5_000_000)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per size, the median peak reported")
     ap.add_argument("--child", choices=["source", "pipeline"], help=argparse.SUPPRESS)
     ap.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(args.child, args.records)
         return []
-    rows = run(args.small, args.large)
+    rows = run(args.small, args.large, max(args.repeat, 1))
     print(markdown_table(rows))
     return rows
 

@@ -264,7 +264,7 @@ def standalone_setup(
     ap = argparse.ArgumentParser(description=doc.split("\n")[0] if doc else None)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--poison-rate", type=float, default=poison_rate)
-    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--repeat", "--repeats", dest="repeats", type=int, default=repeats)
     args = ap.parse_args(argv)
     spark = bench_spark(app)
     specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))

@@ -15,15 +15,15 @@ Each case is evaluated in full with the ``noop`` sink, once to warm up the
 Python workers and then ``repeats`` times, interleaved; the median is reported. Numbers
 are wall-clock on whatever machine runs this; compare rows, not machines.
 
-Run: ``python -m benchmarks.bench_python_stage [rows] [poison] [repeats]``.
+Run: ``python -m benchmarks.bench_python_stage [--records N] [--poison-rate R] [--repeat K]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,14 +166,16 @@ def _table(results: list[dict[str, Any]], rows: int, poison: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> list[Row]:
-    """Print the table and return the result rows. ``argv``: ``[rows, poison, repeats]`` (optional)."""
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """Print the table and return the result rows (``argv`` None: the command line)."""
     from benchmarks import bench_spark
 
-    args = sys.argv[1:] if argv is None else argv
-    rows = int(args[0]) if args else 1_000_000
-    poison = float(args[1]) if len(args) > 1 else 0.01
-    repeats = int(args[2]) if len(args) > 2 else 3
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=1_000_000, help="rows of the generated column")
+    ap.add_argument("--poison-rate", type=float, default=0.01)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per case, median reported")
+    args = ap.parse_args(argv)
+    rows, poison, repeats = args.records, args.poison_rate, max(args.repeat, 1)
     spark = bench_spark("bench-python-stage")
     results = run_cases(spark, rows, poison, repeats)
     print(_table(results, rows, poison))

@@ -1,6 +1,6 @@
 """Streaming overhead: the quarantine runner vs a plain streaming query, same broker, same data.
 
-    .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeats 2]
+    .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeat 2]
 
 A real local broker (:class:`tests.support.KafkaBroker`) gets order events
 (1% poison) on 2 topics x 2 partitions, produced once. Both arms read them with
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--poison-rate", type=float, default=0.01)
     ap.add_argument("--max-offsets", type=int, default=20_000, help="maxOffsetsPerTrigger")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeat", "--repeats", dest="repeats", type=int, default=2)
     args = ap.parse_args(argv)
 
     from benchmarks import bench_spark

@@ -1,15 +1,18 @@
 """Run every benchmark and write the results: ``python -m benchmarks.run``.
 
-    python -m benchmarks.run [--only NAME ...] [--records N] [--repeat K]
+    python -m benchmarks.run [--only NAME ...] [--records N] [--repeat K] [--results DIR]
 
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
-(dqx vs quarantine), ``memory`` (driver RSS, subprocess), and — when their
-modules exist — ``python_stage``, ``streaming``, ``expectations``,
-``vectorized_fallback``, ``avro`` (owned by their authors; each has a ``main()`` that
-prints its own table).
+(dqx vs quarantine), ``memory`` (driver memory, subprocess), ``python_stage``,
+``streaming``, ``expectations``, ``vectorized_fallback``, ``avro`` and ``process``
+(a whole ``quarantine run`` process vs hand-written jobs); a module that is not there
+is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``, where
+it reads a source), prints its own table and returns its rows; ``--records`` and
+``--repeat`` given here reach every one, and each keeps its own default otherwise.
 
-Writes ``benchmarks/results/<UTC date>.json`` (every row with its samples,
-plus the machine and versions) and prints one markdown table.
+Writes ``<results>/<UTC date>.json`` (every row with its samples, plus the machine
+and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else ``benchmarks/results``)
+and prints one markdown table.
 """
 
 from __future__ import annotations
@@ -23,28 +26,35 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from benchmarks import Row, markdown_table
 
-__all__ = ["BENCHMARKS", "environment", "main"]
+__all__ = ["BENCHMARKS", "RESULTS_ENV", "environment", "main", "results_dir", "write_results"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Where the results go instead of :data:`RESULTS` (a test's temporary folder).
+RESULTS_ENV = "BENCH_RESULTS_DIR"
 
-#: Benchmarks owned here: name -> (module, takes --records/--repeat).
-_OWN = {"pipeline": "benchmarks.bench_pipeline", "dqx": "benchmarks.bench_dqx", "memory": "benchmarks.bench_memory"}
-#: Benchmarks owned by other engineers: name -> module with ``main()``.
-_OTHERS = {
+#: Every benchmark: name -> module with ``main(argv) -> list[Row]``.
+_MODULES = {
+    "pipeline": "benchmarks.bench_pipeline",
+    "dqx": "benchmarks.bench_dqx",
+    "memory": "benchmarks.bench_memory",
     "python_stage": "benchmarks.bench_python_stage",
     "streaming": "benchmarks.bench_streaming",
     "expectations": "benchmarks.bench_expectations",
     "vectorized_fallback": "benchmarks.bench_vectorized_fallback",
     "avro": "benchmarks.bench_avro",
+    "process": "benchmarks.bench_process",
 }
-BENCHMARKS: tuple[str, ...] = (*_OWN, *_OTHERS)
+#: Those that read a source of ``--records`` records (``vectorized_fallback`` times one
+#: Arrow batch; ``memory`` takes its two sizes from ``--memory-small``/``--memory-large``).
+_TAKE_RECORDS = frozenset({"pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "process"})
+BENCHMARKS: tuple[str, ...] = tuple(_MODULES)
 
 
 def environment() -> dict[str, Any]:
@@ -82,26 +92,34 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _own(name: str, records: int, repeat: int, memory_large: int, profile: bool) -> list[Row]:
-    module = importlib.import_module(_OWN[name])
+def _argv(name: str, args: argparse.Namespace) -> list[str]:
+    """The command line ``name``'s ``main`` gets: what was given here, its own defaults otherwise."""
+    argv: list[str] = []
+    if args.records is not None and name in _TAKE_RECORDS:
+        argv += ["--records", str(args.records)]
+    if args.repeat is not None:
+        argv += ["--repeat", str(args.repeat)]
     if name == "memory":
-        rows: list[Row] = module.run(1_000_000, memory_large)
-    elif name == "pipeline":
-        rows = module.run(records, repeat, with_profile=profile)
-    else:
-        rows = module.run(records, repeat)
-    return rows
+        argv += ["--small", str(args.memory_small), "--large", str(args.memory_large)]
+    if name == "pipeline" and args.profile:
+        argv.append("--profile")
+    return argv
 
 
-def _other(name: str) -> Callable[[list[str]], Any] | None:
+def _main_of(name: str) -> Callable[[list[str]], Any] | None:
     try:
-        module = importlib.import_module(_OTHERS[name])
+        module = importlib.import_module(_MODULES[name])
     except ModuleNotFoundError as exc:
-        if exc.name == _OTHERS[name]:
+        if exc.name == _MODULES[name]:
             return None
         raise
     fn: Callable[[list[str]], Any] = module.main
     return fn
+
+
+def results_dir(given: str | None = None) -> Path:
+    """Where results go: ``given``, else ``$BENCH_RESULTS_DIR``, else ``benchmarks/results``."""
+    return Path(given or os.environ.get(RESULTS_ENV) or RESULTS)
 
 
 def _earlier_runs(path: Path) -> list[dict[str, Any]]:
@@ -119,49 +137,79 @@ def _earlier_runs(path: Path) -> list[dict[str, Any]]:
     return [r for r in runs if isinstance(r, dict)]
 
 
+def write_results(
+    rows: Sequence[Row],
+    args: Mapping[str, Any],
+    others: Mapping[str, str],
+    env: dict[str, Any] | None = None,
+    folder: Path | None = None,
+) -> Path:
+    """Append one run (``rows`` with their samples, ``args``, the machine) to today's results file.
+
+    Args:
+        rows: the run's result rows.
+        args: how the run was asked for (``only``, ``records``, ``repeat``…).
+        others: per benchmark that gave no rows, what happened (``module not present``…).
+        env: :func:`environment` taken at the start (default: taken now).
+        folder: where the file goes (default: :func:`results_dir`).
+
+    Returns:
+        The file, ``<folder>/<UTC date>.json``; today's earlier runs stay in it.
+    """
+    env = dict(env or environment())
+    env["load_avg_at_end"] = list(os.getloadavg())
+    folder = folder or results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
+    runs = _earlier_runs(path)
+    runs.append({
+        "environment": env,
+        "args": dict(args),
+        "rows": [dataclasses.asdict(r) for r in rows],
+        "other_benchmarks": dict(others),
+    })
+    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the selected benchmarks; return 0 (goals missed are reported, not errors)."""
     ap = argparse.ArgumentParser(description="Run the quarantine benchmarks.")
     ap.add_argument("--only", action="append", choices=BENCHMARKS, metavar="NAME",
                     help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
-    ap.add_argument("--records", type=int, default=1_000_000, help="records per source (pipeline, dqx)")
-    ap.add_argument("--repeat", type=int, default=3, help="repeats per arm, median reported (>= 3 advised)")
-    ap.add_argument("--memory-large", type=int, default=5_000_000,
-                    help="records of the memory benchmark's large run (its small run is 1M)")
+    ap.add_argument("--records", type=int, default=None,
+                    help="records per source, for every benchmark that reads one (default: each one's own)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="repeats per arm, for every benchmark (default: each one's own; >= 3 advised)")
+    ap.add_argument("--memory-small", type=int, default=1_000_000, help="records of the memory benchmark's small run")
+    ap.add_argument("--memory-large", type=int, default=5_000_000, help="records of the memory benchmark's large run")
     ap.add_argument("--profile", action="store_true", help="pipeline: also time each phase of process_batch")
+    ap.add_argument("--results", default=None,
+                    help=f"folder of the results file (default: ${RESULTS_ENV}, else benchmarks/results)")
     args = ap.parse_args(argv)
     selected = args.only or list(BENCHMARKS)
     env = environment()
     rows: list[Row] = []
     others: dict[str, str] = {}
     for name in selected:
-        if name in _OWN:
-            rows.extend(_own(name, args.records, args.repeat, args.memory_large, args.profile))
-            continue
-        fn = _other(name)
+        fn = _main_of(name)
         if fn is None:
             others[name] = "module not present"
-            print(f"{name}: {_OTHERS[name]} not present, skipped", file=sys.stderr)
+            print(f"{name}: {_MODULES[name]} not present, skipped", file=sys.stderr)
             continue
         print(f"\n## {name}\n", flush=True)
-        out = fn([])  # [] = the module's defaults, not this command line
+        out = fn(_argv(name, args))
         if isinstance(out, list) and all(isinstance(r, Row) for r in out):
             rows.extend(out)
             others[name] = f"ran ({len(out)} rows)"
         else:
             others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
-    env["load_avg_at_end"] = list(os.getloadavg())
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{dt.datetime.now(dt.UTC):%Y-%m-%d}.json"
-    runs = _earlier_runs(path)
-    runs.append({
-        "environment": env,
-        "args": {"only": selected, "records": args.records, "repeat": args.repeat,
-                 "memory_large": args.memory_large},
-        "rows": [dataclasses.asdict(r) for r in rows],
-        "other_benchmarks": others,
-    })
-    path.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
+    path = write_results(
+        rows,
+        {"only": selected, "records": args.records, "repeat": args.repeat,
+         "memory_small": args.memory_small, "memory_large": args.memory_large},
+        others, env, results_dir(args.results),
+    )
     print()
     print(markdown_table(rows))
     print(f"\nresults: {path}")

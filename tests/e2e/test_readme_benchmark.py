@@ -1,18 +1,25 @@
-"""The benchmark command the README's Performance section names runs as written (smaller data).
+"""The benchmark commands the README names run as written (smaller data).
 
 ``python -m benchmarks.bench_debugging`` backs the README's figures for PySpark's
-DataFrame debugging. Its speed is measured in benchmarks/README.md, not here; this test
-runs the same command on 20k records and one repeat, in a process of its own (its own
-Spark driver), and checks it prints every arm of both parts.
+DataFrame debugging, ``python -m benchmarks.bench_expectations`` its expectation stage's
+cost, and ``make bench`` (``python -m benchmarks.run``) every figure. Their speed is
+measured in benchmarks/README.md, not here; these tests run the same commands on tiny
+sources and one repeat, each in a process of its own (its own Spark driver), and check
+that they print every arm, and that ``make bench``'s results go where they are told.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from benchmarks.run import BENCHMARKS, RESULTS
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "python -m benchmarks.bench_debugging"
@@ -36,3 +43,55 @@ def test_the_readmes_debugging_benchmark_command_runs_and_reports_every_arm(tmp_
     # each run wrote its tables under BENCH_DIR, and deleted its output afterwards
     assert (tmp_path / "bench").is_dir()
     assert not any((tmp_path / "bench" / "out").iterdir())
+
+
+def test_the_readmes_expectations_benchmark_command_runs_and_reports_every_arm(tmp_path: Path) -> None:
+    command = "python -m benchmarks.bench_expectations"
+    assert f"`{command} [--records N] [--repeat K]`" in (REPO / "README.md").read_text(encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_expectations", "--records", "2000", "--repeat", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "BENCH_DIR": str(tmp_path / "bench")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = re.findall(r"^\| expectations \| (.+?) \| ([0-9.]+) (?:s|MiB) \| ([0-9.]+) (?:s|MiB) \|", done.stdout, re.M)
+    cases = {case for case, _, _ in rows}
+    assert cases == {
+        "2,000 rows, routing (10-expectation suite, no GX)",
+        "2,000 rows, routing + GX batch validation",
+        "2,000 rows, persisted batch on disk: input carried for every row / only where failed",
+    }, done.stdout
+    assert all(float(a) > 0 and float(b) > 0 for _, a, b in rows), rows
+    assert not any((tmp_path / "bench" / "out").iterdir())
+
+
+def _results_files() -> dict[str, float]:
+    return {p.name: p.stat().st_mtime for p in RESULTS.glob("*.json")}
+
+
+@pytest.mark.timeout(2400)  # nine benchmarks, ten Spark driver starts and a broker: slow on a crowded machine
+def test_make_bench_runs_every_benchmark_and_writes_where_it_is_told(tmp_path: Path) -> None:
+    assert "`make bench`" in (REPO / "README.md").read_text(encoding="utf-8")
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^bench:.*\n\t\.venv/bin/python -m benchmarks\.run$", makefile, re.M), "make bench's command"
+    before = _results_files()
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--records", "2000", "--repeat", "1",
+         "--memory-small", "2000", "--memory-large", "4000"],
+        cwd=REPO, capture_output=True, text=True, timeout=2300,
+        env={**os.environ, "BENCH_DIR": str(tmp_path / "bench"), "BENCH_RESULTS_DIR": str(tmp_path / "results")},
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    (path,) = (tmp_path / "results").glob("*.json")
+    (run,) = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    assert run["args"]["records"] == 2000 and run["args"]["repeat"] == 1
+    assert set(run["other_benchmarks"]) == set(BENCHMARKS)
+    assert all(v.startswith("ran (") for v in run["other_benchmarks"].values()), run["other_benchmarks"]
+    ran = {row["bench"] for row in run["rows"]}
+    assert ran >= set(BENCHMARKS), sorted(set(BENCHMARKS) - ran)
+    # every row in the printed table too, and every benchmark's own table above it
+    for name in BENCHMARKS:
+        assert f"\n## {name}\n" in done.stdout
+        assert re.search(rf"^\| {name} \| .+ \| [0-9.]+ (?:s|ms|MiB) \|", done.stdout, re.M), name
+    assert f"results: {path}" in done.stdout
+    assert _results_files() == before, "benchmarks/results was written"

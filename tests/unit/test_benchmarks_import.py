@@ -1,30 +1,37 @@
 """Every benchmark module imports and has the entry point ``benchmarks.run`` calls.
 
-The benchmarks are measured separately, not by the test suite (which runs only the one
-the README names, tests/e2e/test_readme_benchmark.py), so this is what keeps a renamed
-helper from breaking one silently.
+The benchmarks are measured separately, not by the test suite (which runs the commands
+the READMEs name with tiny sizes, tests/e2e/test_readme_benchmark.py), so this is what
+keeps a renamed helper from breaking one silently.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
 
 import pytest
 
-from benchmarks.run import _OTHERS, _OWN, BENCHMARKS
+from benchmarks.run import _MODULES, _TAKE_RECORDS, BENCHMARKS, _argv
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_module_imports_with_its_entry_point(name: str) -> None:
-    if name in _OWN:
-        module = importlib.import_module(_OWN[name])
-        params = list(inspect.signature(module.run).parameters)
-        assert params[:2] in (["records", "repeat"], ["small", "large"]), params
-    else:
-        module = importlib.import_module(_OTHERS[name])
-        # benchmarks.run calls main([]): it must take an argv list
-        assert "argv" in inspect.signature(module.main).parameters
+    module = importlib.import_module(_MODULES[name])
+    # benchmarks.run calls main(argv) with the options it was given: it must take an argv list
+    assert "argv" in inspect.signature(module.main).parameters
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_the_repeat_and_records_given_to_benchmarks_run_reach_every_benchmark(name: str) -> None:
+    given = argparse.Namespace(records=1234, repeat=2, memory_small=10, memory_large=20, profile=False)
+    argv = _argv(name, given)
+    assert argv[argv.index("--repeat") + 1] == "2"
+    assert ("--records" in argv) == (name in _TAKE_RECORDS)
+    # and nothing when nothing was given: each benchmark keeps its own defaults
+    none = argparse.Namespace(records=None, repeat=None, memory_small=10, memory_large=20, profile=False)
+    assert "--repeat" not in _argv(name, none) and "--records" not in _argv(name, none)
 
 
 #: Modules run on their own (``python -m benchmarks.<name>``), not by ``benchmarks.run``.
