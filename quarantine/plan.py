@@ -281,12 +281,7 @@ class Plan:
     # ------------------------------------------------------------------ the batch
 
     def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
-        """What a batch runs on (:meth:`prepare_batch`'s frame)."""
-        return self.prepare_batch(df, streaming=streaming)[0]
-
-    def prepare_batch(self, df: DataFrame, *, streaming: bool = False) -> tuple[DataFrame, frozenset[str | None]]:
-        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.coordinates`),
-        and the batch's topics (from the coordinates' check; empty for a Kafka stream's micro-batch).
+        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.coordinates`).
 
         * Not a Kafka topic (or a replay): coordinates made total, copies of one
           record dropped (:func:`~quarantine.coordinates.identified`: one narrow job
@@ -318,7 +313,7 @@ class Plan:
         if self.config.source.format is not SourceFormat.KAFKA or not streaming:
             df, topics = identified_topics(df)
         if streaming:
-            return df, topics
+            return df
         df = df.withColumn(FINGERPRINT, fingerprint())
         quarantined = settled_records(self.spark, self.quarantine_table, self.config.pipeline)
         delivered = self._delivered()
@@ -340,7 +335,7 @@ class Plan:
             df = against_settled(df, settled)
         if self.config.errors.coordinates_reused is ReusedCoordinates.FAIL:
             self._refuse_reused(df)
-        return df, topics
+        return df
 
     def unsettled(self, split: DataFrame) -> DataFrame:
         """A Kafka stream's staged micro-batch less the records the tables already settled.

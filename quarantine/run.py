@@ -166,7 +166,7 @@ class Run:
         run = self.info
         now = self.pipeline.clock()
         streaming, overlap = mode.streaming, mode.overlap
-        prepared, topics = (df, frozenset()) if mode.staged else self.pipeline.prepare_batch(df, streaming=streaming)
+        prepared = df if mode.staged else self.pipeline.prepare(df, streaming=streaming)
         chain = self.pipeline.chain(prepared)
         split = prepared if mode.staged else self.pipeline.split_frame(prepared)
         # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
@@ -209,7 +209,7 @@ class Run:
         batch = Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
             mode=mode, append=mode.watermark is not None and mode.watermark.passed, cached=persisted is not None,
-            overlap=overlap if overlap is not None and not overlap.passed else None, topics=topics,
+            overlap=overlap if overlap is not None and not overlap.passed else None,
         )
         try:
             outcome = self._writer.write(batch, count_first=count_first)

@@ -211,8 +211,6 @@ class Batch:
     inserted: int | None = None
     #: a stream from a new checkpoint, still inside what the tables hold (:meth:`BatchMode.micro_batch`)
     overlap: OffsetWatermark | None = None
-    #: the batch's topics, from its coordinates' check (empty: not checked, a Kafka stream's)
-    topics: frozenset[str | None] = frozenset()
 
 
 @dataclass
@@ -437,8 +435,7 @@ class BatchWriter:
         else:
             def merge() -> None:
                 b.inserted = merge_new_rows(
-                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline,
-                    topics=b.topics or None,
+                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline
                 )
 
             self.pipeline.write("target MERGE", self.pipeline.target_table, batch_id, merge)

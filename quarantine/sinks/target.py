@@ -21,7 +21,6 @@ Two idempotence strategies, both Delta-native:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,7 +28,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from quarantine.schema import TARGET_FINGERPRINT, TARGET_OFFSET, TARGET_PARTITION, TARGET_TIMESTAMP, TARGET_TOPIC
 from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
-from quarantine.sinks.ownership import claim_topics, claim_written_topics
+from quarantine.sinks.ownership import claim_written_topics
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows", "txn_app_id"]
 
@@ -83,19 +82,13 @@ def append_batch(
 
 
 def merge_new_rows(
-    spark: SparkSession,
-    rows: DataFrame,
-    table: str,
-    *,
-    pipeline: str | None = None,
-    topics: Iterable[str | None] | None = None,
+    spark: SparkSession, rows: DataFrame, table: str, *, pipeline: str | None = None
 ) -> int | None:
     """Insert rows whose source record is not in the table yet (see the module doc).
 
     Creates the table with a plain append when it does not exist, and then records
-    ``pipeline`` as the writer of ``topics`` (the batch's, known from its coordinates'
-    check), else of the topics of the rows it wrote (one more job over them)
-    (:mod:`quarantine.sinks.ownership`). Needs the :data:`SOURCE_COLUMNS`.
+    ``pipeline`` as the writer of the topics it wrote (:mod:`quarantine.sinks.ownership`).
+    Needs the :data:`SOURCE_COLUMNS`.
 
     Returns:
         The rows this call's own commit inserted (Delta's ``num_inserted_rows`` of its
@@ -105,9 +98,7 @@ def merge_new_rows(
     """
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
-        if pipeline is not None and topics is not None:
-            claim_topics(spark, table, pipeline, sorted(t for t in topics if t is not None))
-        elif pipeline is not None:
+        if pipeline is not None:
             claim_written_topics(spark, table, pipeline, rows)
         return None
     _add_fingerprint(spark, rows, table)
