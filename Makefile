@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
-.PHONY: setup setup-matrix browser demo test test-matrix test-fast lint bench kafka-demo clean
+.PHONY: setup setup-matrix browser demo test test-matrix test-fast lint bench kafka-demo docs clean
 
 # Every jar the repository resolves stays in .cache/jars (quarantine.jars' spark-<version>/,
 # scripts/resolve_jars.sh's spark/ and kafka/); a user's install uses ~/.cache/quarantine/jars.
@@ -22,7 +22,7 @@ browser:
 test: setup browser
 	.venv/bin/python -m pytest tests -q -n 2 --dist loadgroup --durations=30
 
-# The support matrix's second pair (README: Support matrix): Python 3.12 + Spark 4.0 with
+# The support matrix's second pair (docs/getting-started.md: Support matrix): Python 3.12 + Spark 4.0 with
 # its Delta, in .venv-py312-spark40; the end-to-end subset (tests marked matrix in
 # tests/conftest.py: batch, Kafka streaming, replay, expectations, MLflow) on it, with the
 # test sessions generating code as a user's does (tests/conftest.py: INTERPRETED).
@@ -44,4 +44,9 @@ bench: setup
 	.venv/bin/python -m benchmarks.run
 
 clean:
-	rm -rf data spark-warehouse mlflow.db mlruns .pytest_cache
+	rm -rf data spark-warehouse mlflow.db mlruns .pytest_cache site
+
+# The manual (docs/, mkdocs.yml) as a site in site/; --strict: a broken link or anchor, or a
+# page left out of the nav, fails (tests/unit/test_docs_site.py builds it the same way).
+docs: setup
+	.venv/bin/mkdocs build --strict

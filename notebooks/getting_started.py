@@ -189,7 +189,7 @@ print(replay(fixed, "stage = 'expect_order'").render())
 # MAGIC
 # MAGIC Every source record is in exactly one place: the target (first run or replay) or an open
 # MAGIC quarantine row. Next: the `triage` notebook (open records by day, raw bytes in hex, error
-# MAGIC history), the `replay` notebook, and the README's sections on the quarantine table and replay.
+# MAGIC history), the `replay` notebook, and the manual's pages on the quarantine table (docs/concepts.md) and replay (docs/operators-loop.md).
 
 # COMMAND ----------
 

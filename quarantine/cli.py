@@ -1,7 +1,8 @@
 """The ``quarantine`` command line: ``quarantine --help`` lists the commands with examples.
 
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
-2 bad usage or bad config (nothing was read or written).
+2 bad usage or bad config (nothing was read or written); 3 an optional dependency the
+command needs is not installed (the message says the ``pip install``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from quarantine.errors import ConfigError, QuarantineError
+from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -100,7 +101,8 @@ COMMANDS: tuple[str, ...] = tuple(_COMMANDS)
 
 _EXIT_CODES = (
     "Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed); "
-    "2 bad usage or bad config (nothing was read or written)."
+    "2 bad usage or bad config (nothing was read or written); 3 an optional dependency is missing "
+    "(the message says what to pip install)."
 )
 
 
@@ -296,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"quarantine: bad config: {exc}", file=sys.stderr)
         return 2
+    except MissingDependencyError as exc:
+        print(f"quarantine: missing dependency: {exc}", file=sys.stderr)
+        return 3
     except QuarantineError as exc:
         print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

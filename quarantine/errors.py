@@ -16,6 +16,7 @@ __all__ = [
     "ExpectationBreachError",
     "HandlerError",
     "InconsistentBatchError",
+    "MissingDependencyError",
     "QuarantineError",
     "QuarantineWriteError",
     "RetriesExhaustedError",
@@ -48,6 +49,19 @@ class ConfigError(QuarantineError):
         self.allowed = allowed
         shown = redact(value, key)
         super().__init__(f"config key '{key}': got {shown!r}; expected {redact_text(allowed)}")
+
+
+class MissingDependencyError(QuarantineError):
+    """An optional dependency a command needs is not installed; the message ends with the
+    exact ``pip install`` line (an extra of ``spark-quarantine``). The command line exits 3.
+
+    Attributes:
+        extra: the extra that installs it (``report``, ``connect``, ``local``).
+    """
+
+    def __init__(self, message: str, extra: str) -> None:
+        super().__init__(f"{message}: pip install 'spark-quarantine[{extra}]'")
+        self.extra = extra
 
 
 class StageDefinitionError(QuarantineError):

@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.errors import QuarantineError
+from quarantine.errors import MissingDependencyError
 from quarantine.metrics import MetricNames
 from quarantine.schema import QuarantineStatus
 from quarantine.sinks import read_table_pinned, table_exists
@@ -84,7 +84,7 @@ _STATUS_COLOURS = {"open": "#d62728", "replayed": "#2ca02c", "discarded": "#7f7f
 Rows = list[tuple[Any, ...]]
 
 
-class ReportDependencyError(QuarantineError):
+class ReportDependencyError(MissingDependencyError):
     """Plotly (the ``report`` extra) is not installed."""
 
 
@@ -94,8 +94,7 @@ def require_plotly() -> ModuleType:
         from plotly import graph_objects
     except ImportError as exc:
         raise ReportDependencyError(
-            "quarantine report draws its charts with Plotly, which is not installed: "
-            "pip install 'spark-quarantine[report]'"
+            "quarantine report draws its charts with Plotly, which is not installed", "report"
         ) from exc
     go: ModuleType = graph_objects  # untyped: plotly ships no stubs
     return go

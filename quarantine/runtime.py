@@ -43,7 +43,7 @@ def _supported_text() -> str:
     local = ", ".join(f"pyspark {v}" for v in supported_spark_versions())
     spark = ", ".join(f"Spark {s} (Databricks Runtime {DATABRICKS_RUNTIMES[s]})" for s in SUPPORTED_SPARK_LINES)
     python = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_PYTHON)
-    return f"supported: Python {python}; {spark}; locally {local} (README: Support matrix)"
+    return f"supported: Python {python}; {spark}; locally {local} (docs: Getting started, Support matrix)"
 
 
 def check_runtime(

@@ -173,21 +173,21 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
     own (``conf`` is applied where the server allows).
 
     Raises:
-        QuarantineError: the Connect client's packages are missing
-            (``pip install "spark-quarantine[connect]"``), or the runtime is outside
+        MissingDependencyError: the Connect client's packages are missing
+            (``pip install 'spark-quarantine[connect]'``).
+        QuarantineError: the runtime is outside
             the support matrix.
     """
     import pyspark
 
-    from quarantine.errors import QuarantineError
+    from quarantine.errors import MissingDependencyError
 
     check_runtime(pyspark.__version__, databricks=False)
     try:
         import grpc  # noqa: F401  (pyspark[connect]'s client)
     except ImportError:
-        raise QuarantineError(
-            f"{REMOTE_ENV}={remote} asks for Spark Connect, whose client packages are not installed: "
-            'pip install "spark-quarantine[connect]"'
+        raise MissingDependencyError(
+            f"{REMOTE_ENV}={remote} asks for Spark Connect, whose client packages are not installed", "connect"
         ) from None
     builder = SparkSession.builder.remote(remote).appName(app_name)
     if remote.startswith("local"):

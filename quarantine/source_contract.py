@@ -42,11 +42,11 @@ def unchecked(source: SourceConfig) -> str | None:
         return None
     if source.table is not None:
         return (f"source {source.table} is a catalog table: only Spark can read its schema, so its columns "
-                "(README \"Source contract\") are checked when a run reads it")
+                "(docs: Configuration, \"Source contract\") are checked when a run reads it")
     path = _local(source.path or "")
     if source.format is SourceFormat.PARQUET or path is None or not (Path(path) / "_delta_log").is_dir():
         return (f"source {source.path} is not a Delta table on a local path that exists yet: its columns "
-                "(README \"Source contract\") are checked when a run reads it")
+                "(docs: Configuration, \"Source contract\") are checked when a run reads it")
     return None
 
 
@@ -78,8 +78,8 @@ def check_source_contract(source: SourceConfig) -> None:
     if problems:
         raise ConfigError(
             "source.path", source.path,
-            f"a Kafka-shaped Delta table (README \"Source contract\": the columns {CONTRACT}; more columns "
-            f"are allowed); the table's log says: {'; '.join(problems)}",
+            f"a Kafka-shaped Delta table (docs: Configuration, \"Source contract\": the columns {CONTRACT}; "
+            f"more columns are allowed); the table's log says: {'; '.join(problems)}",
         )
 
 

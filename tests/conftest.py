@@ -11,7 +11,7 @@ Tiers, marked here from where a test lives and what it asks for (not by hand):
 
 ``matrix`` is not a tier: it marks the end-to-end subset of :data:`MATRIX` (batch,
 streaming from Kafka, replay, expectations, MLflow) that ``make test-matrix`` runs on the
-support matrix's second runtime pair (README: Support matrix).
+support matrix's second runtime pair (docs/getting-started.md: Support matrix).
 
 ``make test-fast`` runs ``-m unit``; ``make test`` runs every tier on two pytest-xdist
 workers (``--dist loadgroup``). Each worker has its own Spark session and, when a test

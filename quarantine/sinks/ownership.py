@@ -93,7 +93,7 @@ def check_owners(
                 f"{owner} already writes (table property {WRITER_PREFIX}{topic}); two pipelines settling one "
                 "topic's records in one target with different stages would leave records in the target and "
                 "open in the other's quarantine. Nothing was written. Use another target, or set "
-                "target.shared: true in both configs if the target is shared on purpose (README: Guarantees)"
+                "target.shared: true in both configs if the target is shared on purpose (docs: Guarantees)"
             )
     return new
 

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.run import BENCHMARKS, RESULTS
+from tests.support.readme import manual_text
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "python -m benchmarks.bench_debugging"
 
 
 def test_the_readmes_debugging_benchmark_command_runs_and_reports_every_arm(tmp_path: Path) -> None:
-    assert f"`{COMMAND}`" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"`{COMMAND}`" in manual_text()
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_debugging", "--records", "20000", "--repeats", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -47,7 +48,7 @@ def test_the_readmes_debugging_benchmark_command_runs_and_reports_every_arm(tmp_
 
 def test_the_readmes_expectations_benchmark_command_runs_and_reports_every_arm(tmp_path: Path) -> None:
     command = "python -m benchmarks.bench_expectations"
-    assert f"`{command} [--records N] [--repeat K]`" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"`{command} [--records N] [--repeat K]`" in manual_text()
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_expectations", "--records", "2000", "--repeat", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -71,7 +72,7 @@ def _results_files() -> dict[str, float]:
 
 @pytest.mark.timeout(2400)  # nine benchmarks, ten Spark driver starts and a broker: slow on a crowded machine
 def test_make_bench_runs_every_benchmark_and_writes_where_it_is_told(tmp_path: Path) -> None:
-    assert "`make bench`" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "`make bench`" in manual_text()
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^bench:.*\n\t\.venv/bin/python -m benchmarks\.run$", makefile, re.M), "make bench's command"
     before = _results_files()

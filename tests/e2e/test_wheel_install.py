@@ -66,6 +66,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel and its ``local`` extra installed from PyPI (through pip's cache)."""
     # the README's install line, with the built wheel in place of the (unpublished) distribution
     local, databricks = block("install").commands("pip")
+    assert block("install-docs").commands("pip") == [local, databricks]  # Getting started says the same
     (requirement,) = [a for a in local[2:] if not a.startswith("-")]
     assert requirement == f"{DIST}[local]" and databricks == ["pip", "install", DIST], (local, databricks)
     root = tmp_path_factory.mktemp("venv")

@@ -175,12 +175,11 @@ def test_config_errors_name_the_option(tmp_path: Path, spark: Any) -> None:
 
 
 def test_the_readme_example_builds_with_these_schemas(tmp_path: Path) -> None:
-    """The README's ``avro`` stage example, as written, loads and builds (paths from the config's folder)."""
-    import re
+    """The manual's ``avro`` stage example (docs/stages.md), as written, loads and builds (paths
+    from the config's folder)."""
+    from tests.support.readme import block
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (example,) = [b for b in re.findall(r"^```yaml\n(.*?)^```", readme, re.S | re.M) if "type: avro" in b]
-    raw = _avro_pipeline(tmp_path, None) | yaml.safe_load(example)
+    raw = _avro_pipeline(tmp_path, None) | yaml.safe_load(block("avro-stage").body)
     (tmp_path / "schemas" / "orders").mkdir()
     for sid, schema in ((1, W1), (2, W2)):
         (tmp_path / "schemas" / "orders" / f"{sid}.avsc").write_text(json.dumps(schema))

@@ -91,7 +91,7 @@ def test_a_bad_type_is_a_config_error_naming_its_key_without_spark(
 
 
 def test_the_readme_config_reference_validates(tmp_path: Path) -> None:
-    """README "Config reference": the example config, as written, passes ``quarantine validate``."""
+    """docs/configuration.md: the example config, as written, passes ``quarantine validate``."""
     conf = tmp_path / "conf" / "pipeline.yml"
     conf.parent.mkdir()
     conf.write_text(block("config-reference").body, encoding="utf-8")

@@ -1,7 +1,7 @@
-"""The README's Layout section names every module of the package, and only modules that exist.
+"""The manual's Layout section (docs/contributing.md) names every module of the package, and only modules that exist.
 
 Issue 11 asks that a reader can follow one record through the files in order and that the
-layout the README gives matches the code: a module added without a line there, or a line
+layout the manual gives matches the code: a module added without a line there, or a line
 left behind by a module that went, fails here.
 """
 
@@ -15,7 +15,7 @@ PACKAGE = REPO / "quarantine"
 
 
 def _layout() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "contributing.md").read_text(encoding="utf-8")
     start = text.index("\n## Layout\n")
     end = text.index("\n## ", start + 1)
     return text[start:end]
@@ -44,9 +44,9 @@ def _named(layout: str) -> set[str]:
 
 def test_the_layout_names_every_module_of_the_package() -> None:
     missing = _modules() - _named(_layout())
-    assert not missing, f"README Layout does not name: {sorted(missing)}"
+    assert not missing, f"docs/contributing.md Layout does not name: {sorted(missing)}"
 
 
 def test_every_module_the_layout_names_exists() -> None:
     gone = {m for m in _named(_layout()) if not (PACKAGE / m).exists()}
-    assert not gone, f"README Layout names modules that do not exist: {sorted(gone)}"
+    assert not gone, f"docs/contributing.md Layout names modules that do not exist: {sorted(gone)}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,7 +86,9 @@ def test_the_kafka_connect_names_are_kept_verbatim() -> None:
 
 
 def test_every_metric_is_documented_for_sql_users() -> None:
-    doc = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    from tests.support.readme import manual_text
+
+    doc = manual_text()
     for m in MetricNames:
         assert f"| `{m.value}` |" in doc, m
 

@@ -1,11 +1,13 @@
-"""Every command and SQL statement in the README is run by a test (issue 12, item 6).
+"""Every command, SQL statement, config and code block of the manual is run by a test
+(issue 12, item 6; issue 37: the README and every page of ``docs/``).
 
-Each runnable block (``bash``, ``sql``, ``python``) carries a marker naming its key and
-the tests that run it (``tests/support/readme.py``). Here, without running anything, the
-README is held to its markers: a new block without one, a marker whose test file does not
-read that block by its key, or a ``.ci/run`` marker on commands CI does not run, fails.
-The tests named do the running; each reads its block through ``readme.block(KEY)``, so a
-block edited in the README is the block they run.
+Each ``bash``, ``sql``, ``python``, ``yaml`` and ``json`` block carries a marker naming its
+key and the tests that run it, or says it is an illustration and why
+(``tests/support/readme.py``). Here, without running anything, the manual is held to its
+markers: a new block without one, a marker whose test file does not read that block by its
+key, a ``.ci/run`` marker on commands CI does not run, or an illustration not listed below
+fails. The tests named do the running; each reads its block through ``readme.block(KEY)``,
+so a block edited in the manual is the block they run.
 """
 
 from __future__ import annotations
@@ -28,20 +30,39 @@ CHECKED_NOT_RUN = {
 }
 
 
+#: The blocks no test can run as written, by where they are: each a decision, listed here.
+ILLUSTRATIONS = {
+    ("docs/configuration.md", "yaml"): "the first lines of a config, whose comment an editor reads",
+    ("docs/configuration.md", "json"): "a VS Code setting",
+}
+
+
 def _runnable() -> list[Block]:
-    return [b for b in all_blocks() if b.lang in RUNNABLE]
+    return [b for b in all_blocks() if b.lang in RUNNABLE and not b.illustration]
 
 
-def test_every_runnable_block_has_a_marker_with_a_unique_key() -> None:
-    blocks = _runnable()
-    assert len(blocks) >= 26
-    unmarked = [f"README.md:{b.line} ({b.lang})" for b in blocks if not b.key]
-    assert not unmarked, f"blocks without '<!-- run: KEY by TEST -->': {unmarked}"
-    keys = [b.key for b in blocks]
+def test_every_block_has_a_marker_with_a_unique_key() -> None:
+    blocks = [b for b in all_blocks() if b.lang in RUNNABLE]
+    assert len(blocks) >= 34
+    unmarked = [f"{b.where()} ({b.lang})" for b in blocks if not b.key and not b.illustration]
+    assert not unmarked, f"blocks without '<!-- run: KEY by TEST -->' or '<!-- illustration: WHY -->': {unmarked}"
+    keys = [b.key for b in blocks if b.key]
     assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    assert {b.path for b in blocks} > {"README.md"}, "the pages of docs/ are read too"
 
 
-@pytest.mark.parametrize("block", _runnable(), ids=lambda b: b.key or f"line{b.line}")
+def test_the_illustrations_are_the_listed_ones() -> None:
+    marked = sorted((b.path, b.lang) for b in all_blocks() if b.illustration)
+    assert marked == sorted(ILLUSTRATIONS), "a new illustration is a decision: list it in ILLUSTRATIONS, or run it"
+
+
+def test_an_illustration_marker_is_read() -> None:
+    text = "<!-- illustration: an editor setting -->\n```json\n{}\n```\n"
+    (b,) = all_blocks(text, "docs/x.md")
+    assert (b.key, b.illustration, b.where()) == ("", "an editor setting", "docs/x.md:2")
+
+
+@pytest.mark.parametrize("block", _runnable(), ids=lambda b: b.key or b.where())
 def test_each_block_is_read_by_the_tests_its_marker_names(block: Block) -> None:
     assert block.by, block
     for path in block.by:
@@ -60,6 +81,8 @@ def test_each_block_is_read_by_the_tests_its_marker_names(block: Block) -> None:
             assert ".statements()" in source, path
         elif block.lang == "python":
             assert "exec(" in source, path
+        elif block.lang in ("yaml", "json"):
+            assert "load_config" in source or "_validate(" in source or "yaml.safe_load" in source, path
         else:
             assert ".commands(" in source or ".lines()" in source, path
 
