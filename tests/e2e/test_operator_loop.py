@@ -60,7 +60,7 @@ def test_the_readme_walkthrough_runs_the_whole_loop(
     conf = tmp_path / "data" / "loop" / "orders_demo.yml"
     outputs: list[tuple[list[str], str]] = []
     for line in lines:
-        if line.startswith("# the bug:"):
+        if line.startswith("# make a bug:"):
             assert "max: 100" in line
             _amount_max(conf, 100)
             continue
@@ -131,9 +131,12 @@ def _check(spark: Any, conf: Path, args: list[str], out: str, outputs: list[tupl
             assert int(m.group(1).replace(",", "")) == _state["would_pass"]
             assert target == _state["target"] + _state["would_pass"]
             assert q.where("status = 'replayed'").count() == _state["would_pass"]  # type: ignore[union-attr]
-        else:  # the second replay: nothing more to do
+        else:  # the second replay: it re-runs only what still fails, and nothing more passes
             assert int(m.group(1).replace(",", "")) == 0 and target == _state["target"] + _state["would_pass"]
             _state["open"] = q.where("status = 'open'").count()  # type: ignore[union-attr]
+            still = q.where("stage = 'check_order' AND status = 'open'")  # type: ignore[union-attr]
+            # the run, the first replay and this one: each failed them (docs: "error_count grows by one")
+            assert {r[0] for r in still.select("error_count").distinct().collect()} == {3}, out
     elif command == "maintain":
         assert q.where("status = 'open'").count() == _state["open"]  # type: ignore[union-attr]
         assert q.where("status = 'replayed'").count() == _state["would_pass"]  # type: ignore[union-attr]

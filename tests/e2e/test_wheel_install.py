@@ -131,15 +131,19 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     assert Path(where[0]).is_relative_to(venv) and where[1] == VERSION
 
     # the README's two commands, as written, in a folder outside the repository
-    init_argv, run_argv = block("install-demo").commands()
+    init_argv, run_argv, inspect_argv = block("install-demo").commands()
     demo = work / init_argv[init_argv.index("--out") + 1]
     assert init_argv[:2] == ["quarantine", "init-demo"] and run_argv[:2] == ["quarantine", "run"]
+    assert inspect_argv[:2] == ["quarantine", "inspect"]
     init = _timed("quarantine init-demo", [str(bin_ / "quarantine"), *init_argv[1:]], env=env, cwd=work)
     assert "wrote 10,000 order events" in init.stdout
     run = _timed("quarantine run", [str(bin_ / "quarantine"), *run_argv[1:]], env=env, cwd=work)
     counts = re.finditer(r"^  (records in|ok -> target|quarantined) +([\d,]+)$", run.stdout, re.MULTILINE)
     summary = {m[1]: int(m[2].replace(",", "")) for m in counts}
     assert "status succeeded" in run.stdout and summary["records in"] == 10_000, run.stdout
+    looked = _timed("quarantine inspect", [str(bin_ / "quarantine"), *inspect_argv[1:]], env=env, cwd=work)
+    shown = {s for s in ("decode", "parse_order", "convert", "check_order", "expect_order") if s in looked.stdout}
+    assert shown, looked.stdout  # the newest failures, by stage
 
     from quarantine.jars import spark_jar_dir, spark_jars
 
