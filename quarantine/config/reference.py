@@ -7,7 +7,8 @@ list of kinds, such as the ``checks`` stage's ``rules``, each kind with its own 
 Each key is shown with its type, default, allowed values, description and an example, all
 read from the models' JSON Schema (by alias, as written in YAML): descriptions are the
 fields' docstrings, examples their ``examples``; an enum's or a switch's example is derived.
-Nothing is written by hand, so the pages cannot drift from the loader.
+Only the closing section of the config page, on how values reach a config (the environment,
+``--set``, relative paths), is prose; the rest cannot drift from the loader.
 
 Each page also shows whole YAML examples (a section's, a stage type's, a rule kind's): the
 models' own ``examples``, each a config fragment the loader accepts (the unit test
@@ -38,7 +39,6 @@ from quarantine.stage_types import STAGE_TYPES, StageType
 __all__ = [
     "COMMAND",
     "EXAMPLE_MARKER",
-    "PAGES",
     "config_page",
     "main",
     "pages",
@@ -50,8 +50,7 @@ __all__ = [
 COMMAND = "python -m quarantine.config.reference --out docs/reference"
 #: The line before each fenced YAML example: what it is and which test loads it.
 EXAMPLE_MARKER = "<!-- illustration: generated reference example, loaded by tests/unit/test_config_reference.py -->"
-#: The pages, by file name, each with the function that renders it.
-PAGES = ("config.md", "stages.md")
+
 
 class _AsDeclared(GenerateJsonSchema):
     """Pydantic's JSON Schema with every mapping in its written order (examples read as declared)."""
@@ -244,12 +243,18 @@ def _fenced(value: Any) -> list[str]:
     return [EXAMPLE_MARKER, "```yaml", *text.rstrip("\n").splitlines(), "```", ""]
 
 
-def _properties(root: Mapping[str, Any], node: Any) -> tuple[dict[str, Any], set[str]]:
-    """An object schema's properties and required keys (an optional object's: its object branch's)."""
-    node = _resolve(root, node)
-    for branch in node.get("anyOf", ()):
+def _object(root: Mapping[str, Any], node: Any) -> dict[str, Any]:
+    """An object schema, resolved; an optional object's (``anyOf`` it or null) object branch."""
+    schema = _resolve(root, node)
+    for branch in schema.get("anyOf", ()):
         if "properties" in (resolved := _resolve(root, branch)):
-            node = resolved
+            return resolved
+    return schema
+
+
+def _properties(root: Mapping[str, Any], node: Any) -> tuple[dict[str, Any], set[str]]:
+    """An object schema's properties and required keys."""
+    node = _object(root, node)
     return dict(node.get("properties", {})), set(node.get("required", ()))
 
 
@@ -390,11 +395,8 @@ def stages_page() -> str:
 
 def _stage_type(stage_type: StageType) -> list[str]:
     root = _schema(stage_type.declaration)
-    options, required = _properties(root, _properties(root, root)[0]["options"])
-    model = _resolve(root, _properties(root, root)[0]["options"])
-    for branch in model.get("anyOf", ()):  # optional options: the model, or null
-        if "properties" in (resolved := _resolve(root, branch)):
-            model = resolved
+    model = _object(root, _properties(root, root)[0]["options"])
+    options, required = _properties(root, model)
     lines = [f"## {stage_type.name}", "", _plain(stage_type.summary), ""]
     needed = "required" if stage_type.options_required else "optional (every option has a default)"
     lines += [f"`options:` is {needed}.", ""]
