@@ -191,7 +191,8 @@ ON_BREACH = Check(
     {"anyOf": [
         {"enum": list(BREACH_ACTIONS)},
         {"type": "object", "additionalProperties": {"enum": list(BREACH_ACTIONS)},
-         "properties": {"default": {"enum": list(BREACH_ACTIONS)}}},
+         "properties": {"default": {"enum": list(BREACH_ACTIONS),
+                                    "description": "The action of a breach no other key names (default warn)."}}},
     ]},
 )
 

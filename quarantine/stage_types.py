@@ -85,9 +85,15 @@ class DecodeUtf8Options(StageOptions):
 class JsonOptions(StageOptions):
     """Options of a ``json`` stage."""
 
-    schema_: Annotated[str, TEXT] = Field(alias="schema")
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "schema": "order_id STRING, amount DOUBLE, currency STRING",
+        "required": ["order_id"],
+        "undeclared_fields": "quarantine",
+    }]})
+
+    schema_: Annotated[str, TEXT] = Field(alias="schema", examples=["order_id STRING, amount DOUBLE, currency STRING"])
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
-    required: Annotated[list[str], NAMES] = []
+    required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"]])
     """Fields of the schema that must be present and non-null."""
     strings: Annotated[str, lowered("strict", "coerce")] = "strict"
     """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
@@ -100,19 +106,30 @@ class JsonOptions(StageOptions):
 class CastOptions(StageOptions):
     """Options of a ``cast`` stage."""
 
-    columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)]
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "columns": {"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"},
+        "formats": {"created_at": "yyyy-MM-dd HH:mm:ss"},
+    }]})
+
+    columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)] = Field(
+        examples=[{"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"}]
+    )
     """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
-    formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = {}
+    formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = Field(
+        {}, examples=[{"created_at": "yyyy-MM-dd HH:mm:ss"}]
+    )
     """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
 
 
 class _Rule(StageOptions):
-    column: Annotated[str | None, FIELD] = None
+    column: Annotated[str | None, FIELD] = Field(None, examples=["amount"])
     """The struct field checked; omit it to check the stage's input itself."""
 
 
 class NotNullRule(_Rule):
     """The value is not NULL."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"column": "order_id", "check": "not_null"}]})
 
     check: Annotated[str, const("not_null")]
 
@@ -120,10 +137,14 @@ class NotNullRule(_Rule):
 class RangeRule(_Rule):
     """min <= value <= max; NULL passes. Bounds are numbers, or date/timestamp strings."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+    ]})
+
     check: Annotated[str, const("range")]
-    min: Annotated[Any, BOUND] = None
+    min: Annotated[Any, BOUND] = Field(None, examples=[0, "2026-01-01"])
     """Lower bound (at least one of min and max)."""
-    max: Annotated[Any, BOUND] = None
+    max: Annotated[Any, BOUND] = Field(None, examples=[10_000, "2026-12-31 23:59:59"])
     """Upper bound."""
     min_inclusive: Annotated[bool, BOOL] = True
     """Whether the value may equal min."""
@@ -134,24 +155,36 @@ class RangeRule(_Rule):
 class InSetRule(_Rule):
     """The value is one of values; NULL passes."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "currency", "check": "in_set", "values": ["EUR", "USD"]},
+    ]})
+
     check: Annotated[str, const("in_set")]
-    values: Annotated[list[Any], VALUES]
+    values: Annotated[list[Any], VALUES] = Field(examples=[["EUR", "USD"]])
     """The allowed values."""
 
 
 class NotInSetRule(_Rule):
     """The value is none of values; NULL passes."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "customer", "check": "not_in_set", "values": ["test", "unknown"]},
+    ]})
+
     check: Annotated[str, const("not_in_set")]
-    values: Annotated[list[Any], VALUES]
+    values: Annotated[list[Any], VALUES] = Field(examples=[["test", "unknown"]])
     """The forbidden values."""
 
 
 class RegexRule(_Rule):
     """The value matches a Java regular expression; NULL passes."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "currency", "check": "regex", "pattern": "[A-Z]{3}"},
+    ]})
+
     check: Annotated[str, const("regex")]
-    pattern: Annotated[str, TEXT]
+    pattern: Annotated[str, TEXT] = Field(examples=["[A-Z]{3}"])
     """A java.util.regex pattern; named groups are (?<name>...)."""
     match: Annotated[str, lowered("full", "search")] = "full"
     """full: the whole value matches; search: the pattern occurs anywhere."""
@@ -160,18 +193,26 @@ class RegexRule(_Rule):
 class LengthRule(_Rule):
     """min <= length <= max (characters; bytes for BINARY); NULL passes."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "order_id", "check": "length", "min": 1, "max": 64},
+    ]})
+
     check: Annotated[str, const("length")]
-    min: Annotated[int | None, integer(0, optional=True)] = None
+    min: Annotated[int | None, integer(0, optional=True)] = Field(None, examples=[1])
     """Shortest length (at least one of min and max)."""
-    max: Annotated[int | None, integer(0, optional=True)] = None
+    max: Annotated[int | None, integer(0, optional=True)] = Field(None, examples=[64])
     """Longest length."""
 
 
 class ExprRule(_Rule):
     """A Spark SQL boolean expression over the staged row; NULL passes."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"check": "expr", "expr": "parse_order.result.amount > 0"},
+    ]})
+
     check: Annotated[str, const("expr")]
-    expr: Annotated[str, TEXT]
+    expr: Annotated[str, TEXT] = Field(examples=["parse_order.result.amount > 0"])
     """E.g. 'parse_order.result.amount > 0'."""
 
 
@@ -202,22 +243,32 @@ Rule = Annotated[
 class ChecksOptions(StageOptions):
     """Options of a ``checks`` stage."""
 
-    rules: Annotated[list[Rule], Field(min_length=1)]
+    model_config = ConfigDict(json_schema_extra={"examples": [{"rules": [
+        {"column": "order_id", "check": "not_null"},
+        {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+        {"column": "currency", "check": "in_set", "values": ["EUR", "USD"]},
+    ]}]})
+
+    rules: Annotated[list[Rule], Field(min_length=1)] = Field(examples=[[{"column": "order_id", "check": "not_null"}]])
     """The rules, in order; the first failing one names the error class."""
 
 
 class PythonOptions(StageOptions):
     """Options of a ``python`` stage."""
 
-    function: Annotated[str, TEXT]
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"function": "mypkg.scoring.score", "returns": "DOUBLE", "mode": "vectorized"},
+    ]})
+
+    function: Annotated[str, TEXT] = Field(examples=["mypkg.scoring.score"])
     """The function's dotted path (pkg.module.fn or pkg.module:Class.method), importable on the cluster."""
-    returns: Annotated[str, TEXT]
+    returns: Annotated[str, TEXT] = Field(examples=["DECIMAL(10,2)"])
     """The result's Spark type, e.g. DOUBLE or 'DECIMAL(10,2)'."""
     mode: Annotated[str, lowered("row", "vectorized")] = "row"
     """row: fn(value) per row; vectorized: fn(pandas.Series) per Arrow batch."""
     nullable: Annotated[bool, BOOL] = False
     """A None result is a success (NULL result) instead of a NullResult error."""
-    retriable: Annotated[Any, EXCEPTIONS] = None
+    retriable: Annotated[Any, EXCEPTIONS] = Field(None, examples=[["TimeoutError", "mypkg.errors.Throttled"]])
     """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
 
 
@@ -227,11 +278,17 @@ class ExpectationOptions(StageOptions):
     #: Options that are file paths: resolved against the config's folder when it is loaded.
     paths: ClassVar[tuple[str, ...]] = ("suite",)
 
-    suite: Annotated[str, SUITE]
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"suite": "expectations/orders.json", "on_breach": "quarantine_batch"},
+    ]})
+
+    suite: Annotated[str, SUITE] = Field(examples=["expectations/orders.json"])
     """A Great Expectations 1.x suite JSON file; a relative path is read from the config's folder."""
-    on_breach: Annotated[Any, ON_BREACH] = "warn"
+    on_breach: Annotated[Any, ON_BREACH] = Field(
+        "warn", examples=[{"default": "warn", "expect_column_values_to_be_unique": "fail"}]
+    )
     """What a failed batch-level expectation does: one action, or {default: action, <type or name>: action}."""
-    validate_every: Annotated[int, integer(1)] = 1
+    validate_every: Annotated[int, integer(1)] = Field(1, examples=[10])
     """Validate the suite with GX on every Nth batch."""
 
 
@@ -241,13 +298,21 @@ class AvroOptions(StageOptions):
     #: Options that are file paths: resolved against the config's folder when it is loaded.
     paths: ClassVar[tuple[str, ...]] = ("schemas", "reader_schema", "writer_schema")
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"wire_format": "confluent", "schemas": "schemas"}]})
+
     wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
     """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
-    schemas: Annotated[str | None, existing("folder of <id>.avsc files", folder=True)] = None
+    schemas: Annotated[str | None, existing("folder of <id>.avsc files", folder=True)] = Field(
+        None, examples=["schemas"]
+    )
     """Writer schemas by id: a folder of <id>.avsc files (wire_format confluent); relative to the config's folder."""
-    writer_schema: Annotated[str | None, existing(".avsc file", folder=False)] = None
+    writer_schema: Annotated[str | None, existing(".avsc file", folder=False)] = Field(
+        None, examples=["schemas/order.avsc"]
+    )
     """The one writer schema of plain Avro values (wire_format none)."""
-    reader_schema: Annotated[str | None, existing(".avsc file", folder=False)] = None
+    reader_schema: Annotated[str | None, existing(".avsc file", folder=False)] = Field(
+        None, examples=["schemas/order_v2.avsc"]
+    )
     """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
@@ -257,9 +322,9 @@ class AvroOptions(StageOptions):
 
 
 class _Stage(StageOptions):
-    name: Annotated[str, IDENTIFIER]
+    name: Annotated[str, IDENTIFIER] = Field(examples=["parse_order"])
     """The stage's name: also the name of its result column, and what a later stage's input names."""
-    input: Annotated[str | None, OPTIONAL_TEXT] = None
+    input: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["value"])
     """What the stage reads: a source column (value, key...) or an earlier stage's name; default the previous stage."""
 
 

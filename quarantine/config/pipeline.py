@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import (
+    ConfigDict,
     Field,
     PrivateAttr,
     TypeAdapter,
@@ -159,17 +160,42 @@ class PipelineConfig(Section):
     :meth:`redacted` (MLflow params, logs).
     """
 
-    pipeline: Annotated[str, text("a name of letters, digits, _ and -", pattern=r"[A-Za-z_\-][A-Za-z0-9_\-]*")]
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "pipeline": "orders",
+        "source": {"format": "delta", "table": "main.raw.orders"},
+        "target": {"table": "main.sales.orders"},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse_order", "type": "json",
+             "options": {"schema": "order_id STRING, amount DOUBLE, currency STRING", "required": ["order_id"]}},
+            {"name": "check_order", "type": "checks", "options": {"rules": [
+                {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+                {"column": "currency", "check": "in_set", "values": ["EUR", "USD"]},
+            ]}},
+        ],
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": "main.ops.quarantine"},
+        "metrics": {"table": "main.ops.quarantine_metrics"},
+    }]})
+
+    pipeline: Annotated[
+        str, text("a name of letters, digits, _ and -", pattern=r"[A-Za-z_\-][A-Za-z0-9_\-]*")
+    ] = Field(examples=["orders"])
     """The pipeline's name: letters, digits, _ and -; it keys the quarantine rows."""
     source: SourceConfig
     """Where records come from."""
     target: TargetConfig
     """Where good rows go."""
-    stages: Annotated[tuple[StageSpec, ...], _STAGE_LIST]
+    stages: Annotated[tuple[StageSpec, ...], _STAGE_LIST] = Field(
+        examples=[[{"name": "decode", "type": "decode_utf8"}]]
+    )
     """The stages, in order; each adds a result column named after it."""
     errors: ErrorsConfig
     """Kafka Connect's error-handling keys, flat (tolerance, retry.timeout, deadletterqueue.table.name…)."""
-    trigger: Annotated[TriggerConfig, TRIGGER] = Field(default_factory=TriggerConfig)
+    trigger: Annotated[TriggerConfig, TRIGGER] = Field(
+        default_factory=TriggerConfig,
+        examples=[{"processing_time": "30 seconds"}],
+        json_schema_extra={"default": "available_now"},
+    )
     """Streaming trigger: available_now (drain and stop) or {processing_time: '10 seconds'}."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """The Delta metrics table."""

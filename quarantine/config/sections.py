@@ -164,33 +164,50 @@ _HANDLER = text(
 class ErrorsConfig(Section):
     """The ``errors.*`` keys (Kafka Connect's names; see the README's mapping table)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "tolerance": "all",
+        "tolerance.limit": 1000,
+        "retry.timeout": 300_000,
+        "log.enable": True,
+        "deadletterqueue.table.name": "main.ops.quarantine",
+        "deadletterqueue.context.stacktrace.enable": True,
+    }]})
     _key = "errors"
 
     tolerance: Annotated[Tolerance, choice(Tolerance)] = Field(Tolerance.NONE, alias="tolerance")
     """none: fail the run on the first error (after that record is durably quarantined); all: quarantine and go on."""
-    tolerance_limit: Annotated[int, integer(0, unlimited=True)] = Field(-1, alias="tolerance.limit")
+    tolerance_limit: Annotated[int, integer(0, unlimited=True)] = Field(-1, alias="tolerance.limit", examples=[1000])
     """Beyond Kafka: fail once a run has seen more than N errors (-1: no limit)."""
-    tolerance_rate_limit: Annotated[int, integer(0, unlimited=True)] = Field(-1, alias="tolerance.rate.limit")
+    tolerance_rate_limit: Annotated[int, integer(0, unlimited=True)] = Field(
+        -1, alias="tolerance.rate.limit", examples=[100]
+    )
     """Fail when more than N errors fall in one window of tolerance.rate.duration (-1: no limit)."""
     tolerance_rate_duration: Annotated[RateDuration, choice(RateDuration)] = Field(
         RateDuration.MINUTE, alias="tolerance.rate.duration"
     )
     """The rate limit's window (UTC-aligned, persisted across restarts)."""
-    retry_timeout_ms: Annotated[int, integer(0, unlimited=True)] = Field(0, alias="retry.timeout")
+    retry_timeout_ms: Annotated[int, integer(0, unlimited=True)] = Field(0, alias="retry.timeout", examples=[300_000])
     """Total retry budget per operation in ms: 0 no retries, -1 for ever."""
-    retry_delay_max_ms: Annotated[int, integer(0)] = Field(60_000, alias="retry.delay.max.ms")
+    retry_delay_max_ms: Annotated[int, integer(0)] = Field(60_000, alias="retry.delay.max.ms", examples=[10_000])
     """The largest single backoff delay in ms."""
     retry_initial_backoff_ms: Annotated[int, integer(0)] = Field(
         default_factory=lambda data: min(DEFAULT_INITIAL_BACKOFF_MS, data.get("retry_delay_max_ms", 60_000)),
         alias="retry.initial.backoff.ms",
         json_schema_extra={"default": DEFAULT_INITIAL_BACKOFF_MS},
+        examples=[500],
     )
     """The first backoff delay in ms (at most retry.delay.max.ms; default 300, or that maximum if smaller)."""
-    retry_backoff_multiplier: Annotated[float, number(lo=1.0)] = Field(2.0, alias="retry.backoff.multiplier")
+    retry_backoff_multiplier: Annotated[float, number(lo=1.0)] = Field(
+        2.0, alias="retry.backoff.multiplier", examples=[1.5]
+    )
     """Growth of the delay per attempt (≥ 1)."""
-    retry_jitter_factor: Annotated[float, number(lo=0.0, hi=1.0)] = Field(0.2, alias="retry.jitter.factor")
+    retry_jitter_factor: Annotated[float, number(lo=0.0, hi=1.0)] = Field(
+        0.2, alias="retry.jitter.factor", examples=[0.1]
+    )
     """Each delay is scaled by a random factor in [1-j, 1+j]."""
-    retry_retriable: Annotated[tuple[str, ...], CLASS_NAMES] = Field((), alias="retry.retriable.exceptions")
+    retry_retriable: Annotated[tuple[str, ...], CLASS_NAMES] = Field(
+        (), alias="retry.retriable.exceptions", examples=[["TimeoutError", "requests.exceptions.ConnectionError"]]
+    )
     """Extra exception class names (simple or dotted) to retry; Delta commit conflicts are built in."""
     log_enable: Annotated[bool, BOOL] = Field(False, alias="log.enable")
     """Log each error's context (stage, source coordinates, class)."""
@@ -198,31 +215,36 @@ class ErrorsConfig(Section):
     """Include the record's key and value in those logs."""
     log_include_configs: Annotated[bool, BOOL] = Field(False, alias="log.include.configs")
     """Include the (redacted) config in those logs."""
-    dlq_table_name: Annotated[str, table_ref()] = Field(alias="deadletterqueue.table.name")
+    dlq_table_name: Annotated[str, table_ref()] = Field(
+        alias="deadletterqueue.table.name", examples=["main.ops.quarantine"]
+    )
     """The quarantine table: a path or catalog.schema.table."""
     dlq_context_stacktrace_enable: Annotated[bool, BOOL] = Field(
         False, alias="deadletterqueue.context.stacktrace.enable"
     )
     """Keep stack traces in the quarantine table."""
-    dlq_topic_name: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="deadletterqueue.topic.name")
+    dlq_topic_name: Annotated[str | None, OPTIONAL_TEXT] = Field(
+        None, alias="deadletterqueue.topic.name", examples=["orders.dlq"]
+    )
     """Also produce quarantined records to this Kafka topic (after the table has them; at-least-once)."""
     dlq_topic_bootstrap_servers: Annotated[str | None, OPTIONAL_TEXT] = Field(
-        None, alias="deadletterqueue.topic.bootstrap.servers"
+        None, alias="deadletterqueue.topic.bootstrap.servers", examples=["broker-1:9092,broker-2:9092"]
     )
     """The DLQ topic's brokers; default the Kafka source's source.bootstrap.servers."""
     dlq_topic_options: Annotated[Mapping[str, str], string_map()] = Field(
-        default_factory=lambda: MappingProxyType({}), alias="deadletterqueue.topic.options"
+        default_factory=lambda: MappingProxyType({}), alias="deadletterqueue.topic.options",
+        examples=[{"kafka.security.protocol": "SASL_SSL"}],
     )
     """Spark Kafka sink options for the DLQ topic (kafka.security.protocol, kafka.sasl.jaas.config…)."""
     dlq_context_headers_enable: Annotated[bool, BOOL] = Field(True, alias="deadletterqueue.context.headers.enable")
     """Add Kafka Connect's __connect.errors.* headers to the DLQ topic's records."""
     dlq_retention_days: Annotated[int, integer(0, unlimited=True)] = Field(
-        30, alias="deadletterqueue.retention.days"
+        30, alias="deadletterqueue.retention.days", examples=[90]
     )
     """quarantine maintain deletes this pipeline's replayed/discarded rows resolved more than N days ago
     (-1: never); open rows are never deleted."""
     dlq_vacuum_retention_hours: Annotated[int, integer(168)] = Field(
-        168, alias="deadletterqueue.vacuum.retention.hours"
+        168, alias="deadletterqueue.vacuum.retention.hours", examples=[336]
     )
     """quarantine maintain's VACUUM keeps files removed in the last N hours (≥ 168, Delta's safety
     check; more if the table's delta.deletedFileRetentionDuration says so)."""
@@ -232,15 +254,19 @@ class ErrorsConfig(Section):
     """A record whose coordinates an earlier record with other content holds (a recreated topic, a
     rewritten source; records sharing coordinates in one read too): quarantine it (CoordinatesReused,
     ConflictingDuplicate), process it as a new record, or fail the run before any write."""
-    handler_deserialize: Annotated[str | None, _HANDLER] = Field(None, alias="handler.deserialize")
+    handler_deserialize: Annotated[str | None, _HANDLER] = Field(
+        None, alias="handler.deserialize", examples=["log_and_continue"]
+    )
     """What a deserialize error does: continue | fail | log_and_continue | a dotted path module.Class."""
-    handler_transform: Annotated[str | None, _HANDLER] = Field(None, alias="handler.transform")
+    handler_transform: Annotated[str | None, _HANDLER] = Field(None, alias="handler.transform", examples=["continue"])
     """What a transform error does: continue | fail | log_and_continue | a dotted path module.Class."""
-    handler_validate: Annotated[str | None, _HANDLER] = Field(None, alias="handler.validate")
+    handler_validate: Annotated[str | None, _HANDLER] = Field(
+        None, alias="handler.validate", examples=["mypkg.handlers.PageOnCall"]
+    )
     """What a validate error does: continue | fail | log_and_continue | a dotted path module.Class."""
-    handler_expectation: Annotated[str | None, _HANDLER] = Field(None, alias="handler.expectation")
+    handler_expectation: Annotated[str | None, _HANDLER] = Field(None, alias="handler.expectation", examples=["fail"])
     """What an expectation error does: continue | fail | log_and_continue | a dotted path module.Class."""
-    handler_sink: Annotated[str | None, _HANDLER] = Field(None, alias="handler.sink")
+    handler_sink: Annotated[str | None, _HANDLER] = Field(None, alias="handler.sink", examples=["log_and_continue"])
     """What a record reported by a custom sink does: continue | fail | log_and_continue | a dotted path."""
 
     @property
@@ -280,31 +306,40 @@ _TOPICS = Check(_topics, {"anyOf": [{"type": "array", "items": {"type": "string"
 class SourceConfig(Section):
     """Where records come from."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"format": "delta", "table": "main.raw.orders"},
+        {"format": "kafka", "bootstrap.servers": "broker-1:9092,broker-2:9092", "topics": ["orders"],
+         "starting.offsets": "earliest", "max.offsets.per.trigger": 100_000},
+    ]})
     _key = "source"
 
     format: Annotated[SourceFormat, choice(SourceFormat)] = SourceFormat.DELTA
     """kafka, or a Kafka-shaped delta / parquet table."""
-    path: Annotated[str | None, file_path(optional=True)] = None
+    path: Annotated[str | None, file_path(optional=True)] = Field(None, examples=["data/orders_raw"])
     """A table path (delta/parquet), relative to the config's folder; or use table for a catalog name."""
-    table: Annotated[str | None, OPTIONAL_TABLE_NAME] = None
+    table: Annotated[str | None, OPTIONAL_TABLE_NAME] = Field(None, examples=["main.raw.orders"])
     """A catalog table name (delta), e.g. catalog.schema.table."""
     streaming: Annotated[bool, BOOL] = Field(False, validate_default=True)
     """Read with readStream: incremental and checkpointed (always true for kafka)."""
-    bootstrap_servers: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="bootstrap.servers")
+    bootstrap_servers: Annotated[str | None, OPTIONAL_TEXT] = Field(
+        None, alias="bootstrap.servers", examples=["broker-1:9092,broker-2:9092"]
+    )
     """Kafka bootstrap.servers: host:port[,host:port]."""
-    topics: Annotated[tuple[str, ...], _TOPICS] = ()
+    topics: Annotated[tuple[str, ...], _TOPICS] = Field((), examples=[["orders", "payments"]])
     """Kafka topics to subscribe to: a list, or one comma-separated string."""
-    topic_pattern: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="topic.pattern")
+    topic_pattern: Annotated[str | None, OPTIONAL_TEXT] = Field(None, alias="topic.pattern", examples=["orders\\..*"])
     """A Java regex of topics to subscribe to (instead of topics)."""
-    starting_offsets: Annotated[str, TEXT] = Field("earliest", alias="starting.offsets")
+    starting_offsets: Annotated[str, TEXT] = Field("earliest", alias="starting.offsets", examples=["latest"])
     """earliest | latest | Spark's JSON form."""
     include_headers: Annotated[bool, BOOL] = Field(True, alias="include.headers")
     """Read Kafka headers (the quarantine table keeps them)."""
     max_offsets_per_trigger: Annotated[int | None, integer(1, optional=True)] = Field(
-        None, alias="max.offsets.per.trigger"
+        None, alias="max.offsets.per.trigger", examples=[100_000]
     )
     """The most records per micro-batch."""
-    options: Annotated[Mapping[str, str], string_map()] = Field(default_factory=lambda: MappingProxyType({}))
+    options: Annotated[Mapping[str, str], string_map()] = Field(
+        default_factory=lambda: MappingProxyType({}), examples=[{"kafka.security.protocol": "SASL_SSL"}]
+    )
     """Extra reader options, passed to Spark verbatim (e.g. kafka.security.protocol); secrets are redacted."""
 
     @property
@@ -346,11 +381,14 @@ class SourceConfig(Section):
 class TargetConfig(Section):
     """Where good rows go: a Delta table, appended exactly once per batch."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"table": "main.sales.orders", "checkpoint": "checkpoints/orders"},
+    ]})
     _key = "target"
 
-    table: Annotated[str, table_ref()]
+    table: Annotated[str, table_ref()] = Field(examples=["main.sales.orders"])
     """The target Delta table: a path (relative to the config's folder) or catalog.schema.table."""
-    checkpoint: Annotated[str | None, file_path(optional=True)] = None
+    checkpoint: Annotated[str | None, file_path(optional=True)] = Field(None, examples=["checkpoints/orders"])
     """The streaming checkpoint location (required when streaming), relative to the config's folder."""
     source_columns: Annotated[bool, BOOL] = True
     """Keep _source_topic, _source_partition, _source_offset, _source_timestamp, _source_fingerprint (batch
@@ -427,9 +465,12 @@ TRIGGER = Check(
 class MetricsConfig(Section):
     """The Delta metrics table (one row per batch per metric)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"table": "main.ops.quarantine_metrics"}]})
     _key = "metrics"
 
-    table: Annotated[str | None, table_ref(optional=True)] = None
+    table: Annotated[str | None, table_ref(optional=True)] = Field(
+        default=None, examples=["main.ops.quarantine_metrics"]
+    )
     """The metrics Delta table: a path (relative to the config's folder) or catalog.schema.table."""
 
     @classmethod
@@ -441,21 +482,24 @@ class MetricsConfig(Section):
 class MlflowConfig(Section):
     """MLflow tracking. Disabled means a no-op tracker, never dropped records."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"enabled": True, "tracking_uri": "sqlite:///mlflow.db", "experiment": "orders"},
+    ]})
     _key = "mlflow"
 
     enabled: Annotated[bool, BOOL] = False
     """Log runs to MLflow."""
-    tracking_uri: Annotated[str | None, OPTIONAL_TEXT] = None
+    tracking_uri: Annotated[str | None, OPTIONAL_TEXT] = Field(default=None, examples=["databricks"])
     """sqlite:///mlflow.db locally; databricks on Databricks; unset: MLflow's own default (environment)."""
-    experiment: Annotated[str, TEXT] = "quarantine"
+    experiment: Annotated[str, TEXT] = Field(default="quarantine", examples=["/Shared/quarantine/orders"])
     """Experiment name (a workspace path on Databricks)."""
-    http_timeout_s: Annotated[int, integer(1)] = 5
+    http_timeout_s: Annotated[int, integer(1)] = Field(default=5, examples=[10])
     """MLflow HTTP request timeout in seconds (a bounded delay on outages)."""
-    http_max_retries: Annotated[int, integer(0)] = 0
+    http_max_retries: Annotated[int, integer(0)] = Field(default=0, examples=[2])
     """MLflow HTTP retries per request."""
-    buffer_max: Annotated[int, integer(0)] = 10_000
+    buffer_max: Annotated[int, integer(0)] = Field(default=10_000, examples=[50_000])
     """Metric points buffered while the server is down before dropping."""
-    sample_messages: Annotated[int, integer(0)] = 20
+    sample_messages: Annotated[int, integer(0)] = Field(default=20, examples=[50])
     """Quarantined messages sampled into a run artifact."""
 
     @classmethod
@@ -467,9 +511,12 @@ class MlflowConfig(Section):
 class SparkConfig(Section):
     """Settings for a local Spark session (on Databricks the cluster's own apply)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"conf": {"spark.sql.shuffle.partitions": "8"}}]})
     _key = "spark"
 
-    conf: Annotated[Mapping[str, str], string_map()] = Field(default_factory=lambda: MappingProxyType({}))
+    conf: Annotated[Mapping[str, str], string_map()] = Field(
+        default_factory=lambda: MappingProxyType({}), examples=[{"spark.sql.shuffle.partitions": "8"}]
+    )
     """Spark conf for local sessions, e.g. {spark.sql.shuffle.partitions: '8'}; secrets are redacted."""
 
 

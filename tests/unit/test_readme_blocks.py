@@ -51,8 +51,16 @@ def test_every_block_has_a_marker_with_a_unique_key() -> None:
     assert {b.path for b in blocks} > {"README.md"}, "the pages of docs/ are read too"
 
 
+#: The generated reference's examples (docs/reference/): each is loaded through the config
+#: loader by the test that generates the pages, not by key (there is one per key and option).
+GENERATED = "generated reference example, loaded by tests/unit/test_config_reference.py"
+
+
 def test_the_illustrations_are_the_listed_ones() -> None:
-    marked = sorted((b.path, b.lang) for b in all_blocks() if b.illustration)
+    generated = [b for b in all_blocks() if b.illustration == GENERATED]
+    assert generated and all(b.path.startswith("docs/reference/") and b.lang == "yaml" for b in generated)
+    assert "parse_config" in (REPO / "tests" / "unit" / "test_config_reference.py").read_text(encoding="utf-8")
+    marked = sorted((b.path, b.lang) for b in all_blocks() if b.illustration and b.illustration != GENERATED)
     assert marked == sorted(ILLUSTRATIONS), "a new illustration is a decision: list it in ILLUSTRATIONS, or run it"
 
 
