@@ -1,0 +1,234 @@
+"""A pipeline's stages inside a declarative pipeline: one staged view, a target table, a quarantine table.
+
+Spark Declarative Pipelines (``pyspark.pipelines``, the ``spark-pipelines`` command, Spark
+4.1) and Databricks' Lakeflow Declarative Pipelines run a source file that declares
+datasets; the runtime owns the writes, their checkpoints and exactly-once. :func:`declare`,
+called from such a file, declares for one config (the same YAML a job runs):
+
+* a temporary view ``<pipeline>_staged``: the source read as a stream (a Kafka topic, or a
+  Kafka-shaped Delta table), every stage's result-or-error column, the record's content
+  fingerprint;
+* a streaming table for the good rows, named by ``target.table``, with the columns a job's
+  target gets (the final result's fields and the ``_source_*`` coordinates);
+* a streaming table for the failed rows, named by ``errors.deadletterqueue.table.name``, with
+  the quarantine table's columns: the raw key, value and headers byte for byte, the
+  coordinates, the error (stage, kind, class, message, redacted as a job redacts it), status
+  ``open``, and the fingerprint. ``quarantine inspect``, ``stats``, the SQL library and
+  ``report`` read it as they read a job's.
+
+The dataset functions return DataFrames and run no action; they set no session setting,
+register no view or function (the runtime forbids it), and may be evaluated several times.
+What a job does and a pipeline cannot, :func:`check_declarable` refuses at load, naming why:
+count and rate limits of ``errors.tolerance`` (they need a batch's counts), a stage that
+judges a whole batch (a suite's batch-level expectations), and tables named by a path (a
+pipeline's datasets are catalog tables). ``errors.tolerance: none`` fails the update at the
+first failed record, naming its stage and coordinates.
+
+What differs from a job, on purpose: the quarantine table is appended by the runtime, so a
+record's row is written once per update that reads it and its status columns are not
+updated inside the pipeline; metrics and MLflow runs are not written by the pipeline
+(``quarantine stats`` and the metrics command read the quarantine table after an update).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine.config import PipelineConfig, SourceFormat, Tolerance, load_config
+from quarantine.coordinates import fingerprint
+from quarantine.errors import ConfigError
+from quarantine.plan import Plan
+from quarantine.runners.streaming import read_stream
+from quarantine.schema import ERROR, FINGERPRINT
+from quarantine.stage import JudgingStage
+
+__all__ = ["DeclaredPipeline", "check_declarable", "declare", "quarantine_frame", "staged_frame", "target_frame"]
+
+#: ``run_id`` of the quarantine rows a pipeline writes (the update's id is the runtime's).
+RUN_ID = "declarative"
+
+
+@dataclass(frozen=True)
+class DeclaredPipeline:
+    """The datasets :func:`declare` declared, by name.
+
+    Attributes:
+        staged: the temporary view of the staged source.
+        target: the streaming table of good rows.
+        quarantine: the streaming table of failed rows.
+    """
+
+    staged: str
+    target: str
+    quarantine: str
+
+
+def _table_name(key: str, value: str) -> str:
+    if "/" in value or "://" in value:
+        raise ConfigError(key, value, "a table name (catalog.schema.table or table): a declarative "
+                                      "pipeline's datasets are tables in its catalog, not paths")
+    return value
+
+
+def check_declarable(plan: Plan) -> DeclaredPipeline:
+    """The names of the datasets ``plan`` declares; refuses what a pipeline cannot do.
+
+    Raises:
+        ConfigError: a table is named by a path; ``errors.tolerance.limit`` or
+            ``errors.tolerance.rate.limit`` is set (a limit needs a batch's counts, which a
+            dataset function cannot take); a stage judges whole batches (a suite's
+            batch-level expectations, which need an action over the batch).
+    """
+    cfg = plan.config
+    errors = cfg.errors
+    for key, value in (("errors.tolerance.limit", errors.tolerance_limit),
+                       ("errors.tolerance.rate.limit", errors.tolerance_rate_limit)):
+        if value >= 0:
+            raise ConfigError(key, value, "unset (-1) in a declarative pipeline: a limit counts a batch's "
+                                          "failures, and a dataset function runs no action; use tolerance "
+                                          "none or all")
+    for i, stage in enumerate(plan.stages):
+        if isinstance(stage, JudgingStage):
+            raise ConfigError(f"stages[{i}]", stage.name, "a stage that judges rows only in a declarative "
+                                                          "pipeline: this one also judges whole batches "
+                                                          "(batch-level expectations need an action)")
+    if cfg.source.format is SourceFormat.PARQUET:
+        raise ConfigError("source.format", "parquet", "kafka or delta in a declarative pipeline")
+    return DeclaredPipeline(
+        staged=f"{cfg.pipeline}_staged",
+        target=_table_name("target.table", cfg.target.table),
+        quarantine=_table_name("errors.deadletterqueue.table.name", errors.dlq_table_name),
+    )
+
+
+def staged_frame(plan: Plan, source: DataFrame) -> DataFrame:
+    """``source`` (Kafka-shaped, a stream) through the stages: :meth:`Plan.split_frame`'s columns
+    (pure: no action). Under ``errors.tolerance: none`` the frame fails at its first failed
+    record, naming the stage, the error class and the record's coordinates."""
+    split = plan.split_frame(source)
+    if plan.config.errors.tolerance is Tolerance.NONE:
+        err = F.col(ERROR)
+        message = F.concat(
+            F.lit(f"quarantine: pipeline {plan.config.pipeline}: errors.tolerance is none and stage "),
+            err.getField("stage"), F.lit(" failed the record at "),
+            F.col("topic"), F.lit("/"), F.col("partition").cast("string"), F.lit("/"),
+            F.col("offset").cast("string"), F.lit(": "), err.getField("error_class"), F.lit(": "),
+            F.coalesce(err.getField("message"), F.lit("")),
+        )
+        # evaluated on every row, before anything filters on the error: a failed one raises
+        split = split.where(F.when(err.isNotNull(), F.raise_error(message)).isNull())
+    return split
+
+
+def target_frame(plan: Plan, staged: DataFrame) -> DataFrame:
+    """The good rows of ``staged`` in the target's shape (:meth:`Plan.target_rows`)."""
+    return plan.target_rows(staged)
+
+
+def quarantine_frame(plan: Plan, staged: DataFrame) -> DataFrame:
+    """The failed rows of ``staged`` as quarantine-table rows, their errors redacted as a job's
+    are; the times are each row's write time (``current_timestamp()``), ``batch_id`` NULL."""
+    failed = staged.where(F.col(ERROR).isNotNull())
+    rows = plan.quarantine_writer().rows(failed, run_id=RUN_ID, batch_id=0, now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
+    now = F.current_timestamp()
+    history: Column = F.transform("error_history", lambda h: h.withField("at", now))
+    return rows.withColumns({
+        "error_history": history,
+        "first_seen_at": now,
+        "last_seen_at": now,
+        "first_seen_date": F.to_date(F.convert_timezone(None, F.lit("UTC"), now)),  # the UTC date
+        "batch_id": F.lit(None).cast("bigint"),
+    })
+
+
+def _pipelines_api() -> Any:
+    """The runtime's declarative API: ``pyspark.pipelines`` (Spark 4.1, and Lakeflow where it
+    offers it), else Databricks' ``dlt``."""
+    try:
+        from pyspark import pipelines
+
+        return pipelines
+    except ImportError:  # a Databricks runtime that offers only dlt
+        import dlt  # type: ignore[import-not-found]
+
+        return dlt
+
+
+def _read(plan: Plan, spark: SparkSession) -> DataFrame:
+    """The source as a stream, each record's content fingerprint beside it."""
+    return read_stream(spark, plan.config.source).withColumn(FINGERPRINT, fingerprint())
+
+
+def _table(dp: Any, name: str, comment: str) -> Callable[..., Any]:
+    """``dp.table`` for a Delta streaming table (``format`` where the API takes it: Spark's
+    pipelines default to the session's default source, Lakeflow's tables are Delta)."""
+    import inspect
+
+    if "format" in inspect.signature(dp.table).parameters:
+        return dp.table(name=name, comment=comment, format="delta")  # type: ignore[no-any-return]
+    return dp.table(name=name, comment=comment)  # type: ignore[no-any-return]
+
+
+def declare(
+    config: PipelineConfig | str | os.PathLike[str],
+    *,
+    spark: SparkSession | None = None,
+    api: Any = None,
+) -> DeclaredPipeline:
+    """Declare a config's staged view, target table and quarantine table in the current pipeline.
+
+    Call it at the top level of a pipeline source file::
+
+        from quarantine.declarative import declare
+        declare("orders.yml")   # a path is read from the pipeline's root folder
+
+    Args:
+        config: a loaded config, or the path of its YAML file.
+        spark: the pipeline's session (default: the active one).
+        api: the declarative API (default ``pyspark.pipelines``, else ``dlt``): a test's stand-in.
+
+    Returns:
+        The declared datasets' names.
+
+    Raises:
+        ConfigError: the config asks for what a pipeline cannot do (:func:`check_declarable`),
+            or a stage option is bad, before anything is declared.
+    """
+    cfg = config if isinstance(config, PipelineConfig) else load_config(Path(config))
+    session = spark or SparkSession.active()
+    plan = Plan.from_config(cfg, session, listeners=[])
+    names = check_declarable(plan)
+    dp = api or _pipelines_api()
+
+    # Built here, at the source file's top level: building them reads the source's schema and
+    # the stages' types (analysis), which the runtime forbids inside a query function. The
+    # query functions return these frames, as often as the runtime asks.
+    staged_df = staged_frame(plan, _read(plan, session))
+    target_df = target_frame(plan, staged_df)
+    quarantine_df = quarantine_frame(plan, staged_df)
+
+    def staged() -> DataFrame:
+        return staged_df
+
+    def good() -> DataFrame:
+        return target_df
+
+    def bad() -> DataFrame:
+        return quarantine_df
+
+    declared: list[tuple[Callable[..., Any], Callable[[], DataFrame]]] = [
+        (dp.temporary_view(name=names.staged, comment=f"quarantine {cfg.pipeline}: the staged source"), staged),
+        (_table(dp, names.target, f"quarantine {cfg.pipeline}: good rows"), good),
+        (_table(dp, names.quarantine, f"quarantine {cfg.pipeline}: failed records, raw bytes"), bad),
+    ]
+    for decorator, function in declared:
+        decorator(function)
+    return names
