@@ -90,6 +90,9 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine sql",
         "quarantine sql stuck_records --conf data/demo/orders_demo.yml --param hours=48 --param failures=2",
     )),
+    "connect-server": ("start a local Spark Connect server with Delta (for spark-pipelines); Ctrl-C stops it", (
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN=$(openssl rand -hex 16) quarantine connect-server --port 15002",
+    )),
     "views": ("create views over the quarantine table (<table>_open, <table>_summary, ...)", (
         "quarantine views --conf data/demo/orders_demo.yml --print",
         "quarantine views --conf conf/prod.yml",
@@ -175,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--format", choices=("json", "avro"), default="json",
                       help="json: UTF-8 JSON orders (default); avro: Avro in the schema-registry wire format, "
                            "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml)")
+    srv = command("connect-server")
+    srv.add_argument("--port", type=int, default=15002, help="the gRPC port (default 15002)")
+    srv.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark setting on top of a local session's, e.g. spark.sql.warehouse.dir=/data/wh")
     sch = command("schema")
     sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
     from quarantine import triage
@@ -232,6 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "init-demo":
             return _init_demo(args)
+        if args.command == "connect-server":
+            from quarantine.connect_server import serve
+
+            bad = [p for p in args.spark_conf if "=" not in p]
+            if bad:
+                raise ConfigError("--conf", bad[0], "KEY=VALUE (a Spark setting)")
+            serve(args.port, dict(p.split("=", 1) for p in args.spark_conf))
+            return 0
         if args.command == "schema":
             return _schema(args.out)
         if args.command in ("inspect", "stats", "sql", "views"):

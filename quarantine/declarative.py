@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -50,7 +51,10 @@ from quarantine.runners.streaming import read_stream
 from quarantine.schema import ERROR, FINGERPRINT
 from quarantine.stage import JudgingStage
 
-__all__ = ["DeclaredPipeline", "check_declarable", "declare", "quarantine_frame", "staged_frame", "target_frame"]
+__all__ = [
+    "SET_PREFIX", "DeclaredPipeline", "check_declarable", "declare", "pipeline_overrides", "quarantine_frame",
+    "staged_frame", "target_frame",
+]
 
 #: ``run_id`` of the quarantine rows a pipeline writes (the update's id is the runtime's).
 RUN_ID = "declarative"
@@ -168,13 +172,21 @@ def _read(plan: Plan, spark: SparkSession) -> DataFrame:
 
 
 def _table(dp: Any, name: str, comment: str) -> Callable[..., Any]:
-    """``dp.table`` for a Delta streaming table (``format`` where the API takes it: Spark's
-    pipelines default to the session's default source, Lakeflow's tables are Delta)."""
-    import inspect
-
-    if "format" in inspect.signature(dp.table).parameters:
-        return dp.table(name=name, comment=comment, format="delta")  # type: ignore[no-any-return]
+    """``dp.table`` for a streaming table in the session's default format: Delta on Databricks
+    and on ``quarantine connect-server`` (``spark.sql.sources.default``). Not ``format="delta"``:
+    with it, Spark 4.1's pipelines fail every update after the first on a Delta table
+    (``DELTA_CANNOT_CHANGE_PROVIDER``: they re-set the reserved ``provider`` property)."""
     return dp.table(name=name, comment=comment)  # type: ignore[no-any-return]
+
+
+#: A pipeline setting ``quarantine.set.<key>`` is the config override ``<key>`` (as ``--set``).
+SET_PREFIX = "quarantine.set."
+
+
+def pipeline_overrides(settings: Mapping[str, str]) -> dict[str, Any]:
+    """The config overrides a pipeline's settings carry: ``quarantine.set.source.table: x`` is
+    ``--set source.table=x`` (the value read as YAML, so ``null`` unsets a key)."""
+    return {k[len(SET_PREFIX):]: yaml.safe_load(v) for k, v in settings.items() if k.startswith(SET_PREFIX)}
 
 
 def declare(
@@ -182,6 +194,7 @@ def declare(
     *,
     spark: SparkSession | None = None,
     api: Any = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> DeclaredPipeline:
     """Declare a config's staged view, target table and quarantine table in the current pipeline.
 
@@ -194,6 +207,8 @@ def declare(
         config: a loaded config, or the path of its YAML file.
         spark: the pipeline's session (default: the active one).
         api: the declarative API (default ``pyspark.pipelines``, else ``dlt``): a test's stand-in.
+        overrides: config keys to set, as ``--set`` does, on top of the pipeline's
+            ``quarantine.set.<key>`` settings (a bundle's pipeline ``configuration``).
 
     Returns:
         The declared datasets' names.
@@ -202,8 +217,12 @@ def declare(
         ConfigError: the config asks for what a pipeline cannot do (:func:`check_declarable`),
             or a stage option is bad, before anything is declared.
     """
-    cfg = config if isinstance(config, PipelineConfig) else load_config(Path(config))
     session = spark or SparkSession.active()
+    if isinstance(config, PipelineConfig):
+        cfg = config
+    else:
+        sets = {**pipeline_overrides(session.conf.getAll), **(overrides or {})}
+        cfg = load_config(Path(config), sets or None)
     plan = Plan.from_config(cfg, session, listeners=[])
     names = check_declarable(plan)
     dp = api or _pipelines_api()

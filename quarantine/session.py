@@ -20,7 +20,7 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
 
-__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
+__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "local_settings", "on_databricks", "session_setting"]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
@@ -217,3 +217,9 @@ def _with_jvm_options(options: str) -> str:
             flags |= group
     extra = [o for o in JVM_OPTIONS if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
     return " ".join([*given, *extra])
+
+
+def local_settings(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings of a local JVM the library starts (a classic session or a Connect server):
+    :data:`LOCAL_DEFAULTS`, the Delta/Kafka/Avro jars, ``conf`` on top, the JVM options."""
+    return _local_settings(conf)

@@ -275,9 +275,9 @@ def test_every_job_cluster_builds_columns_without_sending_each_call_site_to_the_
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The bundle's files (root, resources, configs, notebooks) in a scratch folder."""
+    """The bundle's files (root, resources, configs, notebooks, pipelines) in a scratch folder."""
     shutil.copy2(REPO / "databricks.yml", tmp_path / "databricks.yml")
-    for folder in ("bundles", "conf", "notebooks", "dashboards"):
+    for folder in ("bundles", "conf", "notebooks", "dashboards", "pipelines"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     return tmp_path
 
@@ -428,3 +428,35 @@ def test_the_readmes_databricks_commands_name_what_the_bundle_defines() -> None:
         for key in re.findall(r"\{\{secrets/\$\{var\.secret_scope\}/([\w-]+)\}\}", f.read_text(encoding="utf-8"))
     }
     assert referenced and put == referenced, (put, referenced)
+
+
+# --------------------------------------------------------------------------- the declarative pipeline
+
+
+def test_the_declarative_pipeline_loads_its_config_with_its_overrides_on_unity_catalog_tables() -> None:
+    """bundles/orders_declarative.yml: its ``quarantine.set.*`` settings, as each target sets
+    them, are overrides of pipelines/orders/orders.yml that load, and that a pipeline can declare."""
+    from quarantine.config import load_config
+    from quarantine.declarative import check_declarable, pipeline_overrides
+    from quarantine.plan import Plan
+    from quarantine.stages import build_stages
+
+    bundle = Bundle.load(REPO)
+    ((path, pipe),) = bundle.pipelines().values()
+    for lib in pipe["libraries"]:
+        source = (path.parent / lib["file"]["path"]).read_text(encoding="utf-8")
+        assert 'declare("orders.yml")' in source
+    for target in bundle.config["targets"]:
+        variables = target_variables(REPO, target)
+        settings = {k: substitute(str(v), REPO, target, variables, {}) for k, v in pipe["configuration"].items()}
+        config = load_config(REPO / pipe["root_path"].removeprefix("../") / "orders.yml", pipeline_overrides(settings))
+        assert config.source.path is None and config.source.table == (
+            f"{variables['catalog']}.{variables['schema']}.{variables['source_table']}")
+        names = check_declarable(Plan(config=config, spark=None, stages=build_stages(config.stages)))  # type: ignore[arg-type]
+        assert names.target.endswith(".orders_declarative") and names.quarantine.endswith("_quarantine"), target
+
+
+def test_a_missing_pipeline_source_file_is_found(copy: Path) -> None:
+    (copy / "pipelines" / "orders" / "transformations" / "orders.py").unlink()
+    (problem,) = path_problems(copy)
+    assert "orders_declarative.yml" in problem and "transformations/orders.py does not exist" in problem

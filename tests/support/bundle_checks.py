@@ -93,6 +93,16 @@ class Bundle:
                 jobs[name] = (f, job)
         return jobs
 
+    def pipelines(self) -> dict[str, tuple[Path, dict[str, Any]]]:
+        """Every (Lakeflow declarative) pipeline resource by its key, with the file that defines it."""
+        found: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for f in self.resource_files:
+            for name, pipe in (_load(f).get("resources") or {}).get("pipelines", {}).items():
+                if name in found:
+                    raise ValueError(f"pipeline {name} is defined in {found[name][0].name} and {f.name}")
+                found[name] = (f, pipe)
+        return found
+
     def dashboards(self) -> dict[str, tuple[Path, dict[str, Any]]]:
         """Every dashboard resource by its key, with the file that defines it."""
         found: dict[str, tuple[Path, dict[str, Any]]] = {}
@@ -146,12 +156,19 @@ def schema_problems(root: Path, schema: Path) -> list[str]:
 
 
 def model_problems(root: Path) -> list[str]:
-    """Each job and dashboard against the strict typed models ``databricks.bundles.jobs.Job`` and
-    ``databricks.bundles.dashboards.Dashboard`` (unknown fields are errors)."""
+    """Each job, pipeline and dashboard against the strict typed models ``databricks.bundles.jobs.Job``,
+    ``databricks.bundles.pipelines.Pipeline`` and ``databricks.bundles.dashboards.Dashboard``
+    (unknown fields are errors)."""
     from databricks.bundles.dashboards import Dashboard
     from databricks.bundles.jobs import Job
+    from databricks.bundles.pipelines import Pipeline
 
     problems = []
+    for name, (path, pipe) in Bundle.load(root).pipelines().items():
+        try:
+            Pipeline.from_dict(pipe)  # type: ignore[arg-type]
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{path.name}: pipeline {name}: {exc}")
     for name, (path, dash) in Bundle.load(root).dashboards().items():
         try:
             Dashboard.from_dict(dash)  # type: ignore[arg-type]
@@ -257,6 +274,12 @@ def path_problems(root: Path) -> list[str]:
                     if candidate.startswith(str(root)) and not Path(candidate).exists():
                         rel = Path(candidate).relative_to(root)
                         problems.append(f"{path.name}: job {name} {where} (target {target}): {rel} does not exist")
+    for name, (path, pipe) in bundle.pipelines().items():
+        named = [lib["file"]["path"] for lib in pipe.get("libraries", []) if "file" in lib]
+        named += [pipe["root_path"]] if "root_path" in pipe else []
+        for rel in named:
+            if not (path.parent / rel).exists():
+                problems.append(f"{path.name}: pipeline {name}: {rel} does not exist")
     return sorted(set(problems))
 
 

@@ -1,0 +1,178 @@
+"""The manual's declarative pipeline (docs/declarative.md, ``pipelines/orders/``), run as written
+by ``spark-pipelines`` against ``quarantine connect-server`` (issue 38).
+
+The project's files are the page's blocks (checked here); the page's commands run in a
+temporary folder: the server (its tables in that folder's ``spark-warehouse``), the demo
+source, ``spark-pipelines run`` twice, then the operator's commands through the server. The
+tables are read back from the warehouse as Delta tables.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from quarantine.cli import main
+from tests.support.readme import block
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = REPO / "pipelines" / "orders"
+BIN = Path(sys.executable).parent
+RECORDS = 2_000
+COORDINATES = ["topic", "partition", "offset"]
+STAGES = {"decode", "parse_order", "convert", "check_order"}
+
+
+def _code(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_the_pages_blocks_are_the_projects_files() -> None:
+    assert _code(block("sdp-spec").body) == _code((PROJECT / "spark-pipeline.yml").read_text(encoding="utf-8"))
+    source = (PROJECT / "transformations" / "orders.py").read_text(encoding="utf-8")
+    assert block("sdp-source").body == source
+    conf = yaml.safe_load((PROJECT / "orders.yml").read_text(encoding="utf-8"))
+    assert (conf["target"]["table"], conf["errors"]["deadletterqueue.table.name"]) == ("orders", "orders_quarantine")
+
+
+class _Server:
+    """``quarantine connect-server`` as the page starts it, in ``cwd``."""
+
+    def __init__(self, cwd: Path) -> None:
+        lines = block("sdp-run").lines()
+        assert lines[0].split("#")[0].strip() == "export SPARK_CONNECT_AUTHENTICATE_TOKEN=$(openssl rand -hex 16)"
+        argv = block("sdp-run").commands()[0]
+        assert argv[:2] == ["quarantine", "connect-server"] and argv[-1] == "&", argv
+        self.port = int(argv[argv.index("--port") + 1])
+        self.token = secrets.token_hex(16)
+        self.env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token, "PYTHONPATH": str(REPO),
+                    "PYSPARK_PYTHON": sys.executable}
+        self.env.pop("QUARANTINE_SPARK_REMOTE", None)
+        self.log = cwd / "server.log"
+        self.proc = subprocess.Popen([str(BIN / "quarantine"), *argv[1:-1]], cwd=cwd, env=self.env,
+                                     stdout=subprocess.PIPE, stderr=self.log.open("wb"), text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert f"listening on sc://localhost:{self.port}" in line, line + self.log.read_text(errors="replace")[-3000:]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Server, Path]]:
+    root = tmp_path_factory.mktemp("sdp")
+    started = _Server(root)
+    try:
+        yield started, root
+    finally:
+        started.close()
+
+
+def _project(root: Path, name: str, **errors: Any) -> Path:
+    """The project copied to ``root/pipelines/name`` (its storage there too), ``errors`` overridden."""
+    project = root / "pipelines" / name
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    # the page's spec and source file are what runs (the project's own are the same, above)
+    (project / "spark-pipeline.yml").write_text(
+        re.sub(r"(?m)^storage: .*$", f"storage: file://{project / 'storage'}", block("sdp-spec").body),
+        encoding="utf-8")
+    (project / "transformations" / "orders.py").write_text(block("sdp-source").body, encoding="utf-8")
+    if errors:
+        conf = project / "orders.yml"
+        cfg = yaml.safe_load(conf.read_text(encoding="utf-8"))
+        cfg["errors"].update(errors)
+        cfg["pipeline"] = cfg["target"]["table"] = name
+        cfg["errors"]["deadletterqueue.table.name"] = f"{name}_quarantine"
+        conf.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return project
+
+
+def _pipelines_run(server: _Server, project: Path) -> subprocess.CompletedProcess[str]:
+    line = block("sdp-run").lines()[-1]  # cd pipelines/orders && PYSPARK_PYTHON=… spark-pipelines run …
+    assert "PYSPARK_PYTHON=$(which python) spark-pipelines" in line  # server.env sets it: this interpreter
+    argv = line[line.index("spark-pipelines"):].split()
+    assert argv[:2] == ["spark-pipelines", "run"] and argv[-1] == f"sc://localhost:{server.port}", argv
+    return subprocess.run([str(BIN / "spark-pipelines"), *argv[1:]], cwd=project, env=server.env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second_update_adds_nothing(
+    spark: Any, server: tuple[_Server, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connect, root = server
+    project = _project(root, "orders")
+    monkeypatch.chdir(root)
+    init = block("sdp-run").commands()[1]
+    assert init[:2] == ["quarantine", "init-demo"] and init[3] == "pipelines/orders/data"
+    assert main([*init[1:], "--records", str(RECORDS), "--poison-rate", "0.1", "--seed", "38"]) == 0
+
+    first = _pipelines_run(connect, project)
+    assert first.returncode == 0 and "Run is COMPLETED" in first.stdout + first.stderr, first.stderr[-4000:]
+
+    warehouse = root / "spark-warehouse"
+    source = spark.read.format("delta").load(str(project / "data" / "source"))
+    target = spark.read.format("delta").load(str(warehouse / "orders"))
+    quarantine = spark.read.format("delta").load(str(warehouse / "orders_quarantine"))
+    ok, bad = target.count(), quarantine.count()
+    assert ok + bad == RECORDS and 0 < bad < RECORDS // 4
+    landed = target.select(*[target[f"_source_{c}"].alias(c) for c in COORDINATES]).unionByName(
+        quarantine.select(*COORDINATES))
+    assert landed.distinct().count() == RECORDS  # each record once: none in both, none left out
+    assert landed.exceptAll(source.select(*COORDINATES)).count() == 0
+    joined = quarantine.alias("q").join(source.alias("s"), COORDINATES)  # the raw bytes, byte for byte
+    assert joined.count() == bad
+    assert joined.where("NOT (q.key <=> s.key AND q.value <=> s.value AND q.headers <=> s.headers)").count() == 0
+    assert {r.stage for r in quarantine.select("stage").distinct().collect()} == STAGES
+    assert quarantine.where("status <> 'open' OR error_class IS NULL OR fingerprint IS NULL").count() == 0
+
+    second = _pipelines_run(connect, project)
+    assert second.returncode == 0, second.stderr[-4000:]
+    counts = [spark.read.format("delta").load(str(warehouse / t)).count() for t in ("orders", "orders_quarantine")]
+    assert counts == [ok, bad]  # the runtime's checkpoints: nothing read twice
+
+    # the operator's commands, through the server (the page's commands, with this project's config)
+    operate = block("sdp-operate")
+    assert operate.lines()[0] == f"export QUARANTINE_SPARK_REMOTE=sc://localhost:{connect.port}"
+    env = {**connect.env, "QUARANTINE_SPARK_REMOTE": f"sc://localhost:{connect.port}"}
+    outputs = []
+    for argv in operate.commands():
+        done = subprocess.run([str(BIN / "quarantine"), *argv[1:]], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs.append(done.stdout)
+    stats, inspect = outputs
+    assert all(stage in stats for stage in STAGES), stats
+    assert "parse_order" in inspect and "decode" not in inspect.replace("decoded", ""), inspect
+
+
+def test_tolerance_none_fails_the_update_naming_the_stage_and_the_record(
+    spark: Any, server: tuple[_Server, Path]
+) -> None:
+    connect, root = server
+    project = _project(root, "orders_none", tolerance="none")
+    from quarantine.demo import write_demo_source
+
+    write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=39)
+    done = _pipelines_run(connect, project)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-4000:]
+    m = re.search(r"errors\.tolerance is none and stage (\w+) failed the record at (\S+)/(\d+)/(\d+): (\w+)", out)
+    assert m and m[1] in STAGES, out[-4000:]
