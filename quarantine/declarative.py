@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig, SourceFormat, Tolerance, load_config
 from quarantine.coordinates import fingerprint
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, QuarantineError
 from quarantine.plan import Plan
 from quarantine.runners.streaming import read_stream
 from quarantine.schema import ERROR, FINGERPRINT
@@ -161,8 +161,13 @@ def _pipelines_api() -> Any:
 
         return pipelines
     except ImportError:  # a Databricks runtime that offers only dlt
-        import dlt  # type: ignore[import-not-found]
-
+        try:
+            import dlt  # type: ignore[import-not-found]
+        except ImportError:
+            raise QuarantineError(
+                "a declarative pipeline needs Spark 4.1's pyspark.pipelines (pyspark 4.1.1 here is "
+                "the local default) or Databricks' dlt; neither is importable in this Python"
+            ) from None
         return dlt
 
 
