@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -20,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["HEX", "UTF8", "decode_bytes", "fit_widths", "plain", "print_json", "print_table", "shorten"]
+__all__ = ["HEX", "UTF8", "decode_bytes", "fit_widths", "gist", "plain", "print_json", "print_table", "shorten"]
 
 #: ``decode_bytes``'s encodings.
 UTF8 = "utf-8"
@@ -46,6 +47,40 @@ def shorten(text: str | None, width: int) -> str | None:
     if text is None or len(text) <= width:
         return text
     return text[: max(width - 1, 0)] + "…"
+
+
+#: Where a message says the value it found (``…, found 250.0``): the part a cut must keep.
+_FOUND = re.compile(r",?\s+found\s")
+
+
+def _prefix(text: str, width: int) -> str:
+    """At most ``width`` characters of ``text``'s beginning, ending between words where one ends
+    in the second half (a single long word, or hex, is cut inside); no trailing space or comma."""
+    head = text[: max(width, 0)]
+    if len(head) < len(text) and text[len(head)].isalnum() and head[-1:].isalnum():  # inside a word
+        space = head.rfind(" ")
+        if space >= len(head) // 2:
+            head = head[:space]
+    return head.rstrip(" ,")
+
+
+def gist(text: str | None, width: int) -> str | None:
+    """``text`` in at most ``width`` characters, keeping what a person reads it for (tables only).
+
+    Unchanged when it fits. A message that ends in the value it found (``field 'amount':
+    expected between 0 and 100, found 250.0``) keeps its beginning (where it failed) and that
+    end, the middle cut: ``field 'amount': expected … found 250.0``. Anything else is cut
+    between words where it can, ending in ``…``. The result is never longer than ``width``.
+    """
+    if text is None or len(text) <= width:
+        return text
+    found = next(reversed(list(_FOUND.finditer(text))), None)  # the last one
+    if found is not None:
+        tail = text[found.end() - len("found ") :]
+        head_width = width - len(tail) - len(" … ")
+        if head_width >= min(12, width // 3):
+            return f"{_prefix(text[: found.start()], head_width)} … {tail}"
+    return _prefix(text, width - 1).rstrip(":;") + "…"
 
 
 def plain(value: Any) -> Any:
@@ -113,6 +148,13 @@ def _cell(value: Any) -> Text:
     return Text(shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False))
 
 
+def _fit(cell: Text, width: int) -> Text:
+    """``cell`` cut to ``width`` by :func:`gist` (a message keeps the value it found), its style kept."""
+    if len(cell.plain) <= width:
+        return cell
+    return Text(gist(cell.plain, width) or "", style=cell.style)
+
+
 def _console(out: TextIO | None) -> Console:
     stream = out or sys.stdout
     # Piped output (a file, a test) gets a wide page instead of rich's 80 columns.
@@ -126,7 +168,8 @@ def print_table(
     """Print ``rows`` as a table headed ``title`` (``(no rows)`` under it when empty).
 
     Cells are text as given (rich markup in data is printed literally); NULL is ``NULL``;
-    timestamps to the second. Each row is one line: cells wider than the page are cut with ``…``.
+    timestamps to the second. Each row is one line: a cell wider than its column is cut by
+    :func:`gist` (between words, a message keeping the value it found), marked ``…``.
     """
     console = _console(out)
     cells = [[_cell(v) for v in row] for row in rows]
@@ -138,7 +181,7 @@ def print_table(
         # One line per row: a cell wider than its share of the page ends in "…" (JSON has every value whole).
         table.add_column(name, overflow="ellipsis", no_wrap=True, min_width=width, max_width=width)
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(_fit(cell, width) for cell, width in zip(row, widths, strict=True)))
     console.print(Text(title, style="bold"))
     console.print(table)
     if not rows:

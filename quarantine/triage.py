@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from quarantine.display import decode_bytes, print_json, print_table, shorten
+from quarantine.display import decode_bytes, gist, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.schema import QuarantineStatus
 
@@ -179,7 +179,7 @@ def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
         headers = ", ".join(f"{h['key']}={_shown(h['value'])}" for h in r["headers"]) or None
         rows.append([
             r["topic"], r["partition"], r["offset"], r["status"], r["stage"], r["error_class"],
-            shorten(r["message"], _MESSAGE_WIDTH), r["error_count"],
+            gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
             r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
             _shown(r["key"]), _shown(r["value"]), shorten(headers, _PAYLOAD_WIDTH),
         ])

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from quarantine.display import decode_bytes, fit_widths, plain, print_json, print_table, shorten
+from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.triage import RecordFilter, parse_time, record_json
+from quarantine.triage import RecordFilter, _inspect_rows, parse_time, record_json
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:
@@ -93,3 +93,29 @@ def test_a_record_filter_checks_its_status_limit_and_time_window() -> None:
     t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     with pytest.raises(ConfigError, match="before --until"):
         RecordFilter(since=t, until=t)
+
+
+RANGE = "field 'amount': expected between 0 and 100, found 250.0"
+
+
+def test_a_cut_message_keeps_where_it_failed_and_the_value_found() -> None:
+    assert gist(RANGE, 80) == RANGE
+    assert gist(RANGE, 40) == "field 'amount': expected … found 250.0"
+    assert gist(RANGE, 30) == "field 'amount': … found 250.0"
+    # no value found in it: cut at a word, not inside one
+    assert gist("Unexpected character ('o' (code 111)): was expecting double-quote", 30) == \
+        "Unexpected character ('o'…"
+    assert gist("abcdefghij" * 5, 12) == "abcdefghija…"  # one long word: cut inside it
+    assert gist(None, 5) is None
+    assert all(len(gist(RANGE, w) or "") <= w for w in range(8, 60))
+
+
+def test_the_inspect_table_shows_the_value_found_however_narrow_its_message_column() -> None:
+    record = record_json({"topic": "t", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
+                          "error_class": "range", "message": RANGE, "error_count": 1,
+                          "key": None, "value": b"{}", "headers": []})
+    assert "found 250.0" in _inspect_rows([record])[0][6]
+    out = _Pipe()
+    print_table("t", ["stage", "message", "value"], [["check_order", RANGE, "x" * 300]], out=out)
+    row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
+    assert "found 250.0" in row and "field 'amount'" in row
