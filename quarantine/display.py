@@ -21,7 +21,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["HEX", "UTF8", "decode_bytes", "fit_widths", "gist", "plain", "print_json", "print_table", "shorten"]
+__all__ = [
+    "HEX",
+    "UTF8",
+    "decode_bytes",
+    "fit_widths",
+    "gist",
+    "plain",
+    "print_json",
+    "print_table",
+    "printable",
+    "shorten",
+]
 
 #: ``decode_bytes``'s encodings.
 UTF8 = "utf-8"
@@ -81,6 +92,27 @@ def gist(text: str | None, width: int) -> str | None:
         if head_width >= min(12, width // 3):
             return f"{_prefix(text[: found.start()], head_width)} … {tail}"
     return _prefix(text, width - 1).rstrip(":;") + "…"
+
+
+#: Characters a terminal acts on instead of showing: C0 and C1 controls, DEL, and the bidi
+#: overrides and isolates that reorder what follows them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    if m[0] in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[m[0]]
+    code = ord(m[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (an escape sequence's ESC, a carriage
+    return, a bell, a bidi override) written as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``; tables only)."""
+    return _CONTROL.sub(_escape, text)
 
 
 def plain(value: Any) -> Any:
@@ -145,7 +177,7 @@ def _cell(value: Any) -> Text:
     if isinstance(value, int) and not isinstance(value, bool):
         return Text(f"{value:,}" if abs(value) >= 10_000 else str(value))
     shown = plain(value)
-    return Text(shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False))
+    return Text(printable(shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False)))
 
 
 def _fit(cell: Text, width: int) -> Text:
@@ -167,7 +199,8 @@ def print_table(
 ) -> None:
     """Print ``rows`` as a table headed ``title`` (``(no rows)`` under it when empty).
 
-    Cells are text as given (rich markup in data is printed literally); NULL is ``NULL``;
+    Cells are text as given (rich markup in data is printed literally), control characters
+    escaped (:func:`printable`: data never moves the cursor or recolours the terminal); NULL is ``NULL``;
     timestamps to the second. Each row is one line: a cell wider than its column is cut by
     :func:`gist` (between words, a message keeping the value it found), marked ``…``.
     """

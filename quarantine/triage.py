@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from quarantine.display import decode_bytes, gist, print_json, print_table, shorten
+from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.schema import QuarantineStatus
 
@@ -44,9 +44,10 @@ COMMANDS = ("inspect", "stats", "sql", "views")
 #: ``--status all``: every status.
 ALL = "all"
 
-#: How many characters of a message / payload an ``inspect`` table shows.
+#: How many characters of a message / payload / all headers an ``inspect`` table shows.
 _MESSAGE_WIDTH = 50
 _PAYLOAD_WIDTH = 30
+_HEADERS_WIDTH = 80
 
 _RELATIVE = re.compile(r"^(\d+)([mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -105,7 +106,10 @@ class RecordFilter:
 
 
 def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
-    """The rows of ``quarantine`` that ``f`` selects, the most recently seen first (pure)."""
+    """The rows of ``quarantine`` that ``f`` selects, the most recently seen first (pure).
+
+    Each header's ``key`` is BINARY (its bytes as stored); every other column as in the table.
+    """
     from pyspark.sql import functions as F
 
     df = quarantine
@@ -118,7 +122,16 @@ def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
         df = df.where(F.col("last_seen_at") >= F.lit(f.since))
     if f.until is not None:
         df = df.where(F.col("last_seen_at") < F.lit(f.until))
-    return df.orderBy(F.col("last_seen_at").desc(), "topic", "partition", "offset").limit(f.limit)
+    # A header key is a STRING whose bytes need not be UTF-8 (a Delta or file source's): collected as
+    # a string, its bad bytes would become U+FFFD; as bytes, record_json shows them as hex.
+    headers = F.transform(
+        "headers", lambda h: F.struct(h["key"].cast("binary").alias("key"), h["value"].alias("value"))
+    )
+    return (
+        df.orderBy(F.col("last_seen_at").desc(), "topic", "partition", "offset")
+        .limit(f.limit)
+        .withColumn("headers", headers)
+    )
 
 
 def stats_frames(quarantine: DataFrame, pipeline: str | None) -> dict[str, DataFrame]:
@@ -153,7 +166,11 @@ def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
 
 
 def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut."""
+    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
+
+    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
+    gives them) are not UTF-8.
+    """
     out: dict[str, Any] = {}
     for name in ("pipeline", "topic", "partition", "offset", "timestamp", "status", "stage", "kind",
                  "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
@@ -162,7 +179,7 @@ def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
     out["key"] = _payload(row.get("key"))
     out["value"] = _payload(row.get("value"))
-    out["headers"] = [{"key": h["key"], "value": _payload(h["value"])} for h in (row.get("headers") or [])]
+    out["headers"] = [{"key": plain(h["key"]), "value": _payload(h["value"])} for h in (row.get("headers") or [])]
     return out
 
 
@@ -181,7 +198,7 @@ def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
             r["topic"], r["partition"], r["offset"], r["status"], r["stage"], r["error_class"],
             gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
             r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
-            _shown(r["key"]), _shown(r["value"]), shorten(headers, _PAYLOAD_WIDTH),
+            _shown(r["key"]), _shown(r["value"]), shorten(headers, _HEADERS_WIDTH),
         ])
     return rows
 

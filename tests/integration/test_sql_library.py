@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from quarantine.cli import main
 from quarantine.config import parse_config
@@ -34,8 +35,10 @@ P0 = [GOOD, GOOD, b"not json", b"{oops", b"\xff\xfe\x00", GOOD, GOOD, b'{"amount
 #: partition 1: malformed at 1 (a long value), no order_id at 4
 LONG = b"nope " * 40
 P1 = [GOOD, LONG, GOOD, GOOD, b'{"amount": 2}']
-#: the invalid UTF-8 record's headers: one value is not UTF-8 either
-HEADERS = [("trace", b"\x80abc"), ("src", b"web")]
+#: the invalid UTF-8 record's headers: one value is not UTF-8 either, one value holds terminal
+#: control sequences, and one key is not UTF-8 (:data:`BAD_KEY`, put in place of ``bad-key``)
+HEADERS = [("trace", b"\x80abc"), ("src", b"web"), ("tty", b"\x1b[31mred\x07"), ("bad-key", b"k")]
+BAD_KEY = b"\xff\xfe-h\xc3("
 PIPELINE = "orders_test"
 
 
@@ -55,7 +58,11 @@ def filled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     d = tmp_path_factory.mktemp("sql_library")
     headers = [HEADERS if i == 4 else None for i in range(len(P0))]
     rows = kafka_rows(P0, partition=0, headers=headers) + kafka_rows(P1, partition=1)
-    spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
+    source = spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).withColumn("headers", F.transform(
+        "headers", lambda h: F.struct(
+            F.when(h["key"] == "bad-key", F.lit(BAD_KEY).cast("string")).otherwise(h["key"]).alias("key"),
+            h["value"].alias("value"))))
+    source.write.format("delta").save(str(d / "source"))
     strict = _config(d, required=["order_id"])
     Pipeline.from_config(strict, spark).run()
     closing = Pipeline.from_config(strict, spark, listeners=[])
@@ -224,6 +231,7 @@ def test_inspect_shows_undecodable_payloads_as_hex(spark: Any, filled: Any, caps
     out = _cli(capsys, "inspect", "--conf", filled["conf"], "--status", "discarded")
     (line,) = [line for line in out.splitlines() if line.startswith("│")]
     assert "hex:fffe00" in line and "trace=hex:80616263" in line and "src=web" in line
+    assert "\x1b" not in out and r"tty=\x1b" in out  # escaped: the terminal is not recoloured
     assert "InvalidUtf8" in line and "discarded" in line
 
 
@@ -234,7 +242,9 @@ def test_inspect_json_has_every_record_uncut_with_its_payload_encoding(spark: An
     bad = by_key[(0, 4)]
     assert bad["value"] == {"text": "fffe00", "encoding": "hex"}
     assert bad["headers"] == [{"key": "trace", "value": {"text": "80616263", "encoding": "hex"}},
-                              {"key": "src", "value": {"text": "web", "encoding": "utf-8"}}]
+                              {"key": "src", "value": {"text": "web", "encoding": "utf-8"}},
+                              {"key": "tty", "value": {"text": "\x1b[31mred\x07", "encoding": "utf-8"}},
+                              {"key": "hex:fffe2d68c328", "value": {"text": "k", "encoding": "utf-8"}}]
     assert (bad["status"], bad["resolution"]) == ("discarded", "discarded: producer bug")
     assert by_key[(1, 1)]["value"] == {"text": LONG.decode(), "encoding": "utf-8"}  # never cut in JSON
     assert by_key[(0, 2)]["key"] == {"text": "k2", "encoding": "utf-8"}

@@ -10,7 +10,7 @@ import pytest
 
 from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.triage import RecordFilter, _inspect_rows, parse_time, record_json
+from quarantine.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, parse_time, record_json
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:
@@ -119,3 +119,22 @@ def test_the_inspect_table_shows_the_value_found_however_narrow_its_message_colu
     print_table("t", ["stage", "message", "value"], [["check_order", RANGE, "x" * 300]], out=out)
     row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
     assert "found 250.0" in row and "field 'amount'" in row
+
+
+def test_a_header_key_that_is_not_utf8_is_hex_like_a_value() -> None:
+    out = record_json({"topic": "t", "partition": 0, "offset": 1, "key": None, "value": None,
+                       "headers": [{"key": b"\xff\xfe-h\xc3(", "value": b"v"}, {"key": b"trace", "value": None},
+                                   {"key": "plain", "value": b""}]})
+    assert [h["key"] for h in out["headers"]] == ["hex:fffe2d68c328", "trace", "plain"]
+    json.dumps(out)
+
+
+def test_a_table_escapes_control_characters_instead_of_sending_them_to_the_terminal() -> None:
+    record = record_json({"topic": "t", "partition": 0, "offset": 1, "message": "bad\rline",
+                          "key": b"k\x00", "value": b"\x1b[2J",
+                          "headers": [{"key": b"colour\x07", "value": b"\x1b[31mred\xc2\x9b"}]})
+    out = _Pipe()
+    print_table("t", _INSPECT_COLUMNS, _inspect_rows([record]), out=out)
+    text = out.getvalue()
+    assert not any(ch in text for ch in "\x00\x07\x1b\r\x9b"), repr(text)
+    assert r"\x1b[31mred\x9b" in text and r"colour\x07=" in text and r"\x1b[2J" in text and r"bad\rline" in text
