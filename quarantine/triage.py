@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -232,7 +233,8 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
                             help="the query (without NAME: list the library)")
         parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                             help="a query parameter (repeatable); pipeline defaults to the config's")
-        parser.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")
+        parser.add_argument("--limit", type=int, default=100,
+                            help="at most this many rows (default 100); the output says when more match")
         parser.add_argument("--print", action="store_true", dest="print_sql",
                             help="print the query's SQL with the tables and values in place; run nothing")
     if command == "views":
@@ -360,12 +362,19 @@ def _sql(args: argparse.Namespace, config: PipelineConfig) -> int:
         raise ConfigError("--limit", args.limit, "a positive number of rows")
     spark = _spark("sql", config)
     _quarantine(spark, config)  # a clear message when there is no table yet
-    df = spark.sql(text).limit(args.limit)
+    df = spark.sql(text).limit(args.limit + 1)  # one more row than shown: whether the output is cut
     rows = [list(r) for r in df.collect()]
+    cut = len(rows) > args.limit
+    rows = rows[: args.limit]
+    notice = f"the first {args.limit:,} rows: more rows match (--limit)" if cut else None
     if args.json:
         print_json([dict(zip(df.columns, row, strict=True)) for row in rows])
+        if notice:
+            print(notice, file=sys.stderr)  # stdout stays one JSON document
         return 0
     print_table(f"{query.name}: {query.summary}", df.columns, rows)
+    if notice:
+        print(notice)
     return 0
 
 

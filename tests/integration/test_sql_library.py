@@ -96,15 +96,16 @@ def test_open_records_groups_the_open_rows_by_pipeline_stage_and_error_class(spa
     assert len(_rows(spark, filled, "open_records", pipeline=PIPELINE, error_class="MalformedJson")) == 1
 
 
-def test_top_errors_counts_messages_with_first_and_last_seen(spark: Any, filled: Any) -> None:
-    open_ = _rows(spark, filled, "top_errors")
-    assert sum(r["records"] for r in open_) == 3
-    assert {r["error_class"] for r in open_} == {"MalformedJson"}
-    assert all(r["first_seen_at"] <= r["last_seen_at"] for r in open_)
-    assert [r["records"] for r in open_] == sorted((r["records"] for r in open_), reverse=True)
+def test_top_errors_groups_by_stage_and_error_class_with_an_example_message(spark: Any, filled: Any) -> None:
+    # the three open records fail with three different messages (each names what it found): one class
+    (open_,) = _rows(spark, filled, "top_errors")
+    assert (open_["pipeline"], open_["stage"], open_["error_class"], open_["records"]) == (
+        PIPELINE, "parse", "MalformedJson", 3)
+    assert open_["messages"] == 3 and open_["example_message"]
+    assert open_["first_seen_at"] <= open_["last_seen_at"]
     every = _rows(spark, filled, "top_errors", status="")
-    assert sum(r["records"] for r in every) == 6
-    assert {r["error_class"] for r in every} == {"MalformedJson", "InvalidUtf8", "MissingRequiredField"}
+    assert [(r["stage"], r["error_class"], r["records"]) for r in every] == [
+        ("parse", "MalformedJson", 3), ("parse", "MissingRequiredField", 2), ("decode", "InvalidUtf8", 1)]
     discarded = _rows(spark, filled, "top_errors", status="discarded")
     assert [(r["stage"], r["error_class"], r["records"]) for r in discarded] == [("decode", "InvalidUtf8", 1)]
 
@@ -290,6 +291,19 @@ def test_sql_runs_a_library_query_with_the_configs_tables(spark: Any, filled: An
     limited = json.loads(_cli(capsys, "sql", "top_errors", "--conf", filled["conf"], "--param", "status=",
                               "--limit", "1", "--json"))
     assert len(limited) == 1
+
+
+def test_sql_says_when_it_cut_the_output_at_the_limit(spark: Any, filled: Any, capsys: Any) -> None:
+    argv = ("sql", "top_errors", "--conf", filled["conf"], "--param", "status=")
+    out = _cli(capsys, *argv, "--limit", "2")
+    assert len([line for line in out.splitlines() if line.startswith("│")]) == 2
+    assert "the first 2 rows: more rows match (--limit)" in out
+    capsys.readouterr()
+    assert main([*argv, "--limit", "2", "--json"]) == 0
+    cut = capsys.readouterr()
+    assert len(json.loads(cut.out)) == 2 and "the first 2 rows: more rows match (--limit)" in cut.err
+    whole = _cli(capsys, *argv, "--limit", "3")
+    assert "--limit" not in whole
 
 
 def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -> None:
