@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from quarantine.errors import QuarantineError
 from quarantine.metrics import MetricNames
+from quarantine.report import RunKind
 from quarantine.schema import QuarantineStatus
 from quarantine.sinks import read_table_pinned, table_exists
 from quarantine.sinks.quarantine import read_quarantine
@@ -52,6 +53,7 @@ __all__ = [
     "collect_report_data",
     "error_classes",
     "offsets_per_partition",
+    "pipeline_runs",
     "quarantined_over_time",
     "render_html",
     "replay_history",
@@ -113,6 +115,12 @@ def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
 
 def _records() -> Column:
     return F.count(F.lit(1)).alias("records")
+
+
+def pipeline_runs() -> Column:
+    """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
+    column existed), not of a replay or a discard."""
+    return F.coalesce(F.col("run_kind"), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
 
 
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
@@ -184,7 +192,9 @@ class ReportData:
 
     Each figure's rows are plain tuples in the column order of its aggregation
     function; ``missing`` says, per figure id, why it has no source at all
-    (no quarantine table yet, no metrics table configured).
+    (no quarantine table yet, no metrics table configured). ``records_in`` is the
+    source records the pipeline's runs read (``records-in`` of :func:`pipeline_runs`:
+    a replay's selection is not counted again); None without a metrics table.
     """
 
     pipeline: str
@@ -212,7 +222,7 @@ class ReportData:
         since = f" since {self.since.isoformat()}" if self.since else ""
         lines = [f"pipeline {self.pipeline}: {total:,} quarantined record(s){since}"]
         if self.records_in is not None:
-            lines.append(f"  records in (metrics)   {self.records_in:,}")
+            lines.append(f"  records in (runs)      {self.records_in:,}")
         lines.extend(f"  {s:<22} {self.count(s):,}" for s in _STATUSES)
         breaches = sum(int(r[2]) for r in self.breaches)
         lines.append(f"  tolerance breaches     {breaches:,} in {len(self.breaches):,} run(s)")
@@ -278,8 +288,9 @@ def collect_report_data(
         if since is not None:
             m = m.where(F.col("recorded_at") >= F.lit(since))
         data["breaches"] = _tuples(breaches_per_run(m))
-        # records-in has one row per topic per batch: their sum is the total
-        total = m.where(F.col("metric") == MetricNames.RECORDS_IN.value).agg(F.sum("value")).first()
+        # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
+        # runs only (a replay's records-in are records it selected from quarantine: counted twice)
+        total = m.where((F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()).agg(F.sum("value")).first()
         data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
     return ReportData(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,

@@ -139,3 +139,23 @@ def test_a_table_that_is_not_a_quarantine_table_is_a_config_error_naming_the_key
     err = capsys.readouterr().err
     assert "errors.deadletterqueue.table.name" in err and "not_quarantine" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_records_in_counts_the_pipelines_runs_not_what_replays_and_discards_selected(
+    spark: Any, table_dir: Path
+) -> None:
+    from quarantine.schema import METRICS_SCHEMA
+
+    at = dt.datetime(2026, 11, 2, 10, tzinfo=dt.UTC)
+    rows = [
+        ("p", "run-1", 0, at, "records-in", None, "orders", 10_000.0, "run"),
+        ("p", "run-0", 0, at, "records-in", None, "orders", 5.0, None),  # written before run_kind existed
+        ("p", "replay-1", 0, at, "records-in", None, "orders", 7_790.0, "replay"),
+        ("p", "replay-2", 0, at, "records-in", None, "orders", 53.0, "replay"),
+        ("p", "discard-1", 0, at, "records-discarded", None, None, 4.0, "discard"),
+        ("other", "run-2", 0, at, "records-in", None, "orders", 99.0, "run"),
+    ]
+    metrics = str(table_dir / "metrics")
+    spark.createDataFrame(rows, METRICS_SCHEMA).write.format("delta").save(metrics)
+    data = collect_report_data(spark, pipeline="p", quarantine_table=str(table_dir / "q"), metrics_table=metrics)
+    assert data.records_in == 10_005
