@@ -7,8 +7,9 @@ only the small aggregates reach the driver, where Plotly draws them:
 
 * ``over_time`` — quarantined records by the hour (by the day past three days)
   of ``first_seen_at``, stacked by ``stage``;
-* ``error_classes`` — the ten most frequent ``error_class`` values, open and closed;
-* ``partitions`` — records per ``topic``/``partition`` with the lowest and highest offset;
+* ``error_classes`` — the ten most frequent ``error_class`` values, open and closed, each bar
+  labelled with its count (on a log axis when the largest class would flatten the others);
+* ``partitions`` — records per ``topic``/``partition``, open and closed, with their lowest and highest offset;
 * ``statuses`` — open vs replayed vs discarded;
 * ``breaches`` — ``tolerance-breaches`` per run (metrics table batch totals);
 * ``replays`` — closed rows per resolution (``resolved_at``, ``status``, ``resolution``).
@@ -74,7 +75,7 @@ _HOURLY_SPAN = dt.timedelta(days=3)
 FIGURES: tuple[tuple[str, str], ...] = (
     ("over_time", "Quarantined records over time, by stage"),
     ("error_classes", f"Top {TOP_ERROR_CLASSES} error classes"),
-    ("partitions", "Offsets affected per partition"),
+    ("partitions", "Records and offsets per partition, open and closed"),
     ("statuses", "Open vs replayed vs discarded"),
     ("breaches", "Tolerance breaches per run"),
     ("replays", "Replay history"),
@@ -144,10 +145,23 @@ def error_classes(quarantine: DataFrame, top: int = TOP_ERROR_CLASSES) -> DataFr
 
 
 def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
-    """``topic``, ``partition``, ``records``, ``min_offset``, ``max_offset``; by topic, partition."""
+    """Records and offsets per partition, all of them and split into open and closed ones.
+
+    ``topic``, ``partition``, ``records``, ``min_offset``, ``max_offset`` (every status), then
+    ``open_records``, ``open_min_offset``, ``open_max_offset``, ``closed_min_offset``,
+    ``closed_max_offset`` (NULL where the partition has none); by topic, partition.
+    """
+    is_open = F.col("status") == QuarantineStatus.OPEN.value
+    open_offset = F.when(is_open, F.col("offset"))
+    closed_offset = F.when(~is_open, F.col("offset"))
     return (
         quarantine.groupBy("topic", "partition")
-        .agg(_records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"))
+        .agg(
+            _records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
+            F.sum(is_open.cast("long")).alias("open_records"),
+            F.min(open_offset).alias("open_min_offset"), F.max(open_offset).alias("open_max_offset"),
+            F.min(closed_offset).alias("closed_min_offset"), F.max(closed_offset).alias("closed_max_offset"),
+        )
         .orderBy("topic", "partition")
     )
 
@@ -312,6 +326,29 @@ def _counts(title: str) -> dict[str, Any]:
     return {"title": title, "rangemode": "tozero", "tickformat": ",d"}
 
 
+#: Past this ratio of the largest to the smallest count, a count axis is logarithmic (a linear
+#: one would draw the small counts as nothing next to the large one).
+_LOG_SPREAD = 20
+
+
+def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
+    """:func:`_counts`, or a log axis when ``counts`` (zeros aside) spread more than :data:`_LOG_SPREAD` times."""
+    shown = [n for n in counts if n > 0]
+    if shown and max(shown) > _LOG_SPREAD * min(shown):
+        return {"title": f"{title} (log scale)", "type": "log", "tickformat": ",d"}
+    return _counts(title)
+
+
+def _count_text(n: int) -> str:
+    """A bar's label: its count, none for an empty bar."""
+    return f"{n:,}" if n else ""
+
+
+def _offsets(low: int | None, high: int | None) -> str:
+    """``offsets low..high``, or ``no records`` (hover text)."""
+    return "no records" if low is None else f"offsets {low}..{high}"
+
+
 def _whole_ticks(fig: Any) -> None:
     """Tick count axes every 1 below 10: Plotly would tick a count of 2 at halves (``,d``: 0, 1, 1, 2)."""
     stacked = fig.layout.barmode == "stack"
@@ -343,21 +380,31 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
     if data.error_classes:
         rows = list(reversed(data.error_classes))  # the largest at the top of a horizontal bar chart
         names = [_label(r[0]) for r in rows]
+        counts = {"open": [int(r[2]) for r in rows], "closed": [int(r[1]) - int(r[2]) for r in rows]}
+        # side by side, each bar labelled with its count; on a log axis when one class would flatten the rest
         figs["error_classes"] = go.Figure(
-            [go.Bar(name="open", orientation="h", y=names, x=[r[2] for r in rows],
-                    marker={"color": _STATUS_COLOURS["open"]}),
-             go.Bar(name="closed", orientation="h", y=names, x=[r[1] - r[2] for r in rows],
-                    marker={"color": _STATUS_COLOURS["replayed"]})],
-            layout={"barmode": "stack", "xaxis": _counts("records"), "yaxis": {"type": "category"},
-                    "margin": {"l": 220}},
+            [go.Bar(name=name, orientation="h", y=names, x=xs, text=[_count_text(n) for n in xs],
+                    textposition="outside", cliponaxis=False,
+                    marker={"color": _STATUS_COLOURS["open" if name == "open" else "replayed"]},
+                    hovertemplate=f"%{{y}}<br>%{{x:,}} {name} record(s)<extra></extra>")
+             for name, xs in counts.items()],
+            layout={"barmode": "group", "xaxis": _count_axis("records", [n for xs in counts.values() for n in xs]),
+                    "yaxis": {"type": "category"}, "margin": {"l": 220, "r": 40}},
         )
     if data.partitions:
+        names = [f"{r[0]} / {r[1]}" for r in data.partitions]
+        parts = data.partitions
+        split = {
+            "open": ([int(r[5]) for r in parts], [_offsets(r[6], r[7]) for r in parts]),
+            "closed": ([int(r[2]) - int(r[5]) for r in parts], [_offsets(r[8], r[9]) for r in parts]),
+        }
         figs["partitions"] = go.Figure(
-            go.Bar(x=[f"{r[0]} / {r[1]}" for r in data.partitions], y=[r[2] for r in data.partitions],
-                   text=[f"offsets {r[3]}..{r[4]}" for r in data.partitions], textposition="auto",
-                   customdata=[[r[3], r[4]] for r in data.partitions],
-                   hovertemplate="%{x}<br>%{y} records<br>offsets %{customdata[0]}..%{customdata[1]}<extra></extra>"),
-            layout={"xaxis": {"title": "topic / partition", "type": "category"}, "yaxis": _counts("records")},
+            [go.Bar(name=name, x=names, y=ys, text=[_count_text(n) for n in ys], textposition="auto",
+                    customdata=offsets, marker={"color": _STATUS_COLOURS["open" if name == "open" else "replayed"]},
+                    hovertemplate=f"%{{x}}<br>%{{y:,}} {name} record(s)<br>%{{customdata}}<extra></extra>")
+             for name, (ys, offsets) in split.items()],
+            layout={"barmode": "stack", "xaxis": {"title": "topic / partition", "type": "category"},
+                    "yaxis": _counts("records"), "legend": {"title": {"text": "status"}}},
         )
     if data.statuses:
         figs["statuses"] = go.Figure(

@@ -47,7 +47,9 @@ def test_every_figure_counts_what_the_run_replay_and_discard_did(spark: Any, run
     assert data.unit == "hour"
     assert sum(r[1] for r in data.error_classes) == 7 and sum(r[2] for r in data.error_classes) == 3
     assert [r[1] for r in data.error_classes] == sorted((r[1] for r in data.error_classes), reverse=True)
-    assert data.partitions == [("orders", 0, 4, 1, 4), ("orders", 1, 3, 101, 103)]
+    # partition 0: offsets 1 (discarded) and 4 (replayed) closed, 2 and 3 open; partition 1: 101 (replayed)
+    # and 102 (discarded) closed, 103 open
+    assert data.partitions == [("orders", 0, 4, 1, 4, 2, 2, 3, 1, 4), ("orders", 1, 3, 101, 103, 1, 103, 103, 101, 102)]
     (breach,) = data.breaches  # run 2 ended on errors.tolerance.limit
     assert breach[2] == 1  # one breach, counted once (the metrics table had 2: run end + batch)
     resolved = {(r[1], r[2].split(" ")[0], r[3]) for r in data.replays}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from quarantine.html_report import (
     FIGURES,
     ReportData,
     ReportDependencyError,
+    _figures,
     render_html,
     require_plotly,
     time_unit,
@@ -29,7 +32,7 @@ def _full() -> ReportData:
         quarantine_table="/data/q", metrics_table="/data/m",
         over_time=[(T0, "decode", 3), (T0, "parse", 2), (T0 + dt.timedelta(hours=1), "parse", 1)],
         error_classes=[("InvalidUtf8", 3, 1), ("JsonParseError", 3, 3)],
-        partitions=[("orders", 0, 4, 1, 9), ("orders", 1, 2, 100, 101)],
+        partitions=[("orders", 0, 4, 1, 9, 3, 1, 8, 9, 9), ("orders", 1, 2, 100, 101, 0, None, None, 100, 101)],
         statuses=[("open", 4), ("replayed", 1), ("discarded", 1)],
         breaches=[("run-1234567890", T0, 2)],
         replays=[(T0, "replayed", "replayed by run r2", 1), (T0, "discarded", "discarded: bug", 1)],
@@ -89,3 +92,29 @@ def test_without_plotly_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
         require_plotly()
     with pytest.raises(ReportDependencyError):
         render_html(_full())
+
+
+def _figure(data: ReportData, fig_id: str) -> Any:
+    return _figures(data, require_plotly())[fig_id]
+
+
+def test_error_classes_show_their_counts_on_a_scale_where_a_huge_class_hides_no_other() -> None:
+    data = replace(_full(), error_classes=[("range", 7_784, 7_784), ("MalformedJson", 43, 40), ("InvalidUtf8", 3, 0)])
+    fig = _figure(data, "error_classes")
+    assert fig.layout.xaxis.type == "log"  # 3 records stay visible next to 7,784
+    shown = {(trace.name, y, text) for trace in fig.data for y, text in zip(trace.y, trace.text, strict=True)}
+    assert ("open", "range", "7,784") in shown and ("closed", "MalformedJson", "3") in shown
+    assert ("closed", "InvalidUtf8", "3") in shown and ("open", "MalformedJson", "40") in shown
+    # counts of one size: a plain axis from 0
+    assert _figure(_full(), "error_classes").layout.xaxis.type in (None, "linear")
+
+
+def test_offsets_per_partition_say_which_records_are_open_and_which_closed() -> None:
+    data = replace(_full(), partitions=[("orders", 0, 10, 1, 900, 4, 500, 900, 1, 400),
+                                      ("orders", 1, 2, 100, 101, 0, None, None, 100, 101)])
+    fig = _figure(data, "partitions")
+    bars = {trace.name: list(trace.y) for trace in fig.data}
+    assert bars == {"open": [4, 0], "closed": [6, 2]}
+    hover = " ".join(str(c) for trace in fig.data for c in trace.customdata)
+    assert "offsets 500..900" in hover and "offsets 1..400" in hover and "no records" in hover
+    assert dict(FIGURES)["partitions"] == "Records and offsets per partition, open and closed"
