@@ -11,7 +11,8 @@ only the small aggregates reach the driver, where Plotly draws them:
   labelled with its count (on a log axis when the largest class would flatten the others);
 * ``partitions`` — records per ``topic``/``partition``, open and closed, with their lowest and highest offset;
 * ``statuses`` — open vs replayed vs discarded;
-* ``breaches`` — ``tolerance-breaches`` per run (metrics table batch totals);
+* ``breaches`` — ``tolerance-breaches`` per run, by kind: an error limit's, or a judging stage's
+  aggregate expectations' (metrics table cells);
 * ``replays`` — closed rows per resolution (``resolved_at``, ``status``, ``resolution``).
 
 The page needs no network when viewed: plotly.js is inlined once in ``<head>``
@@ -35,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine.errors import QuarantineError
@@ -50,6 +51,7 @@ __all__ = [
     "TOP_ERROR_CLASSES",
     "ReportData",
     "ReportDependencyError",
+    "breach_kind",
     "breaches_per_run",
     "collect_report_data",
     "error_classes",
@@ -77,12 +79,14 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("error_classes", f"Top {TOP_ERROR_CLASSES} error classes"),
     ("partitions", "Records and offsets per partition, open and closed"),
     ("statuses", "Open vs replayed vs discarded"),
-    ("breaches", "Tolerance breaches per run"),
+    ("breaches", "Breaches per run, by kind"),
     ("replays", "Replay history"),
 )
 
 _STATUSES = tuple(s.value for s in QuarantineStatus)
 _STATUS_COLOURS = {"open": "#d62728", "replayed": "#2ca02c", "discarded": "#7f7f7f"}
+#: Breaches: an error limit's in orange, each judging stage's in a blue or a purple.
+_EXPECTATION_COLOURS = ("#1f77b4", "#9467bd", "#17becf", "#8c564b")
 
 Rows = list[tuple[Any, ...]]
 
@@ -172,17 +176,26 @@ def status_counts(quarantine: DataFrame) -> DataFrame:
 
 
 def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
-    """``run_id``, ``at`` (its first breach row), ``breaches``: the latest runs with a breach, oldest first.
+    """``run_id``, ``at`` (the run's first breach row), ``breaches``, ``stage``: per run and kind of
+    breach, the latest runs with a breach, oldest first.
 
-    Sums the ``tolerance-breaches`` rows (a metric's rows partition its batch
-    total, so a sum never double counts), the run-end row of a breach that ended
-    a run (``batch_id`` NULL) included.
+    ``stage`` is the kind: NULL for an error limit's breach (``errors.tolerance*``, a ``fail``
+    handler), a judging stage's name for its aggregate expectations' breaches (any
+    ``on_breach`` action, ``warn`` included). Sums the ``tolerance-breaches`` rows (a metric's
+    rows partition its batch total, so a sum never double counts), the run-end row of a breach
+    that ended a run (``batch_id`` NULL) included.
     """
     rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col("value") > 0))
-    per_run = rows.groupBy("run_id").agg(
-        F.min("recorded_at").alias("at"), F.sum("value").cast("long").alias("breaches")
+    first = F.min("recorded_at").over(Window.partitionBy("run_id"))
+    per_kind = rows.withColumn("at", first).groupBy("run_id", "at", "stage").agg(
+        F.sum("value").cast("long").alias("breaches")
     )
-    return per_run.orderBy(F.desc("at")).limit(latest).orderBy("at", "run_id")
+    runs = per_kind.select("run_id", "at").distinct().orderBy(F.desc("at"), "run_id").limit(latest)
+    return (
+        per_kind.join(runs, ["run_id", "at"])
+        .select("run_id", "at", "breaches", "stage")
+        .orderBy("at", "run_id", F.asc_nulls_first("stage"))
+    )
 
 
 def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
@@ -238,8 +251,11 @@ class ReportData:
         if self.records_in is not None:
             lines.append(f"  records in (runs)      {self.records_in:,}")
         lines.extend(f"  {s:<22} {self.count(s):,}" for s in _STATUSES)
-        breaches = sum(int(r[2]) for r in self.breaches)
-        lines.append(f"  tolerance breaches     {breaches:,} in {len(self.breaches):,} run(s)")
+        limits = sum(int(r[2]) for r in self.breaches if r[3] is None)
+        expectations = sum(int(r[2]) for r in self.breaches if r[3] is not None)
+        runs = len({r[0] for r in self.breaches})
+        lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
+                     f"error limits {limits:,}, expectations {expectations:,}")
         lines.append(f"  replays and discards   {len(self.replays):,}")
         return lines
 
@@ -414,11 +430,18 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
             layout={"xaxis": {"title": "status", "type": "category"}, "yaxis": _counts("records")},
         )
     if data.breaches:
+        runs = list(dict.fromkeys((r[0], r[1]) for r in data.breaches))  # in order: oldest first
+        kinds = sorted({r[3] for r in data.breaches}, key=lambda k: (k is not None, k or ""))
+        cell = {(r[0], r[3]): int(r[2]) for r in data.breaches}
         figs["breaches"] = go.Figure(
-            go.Bar(x=[f"{_label(r[1])} · {str(r[0])[:8]}" for r in data.breaches], y=[r[2] for r in data.breaches],
-                   customdata=[str(r[0]) for r in data.breaches], marker={"color": "#ff7f0e"},
-                   hovertemplate="run %{customdata}<br>%{y} breach(es)<extra></extra>"),
-            layout={"xaxis": {"title": "run (first breach)", "type": "category"}, "yaxis": _counts("breaches")},
+            [go.Bar(name=breach_kind(kind), x=[f"{_label(at)} · {str(run)[:8]}" for run, at in runs],
+                    y=[cell.get((run, kind), 0) for run, _ in runs], customdata=[str(run) for run, _ in runs],
+                    marker={"color": _breach_colour(i, kind)},
+                    hovertemplate=f"run %{{customdata}}<br>%{{y}} breach(es): {html.escape(breach_kind(kind))}"
+                                  "<extra></extra>")
+             for i, kind in enumerate(kinds)],
+            layout={"barmode": "stack", "xaxis": {"title": "run (first breach)", "type": "category"},
+                    "yaxis": _counts("breaches"), "legend": {"title": {"text": "kind"}, "orientation": "h", "y": -0.3}},
         )
     if data.replays:
         traces = []
@@ -435,6 +458,17 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                             "yaxis": _counts("records")},
         )
     return figs
+
+
+def _breach_colour(i: int, stage: str | None) -> str:
+    return "#ff7f0e" if stage is None else _EXPECTATION_COLOURS[i % len(_EXPECTATION_COLOURS)]
+
+
+def breach_kind(stage: str | None) -> str:
+    """How the report names a kind of breach (:func:`breaches_per_run`'s ``stage``)."""
+    if stage is None:
+        return "error limit (errors.tolerance, a fail handler)"
+    return f"aggregate expectations of {stage} (warn, fail or quarantine_batch)"
 
 
 def _no_data(data: ReportData, fig_id: str) -> str:
@@ -491,7 +525,8 @@ def render_html(data: ReportData) -> str:
     tiles.insert(0, ("quarantined", f"{sum(int(n) for _, n in data.statuses):,}"))
     if data.records_in is not None:
         tiles.insert(0, ("records in", f"{data.records_in:,}"))
-    tiles.append(("breaches", f"{sum(int(r[2]) for r in data.breaches):,}"))
+    tiles.append(("error-limit breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is None):,}"))
+    tiles.append(("expectation breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is not None):,}"))
     summary = "".join(f"<li><b>{v}</b>{html.escape(k)}</li>" for k, v in tiles)
     meta = (f"generated {data.generated_at:%Y-%m-%d %H:%M:%S %Z} · quarantine table "
             f"{html.escape(data.quarantine_table)} · metrics table {html.escape(data.metrics_table or '(none)')}")

@@ -106,7 +106,9 @@ def test_the_numbers_on_the_page_are_the_tables_numbers(
     is_open = (F.col("status") == "open").cast("int")
     statuses = {r["status"]: r["n"] for r in q.groupBy("status").agg(F.count("*").alias("n")).collect()}
     (runs_in,) = m.where("metric = 'records-in' AND coalesce(run_kind, 'run') = 'run'").agg(F.sum("value")).first()
-    (breaches,) = m.where("metric = 'tolerance-breaches'").agg(F.sum("value")).first()
+    breaches = m.where("metric = 'tolerance-breaches'")
+    (limits,) = breaches.where("stage IS NULL").agg(F.coalesce(F.sum("value"), F.lit(0.0))).first()
+    (expectations,) = breaches.where("stage IS NOT NULL").agg(F.coalesce(F.sum("value"), F.lit(0.0))).first()
     classes = {r["error_class"]: (r["n"] - r["o"], r["o"])
                for r in q.groupBy("error_class").agg(F.count("*").alias("n"), F.sum(is_open).alias("o")).collect()}
     partitions = {f"{r['topic']} / {r['partition']}": (r["n"] - r["o"], r["o"]) for r in
@@ -119,7 +121,7 @@ def test_the_numbers_on_the_page_are_the_tables_numbers(
     shown = [(li.locator("b").inner_text(), li.inner_text()) for li in page.locator(".summary li").all()]
     tiles = {text.removeprefix(value).strip(): int(value.replace(",", "")) for value, text in shown}
     assert tiles == {"records in": int(runs_in), "quarantined": sum(statuses.values()), **statuses,
-                     "breaches": int(breaches)}
+                     "error-limit breaches": int(limits), "expectation breaches": int(expectations)}
     assert tiles["records in"] == 16  # run 1 read 9 records, run 2 the 7 not in the target; not the replay's 4
 
     def by_category(fig: str, category: str, value: str) -> dict[str, tuple[int, int]]:
@@ -132,5 +134,5 @@ def test_the_numbers_on_the_page_are_the_tables_numbers(
     (status_bars,) = _chart(page, "statuses")
     assert dict(zip(status_bars["x"], status_bars["y"], strict=True)) == {
         s: statuses.get(s, 0) for s in ("open", "replayed", "discarded")}
-    assert sum(y for t in _chart(page, "breaches") for y in t["y"]) == breaches
+    assert sum(y for t in _chart(page, "breaches") for y in t["y"]) == limits + expectations == 1
     assert problems == []

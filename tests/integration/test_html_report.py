@@ -52,6 +52,7 @@ def test_every_figure_counts_what_the_run_replay_and_discard_did(spark: Any, run
     assert data.partitions == [("orders", 0, 4, 1, 4, 2, 2, 3, 1, 4), ("orders", 1, 3, 101, 103, 1, 103, 103, 101, 102)]
     (breach,) = data.breaches  # run 2 ended on errors.tolerance.limit
     assert breach[2] == 1  # one breach, counted once (the metrics table had 2: run end + batch)
+    assert breach[3] is None  # an error limit's, not an expectation stage's
     resolved = {(r[1], r[2].split(" ")[0], r[3]) for r in data.replays}
     assert resolved == {("replayed", "replayed", 2), ("discarded", "discarded:", 2)}
     metrics = spark.read.format("delta").load(load_config(run_conf).metrics.table)
@@ -74,7 +75,8 @@ def test_the_cli_writes_a_page_with_every_chart_and_no_network_reference(
     assert main(["report", "--conf", str(run_conf), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "pipeline report_test: 7 quarantined record(s)" in printed
-    assert re.search(r"replayed\s+2\n", printed) and re.search(r"tolerance breaches\s+\d+ in 1 run", printed)
+    assert re.search(r"replayed\s+2\n", printed)
+    assert re.search(r"breaches\s+1 in 1 run\(s\): error limits 1, expectations 0", printed)
     page = out.read_text(encoding="utf-8")
     assert page.count("Plotly.newPlot(") == len(FIGURES) and 'class="no-data"' not in page
     assert page.count("<script") == len(FIGURES) + 2  # plotly.js once, one per chart, the embedded counts

@@ -34,7 +34,7 @@ def _full() -> ReportData:
         error_classes=[("InvalidUtf8", 3, 1), ("JsonParseError", 3, 3)],
         partitions=[("orders", 0, 4, 1, 9, 3, 1, 8, 9, 9), ("orders", 1, 2, 100, 101, 0, None, None, 100, 101)],
         statuses=[("open", 4), ("replayed", 1), ("discarded", 1)],
-        breaches=[("run-1234567890", T0, 2)],
+        breaches=[("run-1234567890", T0, 2, None)],
         replays=[(T0, "replayed", "replayed by run r2", 1), (T0, "discarded", "discarded: bug", 1)],
         records_in=100,
     )
@@ -70,7 +70,7 @@ def test_summary_lines_count_each_status_and_the_breaches() -> None:
     lines = _full().summary_lines()
     assert lines[0] == "pipeline orders <demo>: 6 quarantined record(s)"
     assert any(re.fullmatch(r"  open\s+4", ln) for ln in lines)
-    assert any(re.fullmatch(r"  tolerance breaches\s+2 in 1 run\(s\)", ln) for ln in lines)
+    assert any(re.fullmatch(r"  breaches\s+2 in 1 run\(s\): error limits 2, expectations 0", ln) for ln in lines)
 
 
 def test_over_time_buckets_by_the_hour_up_to_three_days_then_by_the_day() -> None:
@@ -118,3 +118,14 @@ def test_offsets_per_partition_say_which_records_are_open_and_which_closed() -> 
     hover = " ".join(str(c) for trace in fig.data for c in trace.customdata)
     assert "offsets 500..900" in hover and "offsets 1..400" in hover and "no records" in hover
     assert dict(FIGURES)["partitions"] == "Records and offsets per partition, open and closed"
+
+
+def test_breaches_are_labelled_by_kind_an_error_limits_or_an_expectation_stages() -> None:
+    data = replace(_full(), breaches=[("run-1", T0, 1, None), ("run-2", T0 + dt.timedelta(hours=1), 2, "expect_order")])
+    fig = _figure(data, "breaches")
+    bars = {trace.name: [y for y in trace.y] for trace in fig.data}
+    assert bars == {"error limit (errors.tolerance, a fail handler)": [1, 0],
+                    "aggregate expectations of expect_order (warn, fail or quarantine_batch)": [0, 2]}
+    assert dict(FIGURES)["breaches"] == "Breaches per run, by kind"
+    assert any(re.fullmatch(r"  breaches\s+3 in 2 run\(s\): error limits 1, expectations 2", ln)
+               for ln in data.summary_lines())
