@@ -14,7 +14,7 @@ import decimal
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -195,20 +195,32 @@ def _console(out: TextIO | None) -> Console:
 
 
 def print_table(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, out: TextIO | None = None
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    out: TextIO | None = None,
+    first: Collection[str] = (),
 ) -> None:
     """Print ``rows`` as a table headed ``title`` (``(no rows)`` under it when empty).
 
     Cells are text as given (rich markup in data is printed literally), control characters
     escaped (:func:`printable`: data never moves the cursor or recolours the terminal); NULL is ``NULL``;
     timestamps to the second. Each row is one line: a cell wider than its column is cut by
-    :func:`gist` (between words, a message keeping the value it found), marked ``…``.
+    :func:`gist` (between words, a message keeping the value it found), marked ``…``. The
+    columns named in ``first`` keep their whole width (up to half the page between them)
+    before the others share what is left (:func:`fit_widths`).
     """
     console = _console(out)
     cells = [[_cell(v) for v in row] for row in rows]
     naturals = [max([len(name), *(len(row[i].plain) for row in cells)]) for i, name in enumerate(columns)]
     # 3 characters of border and padding per column, 1 more for the table's edge
-    widths = fit_widths(naturals, console.width - 3 * len(columns) - 1)
+    available = console.width - 3 * len(columns) - 1
+    kept = [i for i, name in enumerate(columns) if name in first]
+    reserved = {i: min(naturals[i], available // (2 * len(kept))) for i in kept}
+    rest = [i for i in range(len(columns)) if i not in reserved]
+    shared = dict(zip(rest, fit_widths([naturals[i] for i in rest], available - sum(reserved.values())), strict=True))
+    widths = [reserved.get(i, shared.get(i, 0)) for i in range(len(columns))]
     table = Table(show_lines=False)
     for name, width in zip(columns, widths, strict=True):
         # One line per row: a cell wider than its share of the page ends in "…" (JSON has every value whole).

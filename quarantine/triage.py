@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
@@ -204,6 +204,11 @@ def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+def _print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | None = None) -> None:
+    """``inspect``'s table of :func:`record_json` records: the message gets its width before the payloads."""
+    print_table(title, _INSPECT_COLUMNS, _inspect_rows(records), out=out, first=("message",))
+
+
 _INSPECT_COLUMNS = ("topic", "partition", "offset", "status", "stage", "error_class", "message",
                     "failures", "last_seen_at", "key", "value", "headers")
 
@@ -312,8 +317,8 @@ def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
         print_json(records)
         return 0
     where = f"pipeline {f.pipeline}" if f.pipeline else "every pipeline"
-    print_table(f"{f.status} records of {where} in {config.errors.dlq_table_name} "
-                f"(at most {f.limit}, last seen first)", _INSPECT_COLUMNS, _inspect_rows(records))
+    _print_records(f"{f.status} records of {where} in {config.errors.dlq_table_name} "
+                   f"(at most {f.limit}, last seen first)", records)
     return 0
 
 

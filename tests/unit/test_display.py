@@ -10,7 +10,7 @@ import pytest
 
 from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, parse_time, record_json
+from quarantine.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:
@@ -138,3 +138,15 @@ def test_a_table_escapes_control_characters_instead_of_sending_them_to_the_termi
     text = out.getvalue()
     assert not any(ch in text for ch in "\x00\x07\x1b\r\x9b"), repr(text)
     assert r"\x1b[31mred\x9b" in text and r"colour\x07=" in text and r"\x1b[2J" in text and r"bad\rline" in text
+
+
+def test_the_inspect_table_gives_the_message_its_width_before_the_payloads() -> None:
+    record = record_json({"topic": "orders", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
+                          "error_class": "range", "message": RANGE, "error_count": 1, "key": b"cust-00000",
+                          "last_seen_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "value": b"{" + b"x" * 300,
+                          "headers": [{"key": b"trace-id", "value": b"\xff" * 40},
+                                      {"key": b"src", "value": b"w" * 50}]})
+    out = _Pipe()
+    _print_records("t", [record], out=out)
+    row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
+    assert "field 'amount': expected" in row and "found 250.0" in row, row
