@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -351,7 +352,9 @@ def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
     """:func:`_counts`, or a log axis when ``counts`` (zeros aside) spread more than :data:`_LOG_SPREAD` times."""
     shown = [n for n in counts if n > 0]
     if shown and max(shown) > _LOG_SPREAD * min(shown):
-        return {"title": f"{title} (log scale)", "type": "log", "tickformat": ",d"}
+        # bars from 1, ticks at 1, 10, 100…, room on the right for the largest bar's label
+        return {"title": f"{title} (log scale)", "type": "log", "tickformat": ",d", "dtick": 1,
+                "range": [0, math.log10(max(shown) * 3)]}
     return _counts(title)
 
 
@@ -425,7 +428,8 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
     if data.statuses:
         figs["statuses"] = go.Figure(
             go.Bar(x=list(_STATUSES), y=[data.count(s) for s in _STATUSES],
-                   marker={"color": [_STATUS_COLOURS[s] for s in _STATUSES]}, text=[data.count(s) for s in _STATUSES],
+                   marker={"color": [_STATUS_COLOURS[s] for s in _STATUSES]},
+                   text=[_count_text(data.count(s)) for s in _STATUSES],
                    textposition="auto"),
             layout={"xaxis": {"title": "status", "type": "category"}, "yaxis": _counts("records")},
         )
@@ -441,7 +445,8 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                                   "<extra></extra>")
              for i, kind in enumerate(kinds)],
             layout={"barmode": "stack", "xaxis": {"title": "run (first breach)", "type": "category"},
-                    "yaxis": _counts("breaches"), "legend": {"title": {"text": "kind"}, "orientation": "h", "y": -0.3}},
+                    "yaxis": _counts("breaches"), "showlegend": True,  # a lone kind is named too
+                    "legend": {"title": {"text": "kind"}, "orientation": "h", "y": -0.3}},
         )
     if data.replays:
         traces = []

@@ -102,6 +102,7 @@ def test_error_classes_show_their_counts_on_a_scale_where_a_huge_class_hides_no_
     data = replace(_full(), error_classes=[("range", 7_784, 7_784), ("MalformedJson", 43, 40), ("InvalidUtf8", 3, 0)])
     fig = _figure(data, "error_classes")
     assert fig.layout.xaxis.type == "log"  # 3 records stay visible next to 7,784
+    assert fig.layout.xaxis.dtick == 1 and tuple(fig.layout.xaxis.range) == (0, pytest.approx(4.37, abs=0.01))
     shown = {(trace.name, y, text) for trace in fig.data for y, text in zip(trace.y, trace.text, strict=True)}
     assert ("open", "range", "7,784") in shown and ("closed", "MalformedJson", "3") in shown
     assert ("closed", "InvalidUtf8", "3") in shown and ("open", "MalformedJson", "40") in shown
@@ -127,5 +128,6 @@ def test_breaches_are_labelled_by_kind_an_error_limits_or_an_expectation_stages(
     assert bars == {"error limit (errors.tolerance, a fail handler)": [1, 0],
                     "aggregate expectations of expect_order (warn, fail or quarantine_batch)": [0, 2]}
     assert dict(FIGURES)["breaches"] == "Breaches per run, by kind"
+    assert _figure(_full(), "breaches").layout.showlegend is True  # one kind is named too
     assert any(re.fullmatch(r"  breaches\s+3 in 2 run\(s\): error limits 1, expectations 2", ln)
                for ln in data.summary_lines())
