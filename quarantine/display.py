@@ -12,15 +12,27 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["HEX", "UTF8", "decode_bytes", "fit_widths", "plain", "print_json", "print_table", "shorten"]
+__all__ = [
+    "HEX",
+    "UTF8",
+    "decode_bytes",
+    "fit_widths",
+    "gist",
+    "plain",
+    "print_json",
+    "print_table",
+    "printable",
+    "shorten",
+]
 
 #: ``decode_bytes``'s encodings.
 UTF8 = "utf-8"
@@ -46,6 +58,61 @@ def shorten(text: str | None, width: int) -> str | None:
     if text is None or len(text) <= width:
         return text
     return text[: max(width - 1, 0)] + "…"
+
+
+#: Where a message says the value it found (``…, found 250.0``): the part a cut must keep.
+_FOUND = re.compile(r",?\s+found\s")
+
+
+def _prefix(text: str, width: int) -> str:
+    """At most ``width`` characters of ``text``'s beginning, ending between words where one ends
+    in the second half (a single long word, or hex, is cut inside); no trailing space or comma."""
+    head = text[: max(width, 0)]
+    if len(head) < len(text) and text[len(head)].isalnum() and head[-1:].isalnum():  # inside a word
+        space = head.rfind(" ")
+        if space >= len(head) // 2:
+            head = head[:space]
+    return head.rstrip(" ,")
+
+
+def gist(text: str | None, width: int) -> str | None:
+    """``text`` in at most ``width`` characters, keeping what a person reads it for (tables only).
+
+    Unchanged when it fits. A message that ends in the value it found (``field 'amount':
+    expected between 0 and 100, found 250.0``) keeps its beginning (where it failed) and that
+    end, the middle cut: ``field 'amount': expected … found 250.0``. Anything else is cut
+    between words where it can, ending in ``…``. The result is never longer than ``width``.
+    """
+    if text is None or len(text) <= width:
+        return text
+    found = next(reversed(list(_FOUND.finditer(text))), None)  # the last one
+    if found is not None:
+        tail = text[found.end() - len("found ") :]
+        head_width = width - len(tail) - len(" … ")
+        if head_width >= min(12, width // 3):
+            return f"{_prefix(text[: found.start()], head_width)} … {tail}"
+    return _prefix(text, width - 1).rstrip(":;") + "…"
+
+
+#: Characters a terminal acts on instead of showing: C0 and C1 controls, DEL, and the bidi
+#: overrides and isolates that reorder what follows them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    if m[0] in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[m[0]]
+    code = ord(m[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (an escape sequence's ESC, a carriage
+    return, a bell, a bidi override) written as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``; tables only)."""
+    return _CONTROL.sub(_escape, text)
 
 
 def plain(value: Any) -> Any:
@@ -110,7 +177,14 @@ def _cell(value: Any) -> Text:
     if isinstance(value, int) and not isinstance(value, bool):
         return Text(f"{value:,}" if abs(value) >= 10_000 else str(value))
     shown = plain(value)
-    return Text(shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False))
+    return Text(printable(shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False)))
+
+
+def _fit(cell: Text, width: int) -> Text:
+    """``cell`` cut to ``width`` by :func:`gist` (a message keeps the value it found), its style kept."""
+    if len(cell.plain) <= width:
+        return cell
+    return Text(gist(cell.plain, width) or "", style=cell.style)
 
 
 def _console(out: TextIO | None) -> Console:
@@ -121,24 +195,38 @@ def _console(out: TextIO | None) -> Console:
 
 
 def print_table(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, out: TextIO | None = None
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    out: TextIO | None = None,
+    first: Collection[str] = (),
 ) -> None:
     """Print ``rows`` as a table headed ``title`` (``(no rows)`` under it when empty).
 
-    Cells are text as given (rich markup in data is printed literally); NULL is ``NULL``;
-    timestamps to the second. Each row is one line: cells wider than the page are cut with ``…``.
+    Cells are text as given (rich markup in data is printed literally), control characters
+    escaped (:func:`printable`: data never moves the cursor or recolours the terminal); NULL is ``NULL``;
+    timestamps to the second. Each row is one line: a cell wider than its column is cut by
+    :func:`gist` (between words, a message keeping the value it found), marked ``…``. The
+    columns named in ``first`` keep their whole width (up to half the page between them)
+    before the others share what is left (:func:`fit_widths`).
     """
     console = _console(out)
     cells = [[_cell(v) for v in row] for row in rows]
     naturals = [max([len(name), *(len(row[i].plain) for row in cells)]) for i, name in enumerate(columns)]
     # 3 characters of border and padding per column, 1 more for the table's edge
-    widths = fit_widths(naturals, console.width - 3 * len(columns) - 1)
+    available = console.width - 3 * len(columns) - 1
+    kept = [i for i, name in enumerate(columns) if name in first]
+    reserved = {i: min(naturals[i], available // (2 * len(kept))) for i in kept}
+    rest = [i for i in range(len(columns)) if i not in reserved]
+    shared = dict(zip(rest, fit_widths([naturals[i] for i in rest], available - sum(reserved.values())), strict=True))
+    widths = [reserved.get(i, shared.get(i, 0)) for i in range(len(columns))]
     table = Table(show_lines=False)
     for name, width in zip(columns, widths, strict=True):
         # One line per row: a cell wider than its share of the page ends in "…" (JSON has every value whole).
         table.add_column(name, overflow="ellipsis", no_wrap=True, min_width=width, max_width=width)
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(_fit(cell, width) for cell, width in zip(row, widths, strict=True)))
     console.print(Text(title, style="bold"))
     console.print(table)
     if not rows:

@@ -7,10 +7,12 @@ only the small aggregates reach the driver, where Plotly draws them:
 
 * ``over_time`` — quarantined records by the hour (by the day past three days)
   of ``first_seen_at``, stacked by ``stage``;
-* ``error_classes`` — the ten most frequent ``error_class`` values, open and closed;
-* ``partitions`` — records per ``topic``/``partition`` with the lowest and highest offset;
+* ``error_classes`` — the ten most frequent ``error_class`` values, open and closed, each bar
+  labelled with its count (on a log axis when the largest class would flatten the others);
+* ``partitions`` — records per ``topic``/``partition``, open and closed, with their lowest and highest offset;
 * ``statuses`` — open vs replayed vs discarded;
-* ``breaches`` — ``tolerance-breaches`` per run (metrics table batch totals);
+* ``breaches`` — ``tolerance-breaches`` per run, by kind: an error limit's, or a judging stage's
+  aggregate expectations' (metrics table cells);
 * ``replays`` — closed rows per resolution (``resolved_at``, ``status``, ``resolution``).
 
 The page needs no network when viewed: plotly.js is inlined once in ``<head>``
@@ -29,16 +31,18 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine.errors import MissingDependencyError
 from quarantine.metrics import MetricNames
+from quarantine.report import RunKind
 from quarantine.schema import QuarantineStatus
 from quarantine.sinks import read_table_pinned, table_exists
 from quarantine.sinks.quarantine import read_quarantine
@@ -48,10 +52,12 @@ __all__ = [
     "TOP_ERROR_CLASSES",
     "ReportData",
     "ReportDependencyError",
+    "breach_kind",
     "breaches_per_run",
     "collect_report_data",
     "error_classes",
     "offsets_per_partition",
+    "pipeline_runs",
     "quarantined_over_time",
     "render_html",
     "replay_history",
@@ -72,14 +78,16 @@ _HOURLY_SPAN = dt.timedelta(days=3)
 FIGURES: tuple[tuple[str, str], ...] = (
     ("over_time", "Quarantined records over time, by stage"),
     ("error_classes", f"Top {TOP_ERROR_CLASSES} error classes"),
-    ("partitions", "Offsets affected per partition"),
+    ("partitions", "Records and offsets per partition, open and closed"),
     ("statuses", "Open vs replayed vs discarded"),
-    ("breaches", "Tolerance breaches per run"),
+    ("breaches", "Breaches per run, by kind"),
     ("replays", "Replay history"),
 )
 
 _STATUSES = tuple(s.value for s in QuarantineStatus)
 _STATUS_COLOURS = {"open": "#d62728", "replayed": "#2ca02c", "discarded": "#7f7f7f"}
+#: Breaches: an error limit's in orange, each judging stage's in a blue or a purple.
+_EXPECTATION_COLOURS = ("#1f77b4", "#9467bd", "#17becf", "#8c564b")
 
 Rows = list[tuple[Any, ...]]
 
@@ -114,6 +122,12 @@ def _records() -> Column:
     return F.count(F.lit(1)).alias("records")
 
 
+def pipeline_runs() -> Column:
+    """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
+    column existed), not of a replay or a discard."""
+    return F.coalesce(F.col("run_kind"), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
+
+
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
     """``bucket`` (``first_seen_at`` truncated to ``unit``, ``hour`` or ``day``, in UTC whatever the
     session's time zone), ``stage``, ``records``; by bucket, stage."""
@@ -135,10 +149,23 @@ def error_classes(quarantine: DataFrame, top: int = TOP_ERROR_CLASSES) -> DataFr
 
 
 def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
-    """``topic``, ``partition``, ``records``, ``min_offset``, ``max_offset``; by topic, partition."""
+    """Records and offsets per partition, all of them and split into open and closed ones.
+
+    ``topic``, ``partition``, ``records``, ``min_offset``, ``max_offset`` (every status), then
+    ``open_records``, ``open_min_offset``, ``open_max_offset``, ``closed_min_offset``,
+    ``closed_max_offset`` (NULL where the partition has none); by topic, partition.
+    """
+    is_open = F.col("status") == QuarantineStatus.OPEN.value
+    open_offset = F.when(is_open, F.col("offset"))
+    closed_offset = F.when(~is_open, F.col("offset"))
     return (
         quarantine.groupBy("topic", "partition")
-        .agg(_records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"))
+        .agg(
+            _records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
+            F.sum(is_open.cast("long")).alias("open_records"),
+            F.min(open_offset).alias("open_min_offset"), F.max(open_offset).alias("open_max_offset"),
+            F.min(closed_offset).alias("closed_min_offset"), F.max(closed_offset).alias("closed_max_offset"),
+        )
         .orderBy("topic", "partition")
     )
 
@@ -149,17 +176,26 @@ def status_counts(quarantine: DataFrame) -> DataFrame:
 
 
 def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
-    """``run_id``, ``at`` (its first breach row), ``breaches``: the latest runs with a breach, oldest first.
+    """``run_id``, ``at`` (the run's first breach row), ``breaches``, ``stage``: per run and kind of
+    breach, the latest runs with a breach, oldest first.
 
-    Sums the ``tolerance-breaches`` rows (a metric's rows partition its batch
-    total, so a sum never double counts), the run-end row of a breach that ended
-    a run (``batch_id`` NULL) included.
+    ``stage`` is the kind: NULL for an error limit's breach (``errors.tolerance*``, a ``fail``
+    handler), a judging stage's name for its aggregate expectations' breaches (any
+    ``on_breach`` action, ``warn`` included). Sums the ``tolerance-breaches`` rows (a metric's
+    rows partition its batch total, so a sum never double counts), the run-end row of a breach
+    that ended a run (``batch_id`` NULL) included.
     """
     rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col("value") > 0))
-    per_run = rows.groupBy("run_id").agg(
-        F.min("recorded_at").alias("at"), F.sum("value").cast("long").alias("breaches")
+    first = F.min("recorded_at").over(Window.partitionBy("run_id"))
+    per_kind = rows.withColumn("at", first).groupBy("run_id", "at", "stage").agg(
+        F.sum("value").cast("long").alias("breaches")
     )
-    return per_run.orderBy(F.desc("at")).limit(latest).orderBy("at", "run_id")
+    runs = per_kind.select("run_id", "at").distinct().orderBy(F.desc("at"), "run_id").limit(latest)
+    return (
+        per_kind.join(runs, ["run_id", "at"])
+        .select("run_id", "at", "breaches", "stage")
+        .orderBy("at", "run_id", F.asc_nulls_first("stage"))
+    )
 
 
 def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
@@ -183,7 +219,9 @@ class ReportData:
 
     Each figure's rows are plain tuples in the column order of its aggregation
     function; ``missing`` says, per figure id, why it has no source at all
-    (no quarantine table yet, no metrics table configured).
+    (no quarantine table yet, no metrics table configured). ``records_in`` is the
+    source records the pipeline's runs read (``records-in`` of :func:`pipeline_runs`:
+    a replay's selection is not counted again); None without a metrics table.
     """
 
     pipeline: str
@@ -211,10 +249,13 @@ class ReportData:
         since = f" since {self.since.isoformat()}" if self.since else ""
         lines = [f"pipeline {self.pipeline}: {total:,} quarantined record(s){since}"]
         if self.records_in is not None:
-            lines.append(f"  records in (metrics)   {self.records_in:,}")
+            lines.append(f"  records in (runs)      {self.records_in:,}")
         lines.extend(f"  {s:<22} {self.count(s):,}" for s in _STATUSES)
-        breaches = sum(int(r[2]) for r in self.breaches)
-        lines.append(f"  tolerance breaches     {breaches:,} in {len(self.breaches):,} run(s)")
+        limits = sum(int(r[2]) for r in self.breaches if r[3] is None)
+        expectations = sum(int(r[2]) for r in self.breaches if r[3] is not None)
+        runs = len({r[0] for r in self.breaches})
+        lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
+                     f"error limits {limits:,}, expectations {expectations:,}")
         lines.append(f"  replays and discards   {len(self.replays):,}")
         return lines
 
@@ -277,8 +318,9 @@ def collect_report_data(
         if since is not None:
             m = m.where(F.col("recorded_at") >= F.lit(since))
         data["breaches"] = _tuples(breaches_per_run(m))
-        # records-in has one row per topic per batch: their sum is the total
-        total = m.where(F.col("metric") == MetricNames.RECORDS_IN.value).agg(F.sum("value")).first()
+        # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
+        # runs only (a replay's records-in are records it selected from quarantine: counted twice)
+        total = m.where((F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()).agg(F.sum("value")).first()
         data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
     return ReportData(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,
@@ -298,6 +340,31 @@ def _label(value: Any) -> str:
 def _counts(title: str) -> dict[str, Any]:
     """A count axis from 0 with whole-number tick labels."""
     return {"title": title, "rangemode": "tozero", "tickformat": ",d"}
+
+
+#: Past this ratio of the largest to the smallest count, a count axis is logarithmic (a linear
+#: one would draw the small counts as nothing next to the large one).
+_LOG_SPREAD = 20
+
+
+def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
+    """:func:`_counts`, or a log axis when ``counts`` (zeros aside) spread more than :data:`_LOG_SPREAD` times."""
+    shown = [n for n in counts if n > 0]
+    if shown and max(shown) > _LOG_SPREAD * min(shown):
+        # bars from 1, ticks at 1, 10, 100…, room on the right for the largest bar's label
+        return {"title": f"{title} (log scale)", "type": "log", "tickformat": ",d", "dtick": 1,
+                "range": [0, math.log10(max(shown) * 3)]}
+    return _counts(title)
+
+
+def _count_text(n: int) -> str:
+    """A bar's label: its count, none for an empty bar."""
+    return f"{n:,}" if n else ""
+
+
+def _offsets(low: int | None, high: int | None) -> str:
+    """``offsets low..high``, or ``no records`` (hover text)."""
+    return "no records" if low is None else f"offsets {low}..{high}"
 
 
 def _whole_ticks(fig: Any) -> None:
@@ -331,35 +398,54 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
     if data.error_classes:
         rows = list(reversed(data.error_classes))  # the largest at the top of a horizontal bar chart
         names = [_label(r[0]) for r in rows]
+        counts = {"open": [int(r[2]) for r in rows], "closed": [int(r[1]) - int(r[2]) for r in rows]}
+        # side by side, each bar labelled with its count; on a log axis when one class would flatten the rest
         figs["error_classes"] = go.Figure(
-            [go.Bar(name="open", orientation="h", y=names, x=[r[2] for r in rows],
-                    marker={"color": _STATUS_COLOURS["open"]}),
-             go.Bar(name="closed", orientation="h", y=names, x=[r[1] - r[2] for r in rows],
-                    marker={"color": _STATUS_COLOURS["replayed"]})],
-            layout={"barmode": "stack", "xaxis": _counts("records"), "yaxis": {"type": "category"},
-                    "margin": {"l": 220}},
+            [go.Bar(name=name, orientation="h", y=names, x=xs, text=[_count_text(n) for n in xs],
+                    textposition="outside", cliponaxis=False,
+                    marker={"color": _STATUS_COLOURS["open" if name == "open" else "replayed"]},
+                    hovertemplate=f"%{{y}}<br>%{{x:,}} {name} record(s)<extra></extra>")
+             for name, xs in counts.items()],
+            layout={"barmode": "group", "xaxis": _count_axis("records", [n for xs in counts.values() for n in xs]),
+                    "yaxis": {"type": "category"}, "margin": {"l": 220, "r": 40}},
         )
     if data.partitions:
+        names = [f"{r[0]} / {r[1]}" for r in data.partitions]
+        parts = data.partitions
+        split = {
+            "open": ([int(r[5]) for r in parts], [_offsets(r[6], r[7]) for r in parts]),
+            "closed": ([int(r[2]) - int(r[5]) for r in parts], [_offsets(r[8], r[9]) for r in parts]),
+        }
         figs["partitions"] = go.Figure(
-            go.Bar(x=[f"{r[0]} / {r[1]}" for r in data.partitions], y=[r[2] for r in data.partitions],
-                   text=[f"offsets {r[3]}..{r[4]}" for r in data.partitions], textposition="auto",
-                   customdata=[[r[3], r[4]] for r in data.partitions],
-                   hovertemplate="%{x}<br>%{y} records<br>offsets %{customdata[0]}..%{customdata[1]}<extra></extra>"),
-            layout={"xaxis": {"title": "topic / partition", "type": "category"}, "yaxis": _counts("records")},
+            [go.Bar(name=name, x=names, y=ys, text=[_count_text(n) for n in ys], textposition="auto",
+                    customdata=offsets, marker={"color": _STATUS_COLOURS["open" if name == "open" else "replayed"]},
+                    hovertemplate=f"%{{x}}<br>%{{y:,}} {name} record(s)<br>%{{customdata}}<extra></extra>")
+             for name, (ys, offsets) in split.items()],
+            layout={"barmode": "stack", "xaxis": {"title": "topic / partition", "type": "category"},
+                    "yaxis": _counts("records"), "legend": {"title": {"text": "status"}}},
         )
     if data.statuses:
         figs["statuses"] = go.Figure(
             go.Bar(x=list(_STATUSES), y=[data.count(s) for s in _STATUSES],
-                   marker={"color": [_STATUS_COLOURS[s] for s in _STATUSES]}, text=[data.count(s) for s in _STATUSES],
+                   marker={"color": [_STATUS_COLOURS[s] for s in _STATUSES]},
+                   text=[_count_text(data.count(s)) for s in _STATUSES],
                    textposition="auto"),
             layout={"xaxis": {"title": "status", "type": "category"}, "yaxis": _counts("records")},
         )
     if data.breaches:
+        runs = list(dict.fromkeys((r[0], r[1]) for r in data.breaches))  # in order: oldest first
+        kinds = sorted({r[3] for r in data.breaches}, key=lambda k: (k is not None, k or ""))
+        cell = {(r[0], r[3]): int(r[2]) for r in data.breaches}
         figs["breaches"] = go.Figure(
-            go.Bar(x=[f"{_label(r[1])} · {str(r[0])[:8]}" for r in data.breaches], y=[r[2] for r in data.breaches],
-                   customdata=[str(r[0]) for r in data.breaches], marker={"color": "#ff7f0e"},
-                   hovertemplate="run %{customdata}<br>%{y} breach(es)<extra></extra>"),
-            layout={"xaxis": {"title": "run (first breach)", "type": "category"}, "yaxis": _counts("breaches")},
+            [go.Bar(name=breach_kind(kind), x=[f"{_label(at)} · {str(run)[:8]}" for run, at in runs],
+                    y=[cell.get((run, kind), 0) for run, _ in runs], customdata=[str(run) for run, _ in runs],
+                    marker={"color": _breach_colour(i, kind)},
+                    hovertemplate=f"run %{{customdata}}<br>%{{y}} breach(es): {html.escape(breach_kind(kind))}"
+                                  "<extra></extra>")
+             for i, kind in enumerate(kinds)],
+            layout={"barmode": "stack", "xaxis": {"title": "run (first breach)", "type": "category"},
+                    "yaxis": _counts("breaches"), "showlegend": True,  # a lone kind is named too
+                    "legend": {"title": {"text": "kind"}, "orientation": "h", "y": -0.3}},
         )
     if data.replays:
         traces = []
@@ -376,6 +462,17 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                             "yaxis": _counts("records")},
         )
     return figs
+
+
+def _breach_colour(i: int, stage: str | None) -> str:
+    return "#ff7f0e" if stage is None else _EXPECTATION_COLOURS[i % len(_EXPECTATION_COLOURS)]
+
+
+def breach_kind(stage: str | None) -> str:
+    """How the report names a kind of breach (:func:`breaches_per_run`'s ``stage``)."""
+    if stage is None:
+        return "error limit (errors.tolerance, a fail handler)"
+    return f"aggregate expectations of {stage} (warn, fail or quarantine_batch)"
 
 
 def _no_data(data: ReportData, fig_id: str) -> str:
@@ -432,7 +529,8 @@ def render_html(data: ReportData) -> str:
     tiles.insert(0, ("quarantined", f"{sum(int(n) for _, n in data.statuses):,}"))
     if data.records_in is not None:
         tiles.insert(0, ("records in", f"{data.records_in:,}"))
-    tiles.append(("breaches", f"{sum(int(r[2]) for r in data.breaches):,}"))
+    tiles.append(("error-limit breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is None):,}"))
+    tiles.append(("expectation breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is not None):,}"))
     summary = "".join(f"<li><b>{v}</b>{html.escape(k)}</li>" for k, v in tiles)
     meta = (f"generated {data.generated_at:%Y-%m-%d %H:%M:%S %Z} · quarantine table "
             f"{html.escape(data.quarantine_table)} · metrics table {html.escape(data.metrics_table or '(none)')}")

@@ -24,6 +24,7 @@ metric                                                grain (cells)
 ``records-in``, ``records-ok``                        topic
 ``total-record-failures``, ``total-retries``,         stage
 ``schema-drift-records``
+``tolerance-breaches``                                stage (NULL: an error limit's)
 everything else                                       the batch
 ====================================================  ==================
 
@@ -123,8 +124,10 @@ class MetricNames(StrEnum):
 
     TOLERANCE_BREACHES = "tolerance-breaches"
     """Tolerance breaches in the batch: aggregate-expectation breaches carried by
-    the batch report, plus 1 when an error limit failed the run (recorded at
-    run end, see :mod:`quarantine.listeners.metrics_table`)."""
+    the batch report, in the cell of their judging stage (whatever their ``on_breach``
+    action, ``warn`` included), plus 1 in the batch's own cell (stage NULL) when an
+    error limit or a ``fail`` handler failed the run (see
+    :mod:`quarantine.listeners.metrics_table`). Per stage."""
 
     EXPECTATION_FAILURES = "expectation-failures"
     """Records that failed an expectation stage (error ``kind`` =

@@ -94,7 +94,7 @@ def batch_metrics(
     now: dt.datetime,
     errors_logged: int = 0,
     dlq_attempts: int = 1,
-    breaches: int = 0,
+    breaches: Mapping[str | None, int] | None = None,
     topic_attempts: int = 0,
     topic_failed_attempts: int = 0,
 ) -> BatchMetrics:
@@ -111,7 +111,9 @@ def batch_metrics(
         topic_attempts: attempts the DLQ topic's produce took (0: no topic).
         topic_failed_attempts: those of them that failed (:attr:`TopicProduce.failed_attempts
             <quarantine.sinks.dlq_topic.TopicProduce.failed_attempts>`).
-        breaches: tolerance breaches of the batch.
+        breaches: tolerance breaches of the batch by where they come from: a judging stage's name
+            for its aggregate expectations' breaches, None for an error limit's (or a ``fail``
+            handler's); their cells of ``tolerance-breaches`` (stage NULL: the error limit).
     """
     row = observed_row
     mn = MetricNames
@@ -178,8 +180,9 @@ def batch_metrics(
         MetricPoint(mn.DEADLETTERQUEUE_PRODUCE_REQUESTS, float(requests)),
         MetricPoint(mn.DEADLETTERQUEUE_PRODUCE_FAILURES, float(failures)),
         MetricPoint(mn.LAST_ERROR_TIMESTAMP, last_error if failed else 0.0),
-        MetricPoint(mn.TOLERANCE_BREACHES, float(breaches)),
     ]
+    by_source = sorted((breaches or {}).items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
+    cells(mn.TOLERANCE_BREACHES, [(stage, None, n) for stage, n in by_source])
     return BatchMetrics(tuple(points))
 
 

@@ -35,6 +35,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.display import gist
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
 from quarantine.metrics import MetricNames
 from quarantine.pipeline import Pipeline
@@ -67,6 +68,8 @@ __all__ = [
 
 #: How many (stage, error class) groups a rendered preview lists; the rest are summed up in one line.
 SHOWN_GROUPS = 8
+#: At most this many characters of a group's example message (the value it found kept: :func:`gist`).
+EXAMPLE_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class Preview:
             head = f"discard --dry-run (nothing written): {self.selected:,} open record(s) would be discarded"
         lines = [head + (":" if self.groups else "")]
         for g in self.groups[:SHOWN_GROUPS]:
-            example = (g.example or "").splitlines()[0][:100] if g.example else ""
+            example = gist(g.example.splitlines()[0], EXAMPLE_WIDTH) if g.example else ""
             lines.append(f"  {g.records:>10,}  {g.stage} / {g.error_class}: {example}")
         rest = self.groups[SHOWN_GROUPS:]
         if rest:

@@ -220,13 +220,13 @@ class Run:
         counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
         logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
 
-        # a tolerance/handler breach is one more breach than the judging stages found
+        # a tolerance/handler breach is one more breach than the judging stages found (the batch's cell)
         broke = failure is not None and not isinstance(failure, ExpectationBreachError)
         metrics = batch_metrics(
             counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
             topic_attempts=outcome.topic.attempts if outcome.topic else 0,
             topic_failed_attempts=outcome.topic.failed_attempts if outcome.topic else 0,
-            breaches=len(verdicts.breaches) + int(broke),
+            breaches={**{stage: len(found) for stage, found in verdicts.judged}, None: int(broke)},
         )
         self.metrics.add(metrics)
         records_in = int(counts["records_in"])

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from quarantine.display import decode_bytes, print_json, print_table, shorten
+from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.schema import QuarantineStatus
 
@@ -44,9 +45,10 @@ COMMANDS = ("inspect", "stats", "sql", "views")
 #: ``--status all``: every status.
 ALL = "all"
 
-#: How many characters of a message / payload an ``inspect`` table shows.
+#: How many characters of a message / payload / all headers an ``inspect`` table shows.
 _MESSAGE_WIDTH = 50
 _PAYLOAD_WIDTH = 30
+_HEADERS_WIDTH = 80
 
 _RELATIVE = re.compile(r"^(\d+)([mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -105,7 +107,10 @@ class RecordFilter:
 
 
 def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
-    """The rows of ``quarantine`` that ``f`` selects, the most recently seen first (pure)."""
+    """The rows of ``quarantine`` that ``f`` selects, the most recently seen first (pure).
+
+    Each header's ``key`` is BINARY (its bytes as stored); every other column as in the table.
+    """
     from pyspark.sql import functions as F
 
     df = quarantine
@@ -118,7 +123,16 @@ def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
         df = df.where(F.col("last_seen_at") >= F.lit(f.since))
     if f.until is not None:
         df = df.where(F.col("last_seen_at") < F.lit(f.until))
-    return df.orderBy(F.col("last_seen_at").desc(), "topic", "partition", "offset").limit(f.limit)
+    # A header key is a STRING whose bytes need not be UTF-8 (a Delta or file source's): collected as
+    # a string, its bad bytes would become U+FFFD; as bytes, record_json shows them as hex.
+    headers = F.transform(
+        "headers", lambda h: F.struct(h["key"].cast("binary").alias("key"), h["value"].alias("value"))
+    )
+    return (
+        df.orderBy(F.col("last_seen_at").desc(), "topic", "partition", "offset")
+        .limit(f.limit)
+        .withColumn("headers", headers)
+    )
 
 
 def stats_frames(quarantine: DataFrame, pipeline: str | None) -> dict[str, DataFrame]:
@@ -153,7 +167,11 @@ def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
 
 
 def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut."""
+    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
+
+    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
+    gives them) are not UTF-8.
+    """
     out: dict[str, Any] = {}
     for name in ("pipeline", "topic", "partition", "offset", "timestamp", "status", "stage", "kind",
                  "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
@@ -162,7 +180,7 @@ def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
     out["key"] = _payload(row.get("key"))
     out["value"] = _payload(row.get("value"))
-    out["headers"] = [{"key": h["key"], "value": _payload(h["value"])} for h in (row.get("headers") or [])]
+    out["headers"] = [{"key": plain(h["key"]), "value": _payload(h["value"])} for h in (row.get("headers") or [])]
     return out
 
 
@@ -179,11 +197,16 @@ def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
         headers = ", ".join(f"{h['key']}={_shown(h['value'])}" for h in r["headers"]) or None
         rows.append([
             r["topic"], r["partition"], r["offset"], r["status"], r["stage"], r["error_class"],
-            shorten(r["message"], _MESSAGE_WIDTH), r["error_count"],
+            gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
             r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
-            _shown(r["key"]), _shown(r["value"]), shorten(headers, _PAYLOAD_WIDTH),
+            _shown(r["key"]), _shown(r["value"]), shorten(headers, _HEADERS_WIDTH),
         ])
     return rows
+
+
+def _print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | None = None) -> None:
+    """``inspect``'s table of :func:`record_json` records: the message gets its width before the payloads."""
+    print_table(title, _INSPECT_COLUMNS, _inspect_rows(records), out=out, first=("message",))
 
 
 _INSPECT_COLUMNS = ("topic", "partition", "offset", "status", "stage", "error_class", "message",
@@ -215,7 +238,8 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
                             help="the query (without NAME: list the library)")
         parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                             help="a query parameter (repeatable); pipeline defaults to the config's")
-        parser.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")
+        parser.add_argument("--limit", type=int, default=100,
+                            help="at most this many rows (default 100); the output says when more match")
         parser.add_argument("--print", action="store_true", dest="print_sql",
                             help="print the query's SQL with the tables and values in place; run nothing")
     if command == "views":
@@ -293,8 +317,8 @@ def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
         print_json(records)
         return 0
     where = f"pipeline {f.pipeline}" if f.pipeline else "every pipeline"
-    print_table(f"{f.status} records of {where} in {config.errors.dlq_table_name} "
-                f"(at most {f.limit}, last seen first)", _INSPECT_COLUMNS, _inspect_rows(records))
+    _print_records(f"{f.status} records of {where} in {config.errors.dlq_table_name} "
+                   f"(at most {f.limit}, last seen first)", records)
     return 0
 
 
@@ -343,12 +367,19 @@ def _sql(args: argparse.Namespace, config: PipelineConfig) -> int:
         raise ConfigError("--limit", args.limit, "a positive number of rows")
     spark = _spark("sql", config)
     _quarantine(spark, config)  # a clear message when there is no table yet
-    df = spark.sql(text).limit(args.limit)
+    df = spark.sql(text).limit(args.limit + 1)  # one more row than shown: whether the output is cut
     rows = [list(r) for r in df.collect()]
+    cut = len(rows) > args.limit
+    rows = rows[: args.limit]
+    notice = f"the first {args.limit:,} rows: more rows match (--limit)" if cut else None
     if args.json:
         print_json([dict(zip(df.columns, row, strict=True)) for row in rows])
+        if notice:
+            print(notice, file=sys.stderr)  # stdout stays one JSON document
         return 0
     print_table(f"{query.name}: {query.summary}", df.columns, rows)
+    if notice:
+        print(notice)
     return 0
 
 

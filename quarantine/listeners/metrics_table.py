@@ -115,16 +115,18 @@ def metric_rows(report: BatchReport) -> list[Row]:
     """The metrics table rows of one batch report (pure).
 
     One row per :class:`~quarantine.metrics.MetricPoint` in ``report.metrics``;
-    keys that are not metrics are skipped. ``tolerance-breaches`` is at least
-    the number of breaches the report carries.
+    keys that are not metrics are skipped. ``tolerance-breaches`` adds up to at least
+    the number of breaches the report carries: its cells (a judging stage's, the error
+    limit's) as reported, and breaches beyond them in the batch's own cell.
     """
+    metric = MetricNames.TOLERANCE_BREACHES
     points = list(BatchMetrics.from_report(report.metrics).points)
-    breaches = len(report.breaches)
-    total_key = MetricNames.TOLERANCE_BREACHES.value
-    if breaches:
-        points = [p for p in points if p.key != total_key]
-        reported = report.metrics.get(total_key, 0.0)
-        points.append(MetricPoint(MetricNames.TOLERANCE_BREACHES, max(float(breaches), reported)))
+    reported = sum(p.value for p in points if p.metric is metric)
+    missing = len(report.breaches) - reported
+    if missing > 0:
+        batch_cell = next((p for p in points if p.metric is metric and p.stage is None), None)
+        points = [p for p in points if p is not batch_cell and not (p.metric is metric and p.value == 0)]
+        points.append(MetricPoint(metric, missing + (batch_cell.value if batch_cell else 0.0)))
     run = report.run
     at = report.finished_at
     return [

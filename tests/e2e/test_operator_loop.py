@@ -115,11 +115,13 @@ def _check(spark: Any, conf: Path, args: list[str], out: str, outputs: list[tupl
         _state["target"] = spark.read.format("delta").load(config.target.table).count()
     elif command == "inspect":
         assert "check_order" in out and "range" in out and "parse_order" not in out
+        assert re.search(r"found -?\d", out), out  # a cut message still shows the amount it found
     elif command == "stats":
         assert "check_order" in out and "range" in out
     elif command == "replay" and "--dry-run" in args:
         m = re.search(r"(\d[\d,]*) open record\(s\) selected, (\d[\d,]*) would be replayed", out)
         assert m, out
+        assert re.search(r"check_order / range: .*found -?\d", out), out  # the example keeps what it found
         _state["would_pass"] = int(m.group(2).replace(",", ""))
         assert 0 < _state["would_pass"] < int(m.group(1).replace(",", "")), out  # negative amounts still fail
     elif command == "replay":
@@ -142,3 +144,7 @@ def _check(spark: Any, conf: Path, args: list[str], out: str, outputs: list[tupl
         assert q.where("status = 'replayed'").count() == _state["would_pass"]  # type: ignore[union-attr]
     elif command == "report":
         assert (Path.cwd() / "data" / "loop" / "report.html").stat().st_size > 100_000
+        # the source's records, not the replays' selections too; under tolerance: all no error limit breaks
+        m = re.search(r"records in \(runs\)\s+([\d,]+)", out)
+        assert m and int(m.group(1).replace(",", "")) == RECORDS, out
+        assert re.search(r"breaches\s+[\d,]+ in [\d,]+ run\(s\): error limits 0, expectations", out), out

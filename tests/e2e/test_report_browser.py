@@ -66,3 +66,73 @@ def test_the_report_of_an_empty_pipeline_says_no_data_in_every_figure_without_er
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "report-empty.png"), full_page=True)
     assert problems == []
+
+
+def _chart(page: Any, fig: str) -> list[dict[str, Any]]:
+    """The traces Plotly drew in a figure: name, x and y (as plain lists)."""
+    return list(page.evaluate(
+        """id => document.getElementById(id)._fullData.map(t => ({
+               name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}))""",
+        f"chart-{fig}",
+    ))
+
+
+def test_the_numbers_on_the_page_are_the_tables_numbers(
+    spark: Any, report_conf: Path, tmp_path: Path, browser_page: tuple[Any, list[str]]
+) -> None:
+    """Every tile and every bar, read from the page as drawn, against aggregates of the Delta tables
+    made here (not by the report's code); the metrics table also holds a replay's rows, whose
+    records-in are records it selected from quarantine, not source records."""
+    import datetime as dt
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    from quarantine.config import load_config
+    from quarantine.schema import METRICS_SCHEMA
+
+    config = load_config(report_conf)
+    metrics_path = tmp_path / "metrics"
+    shutil.copytree(str(config.metrics.table), metrics_path)
+    replay_rows = [("report_test", "a-replay", 0, dt.datetime.now(dt.UTC), "records-in", None, "orders", 4.0,
+                    "replay")]
+    spark.createDataFrame(replay_rows, METRICS_SCHEMA).write.format("delta").mode("append").save(str(metrics_path))
+    out = tmp_path / "report.html"
+    argv = ["report", "--conf", str(report_conf), "--out", str(out), "--set", f"metrics.table={metrics_path}"]
+    assert main(argv) == 0
+
+    q = spark.read.format("delta").load(str(config.errors.dlq_table_name)).where("pipeline = 'report_test'")
+    m = spark.read.format("delta").load(str(metrics_path)).where("pipeline = 'report_test'")
+    is_open = (F.col("status") == "open").cast("int")
+    statuses = {r["status"]: r["n"] for r in q.groupBy("status").agg(F.count("*").alias("n")).collect()}
+    (runs_in,) = m.where("metric = 'records-in' AND coalesce(run_kind, 'run') = 'run'").agg(F.sum("value")).first()
+    breaches = m.where("metric = 'tolerance-breaches'")
+    (limits,) = breaches.where("stage IS NULL").agg(F.coalesce(F.sum("value"), F.lit(0.0))).first()
+    (expectations,) = breaches.where("stage IS NOT NULL").agg(F.coalesce(F.sum("value"), F.lit(0.0))).first()
+    classes = {r["error_class"]: (r["n"] - r["o"], r["o"])
+               for r in q.groupBy("error_class").agg(F.count("*").alias("n"), F.sum(is_open).alias("o")).collect()}
+    partitions = {f"{r['topic']} / {r['partition']}": (r["n"] - r["o"], r["o"]) for r in
+                  q.groupBy("topic", "partition").agg(F.count("*").alias("n"), F.sum(is_open).alias("o")).collect()}
+
+    page, problems = browser_page
+    _open(page, out)
+    for fig, _ in FIGURES:
+        page.wait_for_selector(f"#chart-{fig} .main-svg g.trace", state="attached", timeout=30_000)
+    shown = [(li.locator("b").inner_text(), li.inner_text()) for li in page.locator(".summary li").all()]
+    tiles = {text.removeprefix(value).strip(): int(value.replace(",", "")) for value, text in shown}
+    assert tiles == {"records in": int(runs_in), "quarantined": sum(statuses.values()), **statuses,
+                     "error-limit breaches": int(limits), "expectation breaches": int(expectations)}
+    assert tiles["records in"] == 16  # run 1 read 9 records, run 2 the 7 not in the target; not the replay's 4
+
+    def by_category(fig: str, category: str, value: str) -> dict[str, tuple[int, int]]:
+        traces = {t["name"]: dict(zip(t[category], t[value], strict=True)) for t in _chart(page, fig)}
+        return {c: (int(traces["closed"].get(c, 0)), int(traces["open"].get(c, 0)))
+                for c in set(traces["open"]) | set(traces["closed"])}
+
+    assert by_category("error_classes", "y", "x") == classes
+    assert by_category("partitions", "x", "y") == partitions
+    (status_bars,) = _chart(page, "statuses")
+    assert dict(zip(status_bars["x"], status_bars["y"], strict=True)) == {
+        s: statuses.get(s, 0) for s in ("open", "replayed", "discarded")}
+    assert sum(y for t in _chart(page, "breaches") for y in t["y"]) == limits + expectations == 1
+    assert problems == []

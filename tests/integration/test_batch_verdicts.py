@@ -91,6 +91,9 @@ def test_a_warn_verdict_is_reported_and_the_batch_goes_on(spark: Any, table_dir:
     assert report.untranslated_expectations == ("min_rows (judged on the batch only)",)
     assert report.quarantined_by_expectation == {"amount_positive": 1}
     assert report.metrics["tolerance-breaches"] == 1
+    # the judging stage's cell, not the batch's: an expectation's breach, not an error limit's
+    assert report.metrics[f"tolerance-breaches/stage/{stage.name}"] == 1
+    assert "tolerance-breaches/stage" not in "".join(k for k in report.metrics if stage.name not in k)
     target, q = _tables(spark, table_dir)
     assert target == [0, 1]
     assert {o: v[:2] for o, v in q.items()} == {2: ("size", "amount_positive"), 3: ("decode", q[3][1])}

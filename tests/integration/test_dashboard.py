@@ -66,7 +66,7 @@ def test_the_dashboard_shows_the_same_numbers_as_the_report(results: dict[str, A
     report = results["report"]
     assert {r["status"]: r["records"] for r in results["statuses"][0]} == dict(report.statuses)
     assert sorted((r["topic"], r["partition"], r["records"], r["min_offset"], r["max_offset"])
-                  for r in results["partitions"][0]) == report.partitions
+                  for r in results["partitions"][0]) == [p[:5] for p in report.partitions]
     assert sorted((r["error_class"], r["records"], r["open_records"]) for r in results["error_classes"][0]) == sorted(
         (c, n, o) for c, n, o in report.error_classes
     )

@@ -47,9 +47,12 @@ def test_every_figure_counts_what_the_run_replay_and_discard_did(spark: Any, run
     assert data.unit == "hour"
     assert sum(r[1] for r in data.error_classes) == 7 and sum(r[2] for r in data.error_classes) == 3
     assert [r[1] for r in data.error_classes] == sorted((r[1] for r in data.error_classes), reverse=True)
-    assert data.partitions == [("orders", 0, 4, 1, 4), ("orders", 1, 3, 101, 103)]
+    # partition 0: offsets 1 (discarded) and 4 (replayed) closed, 2 and 3 open; partition 1: 101 (replayed)
+    # and 102 (discarded) closed, 103 open
+    assert data.partitions == [("orders", 0, 4, 1, 4, 2, 2, 3, 1, 4), ("orders", 1, 3, 101, 103, 1, 103, 103, 101, 102)]
     (breach,) = data.breaches  # run 2 ended on errors.tolerance.limit
     assert breach[2] == 1  # one breach, counted once (the metrics table had 2: run end + batch)
+    assert breach[3] is None  # an error limit's, not an expectation stage's
     resolved = {(r[1], r[2].split(" ")[0], r[3]) for r in data.replays}
     assert resolved == {("replayed", "replayed", 2), ("discarded", "discarded:", 2)}
     metrics = spark.read.format("delta").load(load_config(run_conf).metrics.table)
@@ -72,7 +75,8 @@ def test_the_cli_writes_a_page_with_every_chart_and_no_network_reference(
     assert main(["report", "--conf", str(run_conf), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "pipeline report_test: 7 quarantined record(s)" in printed
-    assert re.search(r"replayed\s+2\n", printed) and re.search(r"tolerance breaches\s+\d+ in 1 run", printed)
+    assert re.search(r"replayed\s+2\n", printed)
+    assert re.search(r"breaches\s+1 in 1 run\(s\): error limits 1, expectations 0", printed)
     page = out.read_text(encoding="utf-8")
     assert page.count("Plotly.newPlot(") == len(FIGURES) and 'class="no-data"' not in page
     assert page.count("<script") == len(FIGURES) + 2  # plotly.js once, one per chart, the embedded counts
@@ -139,3 +143,23 @@ def test_a_table_that_is_not_a_quarantine_table_is_a_config_error_naming_the_key
     err = capsys.readouterr().err
     assert "errors.deadletterqueue.table.name" in err and "not_quarantine" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_records_in_counts_the_pipelines_runs_not_what_replays_and_discards_selected(
+    spark: Any, table_dir: Path
+) -> None:
+    from quarantine.schema import METRICS_SCHEMA
+
+    at = dt.datetime(2026, 11, 2, 10, tzinfo=dt.UTC)
+    rows = [
+        ("p", "run-1", 0, at, "records-in", None, "orders", 10_000.0, "run"),
+        ("p", "run-0", 0, at, "records-in", None, "orders", 5.0, None),  # written before run_kind existed
+        ("p", "replay-1", 0, at, "records-in", None, "orders", 7_790.0, "replay"),
+        ("p", "replay-2", 0, at, "records-in", None, "orders", 53.0, "replay"),
+        ("p", "discard-1", 0, at, "records-discarded", None, None, 4.0, "discard"),
+        ("other", "run-2", 0, at, "records-in", None, "orders", 99.0, "run"),
+    ]
+    metrics = str(table_dir / "metrics")
+    spark.createDataFrame(rows, METRICS_SCHEMA).write.format("delta").save(metrics)
+    data = collect_report_data(spark, pipeline="p", quarantine_table=str(table_dir / "q"), metrics_table=metrics)
+    assert data.records_in == 10_005

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from quarantine.cli import main
 from quarantine.config import parse_config
@@ -34,8 +35,10 @@ P0 = [GOOD, GOOD, b"not json", b"{oops", b"\xff\xfe\x00", GOOD, GOOD, b'{"amount
 #: partition 1: malformed at 1 (a long value), no order_id at 4
 LONG = b"nope " * 40
 P1 = [GOOD, LONG, GOOD, GOOD, b'{"amount": 2}']
-#: the invalid UTF-8 record's headers: one value is not UTF-8 either
-HEADERS = [("trace", b"\x80abc"), ("src", b"web")]
+#: the invalid UTF-8 record's headers: one value is not UTF-8 either, one value holds terminal
+#: control sequences, and one key is not UTF-8 (:data:`BAD_KEY`, put in place of ``bad-key``)
+HEADERS = [("trace", b"\x80abc"), ("src", b"web"), ("tty", b"\x1b[31mred\x07"), ("bad-key", b"k")]
+BAD_KEY = b"\xff\xfe-h\xc3("
 PIPELINE = "orders_test"
 
 
@@ -55,7 +58,11 @@ def filled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     d = tmp_path_factory.mktemp("sql_library")
     headers = [HEADERS if i == 4 else None for i in range(len(P0))]
     rows = kafka_rows(P0, partition=0, headers=headers) + kafka_rows(P1, partition=1)
-    spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
+    source = spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).withColumn("headers", F.transform(
+        "headers", lambda h: F.struct(
+            F.when(h["key"] == "bad-key", F.lit(BAD_KEY).cast("string")).otherwise(h["key"]).alias("key"),
+            h["value"].alias("value"))))
+    source.write.format("delta").save(str(d / "source"))
     strict = _config(d, required=["order_id"])
     Pipeline.from_config(strict, spark).run()
     closing = Pipeline.from_config(strict, spark, listeners=[])
@@ -89,15 +96,16 @@ def test_open_records_groups_the_open_rows_by_pipeline_stage_and_error_class(spa
     assert len(_rows(spark, filled, "open_records", pipeline=PIPELINE, error_class="MalformedJson")) == 1
 
 
-def test_top_errors_counts_messages_with_first_and_last_seen(spark: Any, filled: Any) -> None:
-    open_ = _rows(spark, filled, "top_errors")
-    assert sum(r["records"] for r in open_) == 3
-    assert {r["error_class"] for r in open_} == {"MalformedJson"}
-    assert all(r["first_seen_at"] <= r["last_seen_at"] for r in open_)
-    assert [r["records"] for r in open_] == sorted((r["records"] for r in open_), reverse=True)
+def test_top_errors_groups_by_stage_and_error_class_with_an_example_message(spark: Any, filled: Any) -> None:
+    # the three open records fail with three different messages (each names what it found): one class
+    (open_,) = _rows(spark, filled, "top_errors")
+    assert (open_["pipeline"], open_["stage"], open_["error_class"], open_["records"]) == (
+        PIPELINE, "parse", "MalformedJson", 3)
+    assert open_["messages"] == 3 and open_["example_message"]
+    assert open_["first_seen_at"] <= open_["last_seen_at"]
     every = _rows(spark, filled, "top_errors", status="")
-    assert sum(r["records"] for r in every) == 6
-    assert {r["error_class"] for r in every} == {"MalformedJson", "InvalidUtf8", "MissingRequiredField"}
+    assert [(r["stage"], r["error_class"], r["records"]) for r in every] == [
+        ("parse", "MalformedJson", 3), ("parse", "MissingRequiredField", 2), ("decode", "InvalidUtf8", 1)]
     discarded = _rows(spark, filled, "top_errors", status="discarded")
     assert [(r["stage"], r["error_class"], r["records"]) for r in discarded] == [("decode", "InvalidUtf8", 1)]
 
@@ -224,6 +232,9 @@ def test_inspect_shows_undecodable_payloads_as_hex(spark: Any, filled: Any, caps
     out = _cli(capsys, "inspect", "--conf", filled["conf"], "--status", "discarded")
     (line,) = [line for line in out.splitlines() if line.startswith("│")]
     assert "hex:fffe00" in line and "trace=hex:80616263" in line and "src=web" in line
+    # the tty header's ESC never reaches the terminal (the table cuts it from view here; escaped it reads
+    # \x1b: tests/unit/test_display.py::test_a_table_escapes_control_characters_instead_of_sending_them_to_the_terminal)
+    assert "\x1b" not in out and "\x07" not in out
     assert "InvalidUtf8" in line and "discarded" in line
 
 
@@ -234,7 +245,9 @@ def test_inspect_json_has_every_record_uncut_with_its_payload_encoding(spark: An
     bad = by_key[(0, 4)]
     assert bad["value"] == {"text": "fffe00", "encoding": "hex"}
     assert bad["headers"] == [{"key": "trace", "value": {"text": "80616263", "encoding": "hex"}},
-                              {"key": "src", "value": {"text": "web", "encoding": "utf-8"}}]
+                              {"key": "src", "value": {"text": "web", "encoding": "utf-8"}},
+                              {"key": "tty", "value": {"text": "\x1b[31mred\x07", "encoding": "utf-8"}},
+                              {"key": "hex:fffe2d68c328", "value": {"text": "k", "encoding": "utf-8"}}]
     assert (bad["status"], bad["resolution"]) == ("discarded", "discarded: producer bug")
     assert by_key[(1, 1)]["value"] == {"text": LONG.decode(), "encoding": "utf-8"}  # never cut in JSON
     assert by_key[(0, 2)]["key"] == {"text": "k2", "encoding": "utf-8"}
@@ -280,6 +293,19 @@ def test_sql_runs_a_library_query_with_the_configs_tables(spark: Any, filled: An
     limited = json.loads(_cli(capsys, "sql", "top_errors", "--conf", filled["conf"], "--param", "status=",
                               "--limit", "1", "--json"))
     assert len(limited) == 1
+
+
+def test_sql_says_when_it_cut_the_output_at_the_limit(spark: Any, filled: Any, capsys: Any) -> None:
+    argv = ("sql", "top_errors", "--conf", filled["conf"], "--param", "status=")
+    out = _cli(capsys, *argv, "--limit", "2")
+    assert len([line for line in out.splitlines() if line.startswith("│")]) == 2
+    assert "the first 2 rows: more rows match (--limit)" in out
+    capsys.readouterr()
+    assert main([*argv, "--limit", "2", "--json"]) == 0
+    cut = capsys.readouterr()
+    assert len(json.loads(cut.out)) == 2 and "the first 2 rows: more rows match (--limit)" in cut.err
+    whole = _cli(capsys, *argv, "--limit", "3")
+    assert "--limit" not in whole
 
 
 def test_views_command_creates_the_views(spark: Any, filled: Any, capsys: Any) -> None:

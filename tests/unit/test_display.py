@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from quarantine.display import decode_bytes, fit_widths, plain, print_json, print_table, shorten
+from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.triage import RecordFilter, parse_time, record_json
+from quarantine.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:
@@ -93,3 +93,60 @@ def test_a_record_filter_checks_its_status_limit_and_time_window() -> None:
     t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     with pytest.raises(ConfigError, match="before --until"):
         RecordFilter(since=t, until=t)
+
+
+RANGE = "field 'amount': expected between 0 and 100, found 250.0"
+
+
+def test_a_cut_message_keeps_where_it_failed_and_the_value_found() -> None:
+    assert gist(RANGE, 80) == RANGE
+    assert gist(RANGE, 40) == "field 'amount': expected … found 250.0"
+    assert gist(RANGE, 30) == "field 'amount': … found 250.0"
+    # no value found in it: cut at a word, not inside one
+    assert gist("Unexpected character ('o' (code 111)): was expecting double-quote", 30) == \
+        "Unexpected character ('o'…"
+    assert gist("abcdefghij" * 5, 12) == "abcdefghija…"  # one long word: cut inside it
+    assert gist(None, 5) is None
+    assert all(len(gist(RANGE, w) or "") <= w for w in range(8, 60))
+
+
+def test_the_inspect_table_shows_the_value_found_however_narrow_its_message_column() -> None:
+    record = record_json({"topic": "t", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
+                          "error_class": "range", "message": RANGE, "error_count": 1,
+                          "key": None, "value": b"{}", "headers": []})
+    assert "found 250.0" in _inspect_rows([record])[0][6]
+    out = _Pipe()
+    print_table("t", ["stage", "message", "value"], [["check_order", RANGE, "x" * 300]], out=out)
+    row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
+    assert "found 250.0" in row and "field 'amount'" in row
+
+
+def test_a_header_key_that_is_not_utf8_is_hex_like_a_value() -> None:
+    out = record_json({"topic": "t", "partition": 0, "offset": 1, "key": None, "value": None,
+                       "headers": [{"key": b"\xff\xfe-h\xc3(", "value": b"v"}, {"key": b"trace", "value": None},
+                                   {"key": "plain", "value": b""}]})
+    assert [h["key"] for h in out["headers"]] == ["hex:fffe2d68c328", "trace", "plain"]
+    json.dumps(out)
+
+
+def test_a_table_escapes_control_characters_instead_of_sending_them_to_the_terminal() -> None:
+    record = record_json({"topic": "t", "partition": 0, "offset": 1, "message": "bad\rline",
+                          "key": b"k\x00", "value": b"\x1b[2J",
+                          "headers": [{"key": b"colour\x07", "value": b"\x1b[31mred\xc2\x9b"}]})
+    out = _Pipe()
+    print_table("t", _INSPECT_COLUMNS, _inspect_rows([record]), out=out)
+    text = out.getvalue()
+    assert not any(ch in text for ch in "\x00\x07\x1b\r\x9b"), repr(text)
+    assert r"\x1b[31mred\x9b" in text and r"colour\x07=" in text and r"\x1b[2J" in text and r"bad\rline" in text
+
+
+def test_the_inspect_table_gives_the_message_its_width_before_the_payloads() -> None:
+    record = record_json({"topic": "orders", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
+                          "error_class": "range", "message": RANGE, "error_count": 1, "key": b"cust-00000",
+                          "last_seen_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "value": b"{" + b"x" * 300,
+                          "headers": [{"key": b"trace-id", "value": b"\xff" * 40},
+                                      {"key": b"src", "value": b"w" * 50}]})
+    out = _Pipe()
+    _print_records("t", [record], out=out)
+    row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
+    assert "field 'amount': expected" in row and "found 250.0" in row, row

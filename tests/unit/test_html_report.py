@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from quarantine.html_report import (
     FIGURES,
     ReportData,
     ReportDependencyError,
+    _figures,
     render_html,
     require_plotly,
     time_unit,
@@ -29,9 +32,9 @@ def _full() -> ReportData:
         quarantine_table="/data/q", metrics_table="/data/m",
         over_time=[(T0, "decode", 3), (T0, "parse", 2), (T0 + dt.timedelta(hours=1), "parse", 1)],
         error_classes=[("InvalidUtf8", 3, 1), ("JsonParseError", 3, 3)],
-        partitions=[("orders", 0, 4, 1, 9), ("orders", 1, 2, 100, 101)],
+        partitions=[("orders", 0, 4, 1, 9, 3, 1, 8, 9, 9), ("orders", 1, 2, 100, 101, 0, None, None, 100, 101)],
         statuses=[("open", 4), ("replayed", 1), ("discarded", 1)],
-        breaches=[("run-1234567890", T0, 2)],
+        breaches=[("run-1234567890", T0, 2, None)],
         replays=[(T0, "replayed", "replayed by run r2", 1), (T0, "discarded", "discarded: bug", 1)],
         records_in=100,
     )
@@ -67,7 +70,7 @@ def test_summary_lines_count_each_status_and_the_breaches() -> None:
     lines = _full().summary_lines()
     assert lines[0] == "pipeline orders <demo>: 6 quarantined record(s)"
     assert any(re.fullmatch(r"  open\s+4", ln) for ln in lines)
-    assert any(re.fullmatch(r"  tolerance breaches\s+2 in 1 run\(s\)", ln) for ln in lines)
+    assert any(re.fullmatch(r"  breaches\s+2 in 1 run\(s\): error limits 2, expectations 0", ln) for ln in lines)
 
 
 def test_over_time_buckets_by_the_hour_up_to_three_days_then_by_the_day() -> None:
@@ -89,3 +92,42 @@ def test_without_plotly_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
         require_plotly()
     with pytest.raises(ReportDependencyError):
         render_html(_full())
+
+
+def _figure(data: ReportData, fig_id: str) -> Any:
+    return _figures(data, require_plotly())[fig_id]
+
+
+def test_error_classes_show_their_counts_on_a_scale_where_a_huge_class_hides_no_other() -> None:
+    data = replace(_full(), error_classes=[("range", 7_784, 7_784), ("MalformedJson", 43, 40), ("InvalidUtf8", 3, 0)])
+    fig = _figure(data, "error_classes")
+    assert fig.layout.xaxis.type == "log"  # 3 records stay visible next to 7,784
+    assert fig.layout.xaxis.dtick == 1 and tuple(fig.layout.xaxis.range) == (0, pytest.approx(4.37, abs=0.01))
+    shown = {(trace.name, y, text) for trace in fig.data for y, text in zip(trace.y, trace.text, strict=True)}
+    assert ("open", "range", "7,784") in shown and ("closed", "MalformedJson", "3") in shown
+    assert ("closed", "InvalidUtf8", "3") in shown and ("open", "MalformedJson", "40") in shown
+    # counts of one size: a plain axis from 0
+    assert _figure(_full(), "error_classes").layout.xaxis.type in (None, "linear")
+
+
+def test_offsets_per_partition_say_which_records_are_open_and_which_closed() -> None:
+    data = replace(_full(), partitions=[("orders", 0, 10, 1, 900, 4, 500, 900, 1, 400),
+                                      ("orders", 1, 2, 100, 101, 0, None, None, 100, 101)])
+    fig = _figure(data, "partitions")
+    bars = {trace.name: list(trace.y) for trace in fig.data}
+    assert bars == {"open": [4, 0], "closed": [6, 2]}
+    hover = " ".join(str(c) for trace in fig.data for c in trace.customdata)
+    assert "offsets 500..900" in hover and "offsets 1..400" in hover and "no records" in hover
+    assert dict(FIGURES)["partitions"] == "Records and offsets per partition, open and closed"
+
+
+def test_breaches_are_labelled_by_kind_an_error_limits_or_an_expectation_stages() -> None:
+    data = replace(_full(), breaches=[("run-1", T0, 1, None), ("run-2", T0 + dt.timedelta(hours=1), 2, "expect_order")])
+    fig = _figure(data, "breaches")
+    bars = {trace.name: [y for y in trace.y] for trace in fig.data}
+    assert bars == {"error limit (errors.tolerance, a fail handler)": [1, 0],
+                    "aggregate expectations of expect_order (warn, fail or quarantine_batch)": [0, 2]}
+    assert dict(FIGURES)["breaches"] == "Breaches per run, by kind"
+    assert _figure(_full(), "breaches").layout.showlegend is True  # one kind is named too
+    assert any(re.fullmatch(r"  breaches\s+3 in 2 run\(s\): error limits 1, expectations 2", ln)
+               for ln in data.summary_lines())

@@ -114,7 +114,7 @@ def test_a_malformed_metric_key_is_rejected_with_what_was_expected(key: str) -> 
 
 
 def test_batch_totals_follow_kafka_semantics() -> None:
-    m = batch_metrics(_row(), stages=STAGES, now=NOW, errors_logged=3, dlq_attempts=2, breaches=1)
+    m = batch_metrics(_row(), stages=STAGES, now=NOW, errors_logged=3, dlq_attempts=2, breaches={None: 1})
     n = MetricNames
     assert m.total(n.RECORDS_IN) == 10
     assert m.total(n.RECORDS_OK) == 6
@@ -302,3 +302,20 @@ def test_schema_drift_counts_the_records_per_undeclared_field_and_the_summary_na
                          schema_drift=schema_drift(stages, row), metrics=metrics.as_report())
     shown = RunSummary(run, (report, report), RunStatus.SUCCEEDED).render()
     assert "  schema drift at parse: 6 record(s) with undeclared fields: coupon (6), gift (2)" in shown.splitlines()
+
+
+def test_tolerance_breaches_say_which_are_an_error_limits_and_which_an_expectation_stages() -> None:
+    """An aggregate expectation's breaches are cells of its stage; an error limit's (or a handler's) is the
+    batch's own cell (stage NULL): the report can tell a GX warning from a tolerance breach."""
+    m = batch_metrics(_row(), stages=STAGES, now=NOW, breaches={"rules": 2, None: 1})
+    n = MetricNames
+    assert m.by_stage(n.TOLERANCE_BREACHES) == {"rules": 2}
+    assert [(p.stage, p.value) for p in m.points if p.metric is n.TOLERANCE_BREACHES] == [(None, 1), ("rules", 2)]
+    assert m.total(n.TOLERANCE_BREACHES) == 3
+    info = RunInfo(pipeline="p", run_id="r1", source="s", config={}, started_at=NOW)
+    warn = Breach(name="expect_column_mean_to_be_between(amount)", action=BreachAction.WARN, message="m")
+    report = BatchReport(run=info, batch_id=0, records_in=10, records_ok=6, records_quarantined=4,
+                         metrics=batch_metrics(_row(), stages=STAGES, now=NOW, breaches={"rules": 2}).as_report(),
+                         breaches=(warn, warn), finished_at=NOW)
+    rows = [(r[5], r[7]) for r in metric_rows(report) if r[4] == "tolerance-breaches"]
+    assert rows == [("rules", 2.0)]
