@@ -141,6 +141,7 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     counts = re.finditer(r"^  (records in|ok -> target|quarantined) +([\d,]+)$", run.stdout, re.MULTILINE)
     summary = {m[1]: int(m[2].replace(",", "")) for m in counts}
     assert "status succeeded" in run.stdout and summary["records in"] == 10_000, run.stdout
+    _assert_the_readme_shows_this_summary(run.stdout)
     looked = _timed("quarantine inspect", [str(bin_ / "quarantine"), *inspect_argv[1:]], env=env, cwd=work)
     shown = {s for s in ("decode", "parse_order", "convert", "check_order", "expect_order") if s in looked.stdout}
     assert shown, looked.stdout  # the newest failures, by stage
@@ -169,3 +170,17 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     ).unionByName(quarantine.select(*coordinates))
     assert landed.distinct().count() == 10_000
     assert landed.exceptAll(source.select(*coordinates)).count() == 0  # every record once, none invented
+
+
+def _assert_the_readme_shows_this_summary(out: str) -> None:
+    """The README's "The run ends with its summary" block is this run's summary, line for line:
+    a "…" there stands for what it leaves out (the run id, a folder, GX's details)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = re.search(r"The run ends with its summary:\n\n```\n(.*?)```", readme, re.S)
+    assert shown, "README: the summary block after 'The run ends with its summary:'"
+    expected = shown.group(1).splitlines()
+    start = out.index("pipeline orders_demo")
+    printed = out[start:].splitlines()[: len(expected)]
+    for want, got in zip(expected, printed, strict=True):
+        pattern = ".*?".join(re.escape(part) for part in want.split("…"))
+        assert re.fullmatch(pattern, got), f"README shows {want!r}, the run printed {got!r}"
