@@ -13,6 +13,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -20,11 +21,25 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
 
-__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
+__all__ = ["JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
 REMOTE_ENV = "QUARANTINE_SPARK_REMOTE"
+
+#: The level of a local JVM's log lines (Spark's, Delta's): ``ERROR`` unless set. It holds
+#: from the JVM's start (:data:`LOG_CONFIG` reads it) and after (``setLogLevel``).
+LOG_LEVEL_ENV = "QUARANTINE_SPARK_LOG_LEVEL"
+
+#: The log4j2 configuration a local JVM starts with (``-Dlog4j2.configurationFile``):
+#: Spark's defaults at :data:`LOG_LEVEL_ENV`'s level, so that Spark prints nothing of its
+#: own at start (its log4j profile, start-up WARNs, "Setting default log level"). A
+#: configuration the session's ``spark.driver.extraJavaOptions`` or ``$SPARK_CONF_DIR``
+#: brings wins; on Databricks the cluster's logging is left alone.
+LOG_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+
+#: The files log4j2 finds on the class path by itself (``$SPARK_CONF_DIR`` is on it).
+_USER_LOG_CONFIGS = ("log4j2.properties", "log4j2.xml", "log4j2.json", "log4j2.yaml", "log4j2.yml")
 
 #: Local-mode settings sized for a 2-core, 24 GiB machine; tests add UI off.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -146,12 +161,12 @@ def get_spark(
         builder = builder.config(k, v)
     with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV, "ERROR"))
     return spark
 
 
 def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
-    """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf`` on top, the JVM options."""
+    """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf``, the JVM options, :data:`LOG_CONFIG`."""
     settings = dict(LOCAL_DEFAULTS)
     jars = [] if on_databricks() else local_jars()  # on Databricks the runtime provides them
     settings["spark.jars"] = ",".join(jars)
@@ -160,8 +175,25 @@ def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
     # the stream's thread, where the added-jar class loader is not always the context one.
     settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
-    settings["spark.driver.extraJavaOptions"] = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
+    options = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
+    settings["spark.driver.extraJavaOptions"] = _with_log_config(options)
     return settings
+
+
+def _with_log_config(options: str) -> str:
+    """``options`` plus ``-Dlog4j2.configurationFile=`` :data:`LOG_CONFIG`, unless the user brings one.
+
+    The user's is a ``log4j2.configurationFile`` (or log4j 1's ``log4j.configuration``) in
+    ``options``, or a log4j2 file in ``$SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``), which
+    Spark's launcher puts on the class path.
+    """
+    if "log4j2.configurationFile" in options or "log4j.configuration" in options:
+        return options
+    spark_home = os.environ.get("SPARK_HOME")
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (os.path.join(spark_home, "conf") if spark_home else None)
+    if conf_dir and any(os.path.isfile(os.path.join(conf_dir, name)) for name in _USER_LOG_CONFIGS):
+        return options
+    return f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()
 
 
 def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None) -> SparkSession:
