@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import IO
 
 from pyspark.sql import SparkSession
 
@@ -21,7 +24,10 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
 
-__all__ = ["JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "REMOTE_ENV", "get_spark", "on_databricks", "session_setting"]
+__all__ = [
+    "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "REMOTE_ENV", "get_spark", "on_databricks",
+    "session_setting",
+]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
@@ -37,6 +43,14 @@ LOG_LEVEL_ENV = "QUARANTINE_SPARK_LOG_LEVEL"
 #: configuration the session's ``spark.driver.extraJavaOptions`` or ``$SPARK_CONF_DIR``
 #: brings wins; on Databricks the cluster's logging is left alone.
 LOG_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+
+#: Lines a local JVM prints outside log4j, left out unless :data:`LOG_LEVEL_ENV` is below
+#: ERROR: the JVM's notice of the incubator module Spark's launcher always adds
+#: (``--add-modules=jdk.incubator.vector``), and Delta's VACUUM count on stdout
+#: (``quarantine maintain`` prints its own).
+JVM_CHATTER = re.compile(
+    rb"^(?:WARNING: Using incubator modules: |Deleted \d+ files and directories in a total of \d+ directories\.)"
+)
 
 #: The files log4j2 finds on the class path by itself (``$SPARK_CONF_DIR`` is on it).
 _USER_LOG_CONFIGS = ("log4j2.properties", "log4j2.xml", "log4j2.json", "log4j2.yaml", "log4j2.yml")
@@ -154,15 +168,56 @@ def get_spark(
     # Python workers must run this interpreter (the venv with pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
-    )
-    for k, v in _local_settings(conf).items():
+    settings = {
+        "spark.app.name": app_name,
+        "spark.master": master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]"),
+        **_local_settings(conf),
+    }
+    builder = SparkSession.builder
+    for k, v in settings.items():
         builder = builder.config(k, v)
     with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
+        _start_jvm(settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV, "ERROR"))
     return spark
+
+
+def _start_jvm(settings: Mapping[str, str]) -> None:
+    """Start the local JVM (unless this process has one) with its output relayed through :func:`_relay`.
+
+    The JVM is PySpark's, started as PySpark does (``launch_gateway``, the same
+    ``spark-submit`` command), with its stdout and stderr piped to two daemon threads
+    that write to this process's, leaving out :data:`JVM_CHATTER` unless
+    :func:`_jvm_verbose`.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    jconf = SparkConf()
+    for k, v in settings.items():
+        jconf.set(k, v)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    gateway = launch_gateway(jconf, popen_kwargs=pipes)  # type: ignore[no-untyped-call]
+    keep_all = _jvm_verbose()
+    for pipe, fd in ((gateway.proc.stdout, 1), (gateway.proc.stderr, 2)):
+        threading.Thread(target=_relay, args=(pipe, fd, keep_all), name=f"quarantine-jvm-{fd}", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _jvm_verbose() -> bool:
+    """Whether :data:`LOG_LEVEL_ENV` asks for the JVM's lines below ERROR (``--verbose`` sets WARN)."""
+    return os.environ.get(LOG_LEVEL_ENV, "ERROR").upper() not in ("ERROR", "FATAL", "OFF")
+
+
+def _relay(pipe: IO[bytes], fd: int, keep_all: bool) -> None:
+    """Copy ``pipe``'s lines to file descriptor ``fd`` until it closes; :data:`JVM_CHATTER` only with ``keep_all``."""
+    for line in iter(pipe.readline, b""):
+        if keep_all or not JVM_CHATTER.match(line):
+            with contextlib.suppress(OSError):
+                os.write(fd, line)
 
 
 def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
