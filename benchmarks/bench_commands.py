@@ -6,7 +6,8 @@ Every command is a fresh process (``python -m quarantine ...``: a new interprete
 where the command reads tables, a new JVM), started from outside in a folder holding the
 demo (``init-demo`` then ``run`` of ``conf/orders_demo.yml``, written once per repeat
 round by the two commands themselves, which are timed too). Timed: from the process's
-start to its first line on stdout or stderr (what a user waits for) and to its exit.
+start to its first line on stdout (the command's answer: its log lines go to stderr, as
+do the JVM's, which an older build printed before any answer) and to its exit.
 Rounds alternate the order of the read-only commands (A B C, then C B A), and the median
 of ``--repeat`` rounds is reported.
 
@@ -56,7 +57,7 @@ class Timing:
     """One command's process, timed.
 
     Attributes:
-        first_s: seconds from its start to its first line (stdout or stderr).
+        first_s: seconds from its start to its first line on stdout.
         exit_s: seconds from its start to its exit.
         load: the 1-minute load average when it started.
     """
@@ -83,14 +84,15 @@ def time_command(args: Sequence[str], cwd: Path) -> Timing:
     proc = subprocess.Popen([sys.executable, "-m", "quarantine", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def read(stream: object) -> None:
+    def read(stream: object, answers: bool) -> None:
         for line in stream:  # type: ignore[attr-defined]
             with lock:
-                if not first:
+                if answers and not first:
                     first.append(time.monotonic() - start)
                 lines.append(line)
 
-    readers = [threading.Thread(target=read, args=(s,), daemon=True) for s in (proc.stdout, proc.stderr)]
+    readers = [threading.Thread(target=read, args=(s, s is proc.stdout), daemon=True)
+               for s in (proc.stdout, proc.stderr)]
     for r in readers:
         r.start()
     code = proc.wait()
@@ -135,7 +137,8 @@ def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:
         rows.append(Row(
             bench="commands", case=f"quarantine {label} ({records:,}-record demo)", baseline_s=first,
             subject_s=ended, ratio=ended / first if first else 0.0,
-            goal=f"first output <= {READ_ONLY_GOAL_S:.0f} s" if goal else "-", met=first <= READ_ONLY_GOAL_S,
+            goal=f"first output <= {READ_ONLY_GOAL_S:.0f} s" if goal else "-",
+            met=first <= READ_ONLY_GOAL_S or not goal,
             samples={"first_s": [t.first_s for t in ts], "exit_s": [t.exit_s for t in ts],
                      "load": [t.load for t in ts]},
         ))

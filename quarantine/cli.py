@@ -276,6 +276,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.command in ("inspect", "stats", "sql", "views"):
             from quarantine.triage import run_command
 
+            _start_reader(args)
             return run_command(args, _overrides(args.set))
         from quarantine.config import load_config
 
@@ -348,6 +349,29 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
+def _start_reader(args: argparse.Namespace) -> None:
+    """Start the lean session of a command that reads tables (``get_spark(read_only=True)``).
+
+    :mod:`quarantine.triage` then gets it as the active session. Nothing starts when the
+    command needs no Spark (``sql`` without a name) or cannot run (no ``--conf``, an
+    unknown query, a bad config): triage reports those as before.
+    """
+    if getattr(args, "conf", None) is None or (args.command == "sql" and args.name is None):
+        return
+    from quarantine.config import load_config
+    from quarantine.session import get_spark
+
+    try:
+        if args.command == "sql":
+            from quarantine.sql import get_query
+
+            get_query(args.name)
+        config = load_config(args.conf, _overrides(args.set))
+    except ConfigError:
+        return
+    get_spark(f"quarantine:{args.command}", config.spark_conf, read_only=True)
+
+
 def _tables(config: PipelineConfig) -> str:
     """Where a pipeline's records are: its target, quarantine and metrics tables, one per line."""
     rows = [
@@ -379,7 +403,7 @@ def _report(config: PipelineConfig, out: str, since: str | None = None) -> int:
 
     when = parse_since(since) if since else None
     require_plotly()
-    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf)
+    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf, read_only=True)
     data = write_report(
         spark, out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
         metrics_table=config.metrics.table, since=when,

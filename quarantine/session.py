@@ -25,8 +25,8 @@ from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
 
 __all__ = [
-    "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "REMOTE_ENV", "get_spark", "on_databricks",
-    "session_setting",
+    "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "READ_ONLY", "READ_ONLY_JVM_OPTIONS", "REMOTE_ENV",
+    "get_spark", "on_databricks", "session_setting",
 ]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
@@ -104,6 +104,21 @@ JVM_OPTIONS: tuple[str, ...] = (
     "-XX:MaxNodeLimit=240000",
     "-XX:NodeLimitFudgeFactor=8000",
 )
+#: What a session for a command that only reads (``get_spark(read_only=True)``) changes in
+#: :data:`LOCAL_DEFAULTS`: it reads a quarantine or metrics table and its Delta log once,
+#: not a 5M-record batch, so its shuffles start at one partition per core (not 64) and
+#: Delta's log replay is one task.
+READ_ONLY: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
+#: The JVM options of a read-only session instead of :data:`JVM_OPTIONS`: its queries are
+#: small and run once, so C1 only (``-XX:TieredStopAtLevel=1``): HotSpot's C2 compiles
+#: for long loops a short process never reaches.
+READ_ONLY_JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
+
+
 #: Flags that must be set together (HotSpot checks one against the other at start).
 _LINKED_FLAGS: tuple[frozenset[str], ...] = (frozenset({"MaxNodeLimit", "NodeLimitFudgeFactor"}),)
 #: ``-XX:+Name``, ``-XX:-Name`` and ``-XX:Name=value``: group 1 is the flag's name.
@@ -132,6 +147,7 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     *,
     master: str | None = None,
+    read_only: bool = False,
 ) -> SparkSession:
     """Return the active session on Databricks, else build a local Delta-enabled one.
 
@@ -143,6 +159,10 @@ def get_spark(
         conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
             of the local defaults, or set on the existing session where allowed.
         master: local master URL; default ``$QUARANTINE_SPARK_MASTER`` or ``local[2]``.
+        read_only: a new local session is for a command that reads a few tables and
+            exits (``quarantine inspect``, ``stats``, ``sql``, ``report``): it starts
+            with :data:`READ_ONLY` (a JVM that answers sooner, sized for small reads).
+            An existing session, a Spark Connect one and Databricks' are used as they are.
 
     Raises:
         QuarantineError: the runtime is outside the support matrix
@@ -171,7 +191,7 @@ def get_spark(
     settings = {
         "spark.app.name": app_name,
         "spark.master": master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]"),
-        **_local_settings(conf),
+        **_local_settings(conf, read_only=read_only),
     }
     builder = SparkSession.builder
     for k, v in settings.items():
@@ -220,9 +240,9 @@ def _relay(pipe: IO[bytes], fd: int, keep_all: bool) -> None:
                 os.write(fd, line)
 
 
-def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
-    """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf``, the JVM options, :data:`LOG_CONFIG`."""
-    settings = dict(LOCAL_DEFAULTS)
+def _local_settings(conf: Mapping[str, str] | None, *, read_only: bool = False) -> dict[str, str]:
+    """A local JVM's settings: the defaults (:data:`READ_ONLY`'s too), jars, ``conf``, JVM options, log config."""
+    settings = {**LOCAL_DEFAULTS, **(READ_ONLY if read_only else {})}
     jars = [] if on_databricks() else local_jars()  # on Databricks the runtime provides them
     settings["spark.jars"] = ",".join(jars)
     # Also on the driver's class path (local mode: executors share the JVM), so Delta's
@@ -230,7 +250,8 @@ def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
     # the stream's thread, where the added-jar class loader is not always the context one.
     settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
-    options = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
+    options = settings["spark.driver.extraJavaOptions"]
+    options = _with_jvm_options(options, READ_ONLY_JVM_OPTIONS if read_only else JVM_OPTIONS)
     settings["spark.driver.extraJavaOptions"] = _with_log_config(options)
     return settings
 
@@ -291,8 +312,8 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
         return builder.getOrCreate()
 
 
-def _with_jvm_options(options: str) -> str:
-    """``options`` plus each of :data:`JVM_OPTIONS` whose ``-XX`` flag it does not set already.
+def _with_jvm_options(options: str, ours: tuple[str, ...] = JVM_OPTIONS) -> str:
+    """``options`` plus each of ``ours`` (:data:`JVM_OPTIONS`) whose ``-XX`` flag it does not set already.
 
     A user who sets one flag of a linked pair (``MaxNodeLimit``/``NodeLimitFudgeFactor``)
     gets neither of ours: HotSpot refuses to start when the two disagree.
@@ -302,5 +323,5 @@ def _with_jvm_options(options: str) -> str:
     for group in _LINKED_FLAGS:
         if flags & group:
             flags |= group
-    extra = [o for o in JVM_OPTIONS if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
+    extra = [o for o in ours if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
     return " ".join([*given, *extra])

@@ -61,3 +61,14 @@ def test_the_jvms_own_chatter_is_left_out_of_its_relayed_output_unless_verbose(t
         finally:
             os.close(fd)
         assert out.read_bytes() == expected
+
+
+def test_a_read_only_session_starts_a_c1_only_jvm_with_small_shuffles_and_the_users_conf_on_top() -> None:
+    from quarantine.session import READ_ONLY_JVM_OPTIONS, _local_settings
+
+    settings = _local_settings({"spark.sql.shuffle.partitions": "8"}, read_only=True)
+    options = settings["spark.driver.extraJavaOptions"].split()
+    assert set(READ_ONLY_JVM_OPTIONS) <= set(options) and not set(JVM_OPTIONS) & set(options)
+    assert settings["spark.sql.shuffle.partitions"] == "8"  # the pipeline's spark.conf wins
+    assert settings["spark.sql.adaptive.coalescePartitions.initialPartitionNum"] == "2"
+    assert set(JVM_OPTIONS) <= set(_local_settings(None)["spark.driver.extraJavaOptions"].split())
