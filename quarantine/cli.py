@@ -353,10 +353,12 @@ def _start_reader(args: argparse.Namespace) -> None:
     """Start the lean session of a command that reads tables (``get_spark(read_only=True)``).
 
     :mod:`quarantine.triage` then gets it as the active session. Nothing starts when the
-    command needs no Spark (``sql`` without a name) or cannot run (no ``--conf``, an
+    command needs no Spark (``sql`` without a name, ``views --print``) or cannot run (no ``--conf``, an
     unknown query, a bad config): triage reports those as before.
     """
     if getattr(args, "conf", None) is None or (args.command == "sql" and args.name is None):
+        return
+    if args.command == "views" and args.print_sql:  # prints the statements; reads nothing
         return
     from quarantine.config import load_config
     from quarantine.session import get_spark
