@@ -114,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
-                        help="show Spark's, Great Expectations' and MLflow's INFO logs too")
+                        help="show other projects' log lines too (MLflow's and Great Expectations' INFO, "
+                             "Spark's WARN) and each error-context line")
     ap = argparse.ArgumentParser(
         prog="quarantine", formatter_class=raw, parents=[common],
         description="Error handling for Spark pipelines on Delta Lake: failed records go to a quarantine "

@@ -14,7 +14,10 @@ Two jobs, both about what a person may read:
   :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
   with ``errors.log.include.configs``. Stack traces are never logged; they go
   to the quarantine table, and only with
-  ``errors.deadletterqueue.context.stacktrace.enable``.
+  ``errors.deadletterqueue.context.stacktrace.enable``. Each line carries a
+  :class:`ContextLine` (stage, error class), so that a handler can count lines
+  instead of showing them: the ``quarantine`` command's terminal does, unless
+  ``--verbose`` (:class:`ErrorContextTally`).
 * **Redaction.** Every configured secret value (:meth:`PipelineConfig.secrets`)
   and every ``password=…``-style pair is replaced by ``[redacted]`` in log
   lines (:func:`redact_text`) and, as Spark columns, in the error struct's
