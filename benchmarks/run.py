@@ -5,8 +5,9 @@
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (dqx vs quarantine), ``memory`` (driver memory, subprocess), ``python_stage``,
 ``streaming``, ``expectations``, ``vectorized_fallback``, ``avro``, ``process``
-(a whole ``quarantine run`` process vs hand-written jobs) and ``declarative`` (a
-``spark-pipelines`` update with the stages vs a plain one); a module that is not there
+(a whole ``quarantine run`` process vs hand-written jobs), ``declarative`` (a
+``spark-pipelines`` update with the stages vs a plain one) and ``commands`` (each
+command's time to first output on the demo tables); a module that is not there
 is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``, where
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
@@ -52,11 +53,12 @@ _MODULES = {
     "avro": "benchmarks.bench_avro",
     "process": "benchmarks.bench_process",
     "declarative": "benchmarks.bench_declarative",
+    "commands": "benchmarks.bench_commands",
 }
 #: Those that read a source of ``--records`` records (``vectorized_fallback`` times one
 #: Arrow batch; ``memory`` takes its two sizes from ``--memory-small``/``--memory-large``).
 _TAKE_RECORDS = frozenset({
-    "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "process", "declarative",
+    "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "process", "declarative", "commands",
 })
 BENCHMARKS: tuple[str, ...] = tuple(_MODULES)
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError
+from quarantine.listeners.error_log import ErrorContextTally
+from quarantine.session import LOG_LEVEL_ENV
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -117,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
-                        help="show Spark's, Great Expectations' and MLflow's INFO logs too")
+                        help="show other projects' log lines too (MLflow's and Great Expectations' INFO, "
+                             "Spark's WARN) and each error-context line")
     ap = argparse.ArgumentParser(
         prog="quarantine", formatter_class=raw, parents=[common],
         description="Error handling for Spark pipelines on Delta Lake: failed records go to a quarantine "
@@ -206,13 +209,42 @@ def _version() -> str:
 _THIRD_PARTY = ("py4j", "urllib3", "alembic", "mlflow", "great_expectations", "pyspark", "httpx", "git")
 
 
-def _configure_logging(verbose: bool) -> None:
-    """Our own INFO lines (progress, summaries) always; other projects' INFO only when ``verbose``."""
+def _other_projects_info(record: logging.LogRecord) -> bool:
+    """Drops other projects' records below WARNING (a library may set its own logger to INFO: GX does)."""
+    return record.name == "quarantine" or record.name.startswith("quarantine.") or record.levelno >= logging.WARNING
+
+
+def _configure_logging(verbose: bool) -> ErrorContextTally | None:
+    """A command prints its own lines only, unless ``verbose`` (README: The command line).
+
+    Without ``verbose``: Python log lines of the ``quarantine.*`` loggers from INFO, other
+    projects' from WARNING; the local JVM's from ERROR (``$QUARANTINE_SPARK_LOG_LEVEL``,
+    read from the JVM's start: :data:`quarantine.session.LOG_CONFIG`); error-context
+    lines counted, not shown, for the summary the command ends with. With ``verbose``:
+    other projects' INFO lines, Spark's WARN lines, each error-context line. Called
+    before Spark or MLflow start (each reads its variable once); a variable the user set stands.
+
+    Returns:
+        The tally of error-context lines kept off the terminal; None with ``verbose``, or
+        when the root logger already has handlers (a host's logging stands).
+    """
+    if verbose:
+        os.environ.setdefault(LOG_LEVEL_ENV, "WARN")
+    os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")  # else MLflow prints INFO lines with its own handler
+    root = logging.getLogger()
+    ours = not root.handlers
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
     logging.getLogger("quarantine").setLevel(logging.INFO)
     for name in _THIRD_PARTY:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    if verbose or not ours:
+        return None
+    tally = ErrorContextTally()
+    for handler in root.handlers:
+        handler.addFilter(_other_projects_info)
+        handler.addFilter(tally)
+    return tally
 
 
 def console() -> None:
@@ -234,8 +266,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "discard" and not args.dry_run and not (args.reason or "").strip():
         parser.error("discard needs --reason: why, kept in each discarded row's resolution (--dry-run does not)")
-    _configure_logging(getattr(args, "verbose", False))
+    tally = _configure_logging(getattr(args, "verbose", False))
     _stop_retries_on_sigterm()
+    try:
+        return _command(args)
+    finally:
+        if tally is not None:
+            for line in tally.summary(getattr(args, "conf", None)):
+                print(line)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the parsed command; its exit code (see :func:`main`)."""
     try:
         if args.command == "init-demo":
             return _init_demo(args)
@@ -252,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("inspect", "stats", "sql", "views"):
             from quarantine.triage import run_command
 
+            _start_reader(args)
             return run_command(args, _overrides(args.set))
         from quarantine.config import load_config
 
@@ -327,6 +370,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _start_reader(args: argparse.Namespace) -> None:
+    """Start the lean session of a command that reads tables (``get_spark(read_only=True)``).
+
+    :mod:`quarantine.triage` then gets it as the active session. Nothing starts when the
+    command needs no Spark (``sql`` without a name, ``views --print``) or cannot run (no ``--conf``, an
+    unknown query, a bad config): triage reports those as before.
+    """
+    if getattr(args, "conf", None) is None or (args.command == "sql" and args.name is None):
+        return
+    if args.command == "views" and args.print_sql:  # prints the statements; reads nothing
+        return
+    from quarantine.config import load_config
+    from quarantine.session import get_spark
+
+    try:
+        if args.command == "sql":
+            from quarantine.sql import get_query
+
+            get_query(args.name)
+        config = load_config(args.conf, _overrides(args.set))
+    except ConfigError:
+        return
+    get_spark(f"quarantine:{args.command}", config.spark_conf, read_only=True)
+
+
 def _tables(config: PipelineConfig) -> str:
     """Where a pipeline's records are: its target, quarantine and metrics tables, one per line."""
     rows = [
@@ -358,7 +426,7 @@ def _report(config: PipelineConfig, out: str, since: str | None = None) -> int:
 
     when = parse_since(since) if since else None
     require_plotly()
-    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf)
+    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf, read_only=True)
     data = write_report(
         spark, out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
         metrics_table=config.metrics.table, since=when,

@@ -10,9 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO
 
 from pyspark.sql import SparkSession
 
@@ -20,11 +24,36 @@ from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
 
-__all__ = ["JVM_OPTIONS", "REMOTE_ENV", "get_spark", "local_settings", "on_databricks", "session_setting"]
+__all__ = [
+    "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "READ_ONLY", "READ_ONLY_JVM_OPTIONS", "REMOTE_ENV",
+    "get_spark", "local_settings", "on_databricks", "session_setting",
+]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
 REMOTE_ENV = "QUARANTINE_SPARK_REMOTE"
+
+#: The level of a local JVM's log lines (Spark's, Delta's): ``ERROR`` unless set. It holds
+#: from the JVM's start (:data:`LOG_CONFIG` reads it) and after (``setLogLevel``).
+LOG_LEVEL_ENV = "QUARANTINE_SPARK_LOG_LEVEL"
+
+#: The log4j2 configuration a local JVM starts with (``-Dlog4j2.configurationFile``):
+#: Spark's defaults at :data:`LOG_LEVEL_ENV`'s level, so that Spark prints nothing of its
+#: own at start (its log4j profile, start-up WARNs, "Setting default log level"). A
+#: configuration the session's ``spark.driver.extraJavaOptions`` or ``$SPARK_CONF_DIR``
+#: brings wins; on Databricks the cluster's logging is left alone.
+LOG_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+
+#: Lines a local JVM prints outside log4j, left out unless :data:`LOG_LEVEL_ENV` is below
+#: ERROR: the JVM's notice of the incubator module Spark's launcher always adds
+#: (``--add-modules=jdk.incubator.vector``), and Delta's VACUUM count on stdout
+#: (``quarantine maintain`` prints its own).
+JVM_CHATTER = re.compile(
+    rb"^(?:WARNING: Using incubator modules: |Deleted \d+ files and directories in a total of \d+ directories\.)"
+)
+
+#: The files log4j2 finds on the class path by itself (``$SPARK_CONF_DIR`` is on it).
+_USER_LOG_CONFIGS = ("log4j2.properties", "log4j2.xml", "log4j2.json", "log4j2.yaml", "log4j2.yml")
 
 #: Local-mode settings sized for a 2-core, 24 GiB machine; tests add UI off.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -75,6 +104,21 @@ JVM_OPTIONS: tuple[str, ...] = (
     "-XX:MaxNodeLimit=240000",
     "-XX:NodeLimitFudgeFactor=8000",
 )
+#: What a session for a command that only reads (``get_spark(read_only=True)``) changes in
+#: :data:`LOCAL_DEFAULTS`: it reads a quarantine or metrics table and its Delta log once,
+#: not a 5M-record batch, so its shuffles start at one partition per core (not 64) and
+#: Delta's log replay is one task.
+READ_ONLY: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
+#: The JVM options of a read-only session instead of :data:`JVM_OPTIONS`: its queries are
+#: small and run once, so C1 only (``-XX:TieredStopAtLevel=1``): HotSpot's C2 compiles
+#: for long loops a short process never reaches.
+READ_ONLY_JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
+
+
 #: Flags that must be set together (HotSpot checks one against the other at start).
 _LINKED_FLAGS: tuple[frozenset[str], ...] = (frozenset({"MaxNodeLimit", "NodeLimitFudgeFactor"}),)
 #: ``-XX:+Name``, ``-XX:-Name`` and ``-XX:Name=value``: group 1 is the flag's name.
@@ -103,6 +147,7 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     *,
     master: str | None = None,
+    read_only: bool = False,
 ) -> SparkSession:
     """Return the active session on Databricks, else build a local Delta-enabled one.
 
@@ -114,6 +159,10 @@ def get_spark(
         conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
             of the local defaults, or set on the existing session where allowed.
         master: local master URL; default ``$QUARANTINE_SPARK_MASTER`` or ``local[2]``.
+        read_only: a new local session is for a command that reads a few tables and
+            exits (``quarantine inspect``, ``stats``, ``sql``, ``report``): it starts
+            with :data:`READ_ONLY` (a JVM that answers sooner, sized for small reads).
+            An existing session, a Spark Connect one and Databricks' are used as they are.
 
     Raises:
         QuarantineError: the runtime is outside the support matrix
@@ -139,20 +188,61 @@ def get_spark(
     # Python workers must run this interpreter (the venv with pandas/pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]")
-    )
-    for k, v in _local_settings(conf).items():
+    settings = {
+        "spark.app.name": app_name,
+        "spark.master": master or os.environ.get("QUARANTINE_SPARK_MASTER", "local[2]"),
+        **_local_settings(conf, read_only=read_only),
+    }
+    builder = SparkSession.builder
+    for k, v in settings.items():
         builder = builder.config(k, v)
     with unlogged_jvm_calls():  # conf values may be credentials (storage account keys)
+        _start_jvm(settings)
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("QUARANTINE_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV, "ERROR"))
     return spark
 
 
-def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
-    """A local JVM's settings: :data:`LOCAL_DEFAULTS`, the jars, ``conf`` on top, the JVM options."""
-    settings = dict(LOCAL_DEFAULTS)
+def _start_jvm(settings: Mapping[str, str]) -> None:
+    """Start the local JVM (unless this process has one) with its output relayed through :func:`_relay`.
+
+    The JVM is PySpark's, started as PySpark does (``launch_gateway``, the same
+    ``spark-submit`` command), with its stdout and stderr piped to two daemon threads
+    that write to this process's, leaving out :data:`JVM_CHATTER` unless
+    :func:`_jvm_verbose`.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    jconf = SparkConf()
+    for k, v in settings.items():
+        jconf.set(k, v)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    gateway = launch_gateway(jconf, popen_kwargs=pipes)  # type: ignore[no-untyped-call]
+    keep_all = _jvm_verbose()
+    for pipe, fd in ((gateway.proc.stdout, 1), (gateway.proc.stderr, 2)):
+        threading.Thread(target=_relay, args=(pipe, fd, keep_all), name=f"quarantine-jvm-{fd}", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _jvm_verbose() -> bool:
+    """Whether :data:`LOG_LEVEL_ENV` asks for the JVM's lines below ERROR (``--verbose`` sets WARN)."""
+    return os.environ.get(LOG_LEVEL_ENV, "ERROR").upper() not in ("ERROR", "FATAL", "OFF")
+
+
+def _relay(pipe: IO[bytes], fd: int, keep_all: bool) -> None:
+    """Copy ``pipe``'s lines to file descriptor ``fd`` until it closes; :data:`JVM_CHATTER` only with ``keep_all``."""
+    for line in iter(pipe.readline, b""):
+        if keep_all or not JVM_CHATTER.match(line):
+            with contextlib.suppress(OSError):
+                os.write(fd, line)
+
+
+def _local_settings(conf: Mapping[str, str] | None, *, read_only: bool = False) -> dict[str, str]:
+    """A local JVM's settings: the defaults (:data:`READ_ONLY`'s too), jars, ``conf``, JVM options, log config."""
+    settings = {**LOCAL_DEFAULTS, **(READ_ONLY if read_only else {})}
     jars = [] if on_databricks() else local_jars()  # on Databricks the runtime provides them
     settings["spark.jars"] = ",".join(jars)
     # Also on the driver's class path (local mode: executors share the JVM), so Delta's
@@ -160,8 +250,26 @@ def _local_settings(conf: Mapping[str, str] | None) -> dict[str, str]:
     # the stream's thread, where the added-jar class loader is not always the context one.
     settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
-    settings["spark.driver.extraJavaOptions"] = _with_jvm_options(settings["spark.driver.extraJavaOptions"])
+    options = settings["spark.driver.extraJavaOptions"]
+    options = _with_jvm_options(options, READ_ONLY_JVM_OPTIONS if read_only else JVM_OPTIONS)
+    settings["spark.driver.extraJavaOptions"] = _with_log_config(options)
     return settings
+
+
+def _with_log_config(options: str) -> str:
+    """``options`` plus ``-Dlog4j2.configurationFile=`` :data:`LOG_CONFIG`, unless the user brings one.
+
+    The user's is a ``log4j2.configurationFile`` (or log4j 1's ``log4j.configuration``) in
+    ``options``, or a log4j2 file in ``$SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``), which
+    Spark's launcher puts on the class path.
+    """
+    if "log4j2.configurationFile" in options or "log4j.configuration" in options:
+        return options
+    spark_home = os.environ.get("SPARK_HOME")
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (os.path.join(spark_home, "conf") if spark_home else None)
+    if conf_dir and any(os.path.isfile(os.path.join(conf_dir, name)) for name in _USER_LOG_CONFIGS):
+        return options
+    return f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()
 
 
 def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None) -> SparkSession:
@@ -204,8 +312,8 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
         return builder.getOrCreate()
 
 
-def _with_jvm_options(options: str) -> str:
-    """``options`` plus each of :data:`JVM_OPTIONS` whose ``-XX`` flag it does not set already.
+def _with_jvm_options(options: str, ours: tuple[str, ...] = JVM_OPTIONS) -> str:
+    """``options`` plus each of ``ours`` (:data:`JVM_OPTIONS`) whose ``-XX`` flag it does not set already.
 
     A user who sets one flag of a linked pair (``MaxNodeLimit``/``NodeLimitFudgeFactor``)
     gets neither of ours: HotSpot refuses to start when the two disagree.
@@ -215,7 +323,7 @@ def _with_jvm_options(options: str) -> str:
     for group in _LINKED_FLAGS:
         if flags & group:
             flags |= group
-    extra = [o for o in JVM_OPTIONS if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
+    extra = [o for o in ours if (m := _XX_FLAG.match(o)) is None or m.group(1) not in flags]
     return " ".join([*given, *extra])
 
 

@@ -43,6 +43,7 @@ TIERS = ("unit", "spark", "kafka", "e2e")
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_declarative_pipeline.py",  # spark-pipelines and its Spark Connect server
+    "tests/e2e/test_demo_quiet.py",  # the demo's commands as processes, each its own driver
     "tests/e2e/test_kafka_crash.py",
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
     "tests/e2e/test_readme_benchmark.py",  # the README's benchmark command, its own driver

@@ -14,7 +14,10 @@ Two jobs, both about what a person may read:
   :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
   with ``errors.log.include.configs``. Stack traces are never logged; they go
   to the quarantine table, and only with
-  ``errors.deadletterqueue.context.stacktrace.enable``.
+  ``errors.deadletterqueue.context.stacktrace.enable``. Each line carries a
+  :class:`ContextLine` (stage, error class), so that a handler can count lines
+  instead of showing them: the ``quarantine`` command's terminal does, unless
+  ``--verbose`` (:class:`ErrorContextTally`).
 * **Redaction.** Every configured secret value (:meth:`PipelineConfig.secrets`)
   and every ``password=…``-style pair is replaced by ``[redacted]`` in log
   lines (:func:`redact_text`) and, as Spark columns, in the error struct's
@@ -30,6 +33,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,9 +47,12 @@ from quarantine.redaction import redact_text
 from quarantine.schema import ERROR
 
 __all__ = [
+    "CONTEXT_ATTR",
     "MAX_PAYLOAD_CHARS",
     "SAMPLE_PER_BATCH",
+    "ContextLine",
     "ErrorContextLogger",
+    "ErrorContextTally",
     "sample_errors",
     "without_found_values",
 ]
@@ -57,6 +65,27 @@ MAX_PAYLOAD_CHARS = 256
 MAX_MESSAGE_CHARS = 1000
 
 LOGGER_NAME = "quarantine.errors"
+#: The ``LogRecord`` attribute holding each error-context line's :class:`ContextLine`.
+CONTEXT_ATTR = "error_context"
+
+
+@dataclass(frozen=True)
+class ContextLine:
+    """What one error-context log line is about, for a handler that counts lines instead of showing them.
+
+    Every line :class:`ErrorContextLogger` writes carries one as the record's
+    :data:`CONTEXT_ATTR` attribute (the CLI's terminal summarises them, :mod:`quarantine.console`).
+
+    Attributes:
+        stage: the failed record's stage; None on the config line and the "more" line.
+        error_class: the failed record's error class; None likewise.
+        not_logged: on the "more" line, how many failed records the batch did not log; else 0.
+    """
+
+    stage: str | None = None
+    error_class: str | None = None
+    not_logged: int = 0
+
 
 def sample_errors(
     failed: DataFrame,
@@ -171,7 +200,7 @@ class ErrorContextLogger:
         where = f"pipeline={pipeline} run={run_id} batch={batch_id}"
         if rows and self.include_configs:
             cfg = json.dumps(self.config, sort_keys=True, default=str)
-            self._emit(f"error context [{where}] config={cfg}")
+            self._emit(f"error context [{where}] config={cfg}", ContextLine())
         for row in rows:
             message = str(row.get("message") or "")
             if not self.include_messages:
@@ -191,14 +220,65 @@ class ErrorContextLogger:
             ]
             if self.include_messages:
                 parts += [f"key={_payload(row.get('key'))}", f"value={_payload(row.get('value'))}"]
-            self._emit(" ".join(parts))
+            self._emit(" ".join(parts), ContextLine(_text(row.get("stage")), _text(row.get("error_class"))))
         if total is not None and total > len(rows):
             self._emit(
                 f"error context [{where}] {total - len(rows)} more failed record(s) not logged "
-                f"(at most {SAMPLE_PER_BATCH} per batch); all are in the quarantine table"
+                f"(at most {SAMPLE_PER_BATCH} per batch); all are in the quarantine table",
+                ContextLine(not_logged=total - len(rows)),
             )
         self.lines_logged += len(rows)
         return len(rows)
 
-    def _emit(self, line: str) -> None:
-        self.logger.warning("%s", redact_text(line, self.secrets))
+    def _emit(self, line: str, about: ContextLine) -> None:
+        self.logger.warning("%s", redact_text(line, self.secrets), extra={CONTEXT_ATTR: about})
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+class ErrorContextTally(logging.Filter):
+    """A handler's filter: counts error-context lines instead of letting them through; the rest passes.
+
+    What the ``quarantine`` command's terminal shows instead of each line, unless
+    ``--verbose`` (:mod:`quarantine.cli`): :meth:`summary`. Instances are thread safe
+    (a stream's batches log from its own thread).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._by_stage: dict[str, Counter[str]] = {}
+        self.logged = 0
+        self.not_logged = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (count it) for a line carrying a :class:`ContextLine`; True for any other."""
+        about = getattr(record, CONTEXT_ATTR, None)
+        if not isinstance(about, ContextLine):
+            return True
+        with self._lock:
+            self.not_logged += about.not_logged
+            if about.stage is not None:
+                self.logged += 1
+                self._by_stage.setdefault(about.stage, Counter())[about.error_class or "?"] += 1
+        return False
+
+    def summary(self, conf: str | None) -> list[str]:
+        """The lines that stand for the counted ones; none when nothing was counted.
+
+        Args:
+            conf: the command's ``--conf``, for the ``quarantine inspect`` command shown.
+        """
+        with self._lock:
+            if not self.logged and not self.not_logged:
+                return []
+            total = self.logged + self.not_logged
+            lines = [f"error context: {self.logged} of {total} failed records logged on {LOGGER_NAME} "
+                     "(--verbose shows each line), by stage and error class:"]
+            for stage, classes in self._by_stage.items():
+                lines.append(f"  {stage}: " + ", ".join(f"{c} {n}" for c, n in classes.most_common()))
+        where = f"quarantine inspect --conf {conf}" if conf else "quarantine inspect"
+        lines.append(f"  every failed record is in the quarantine table: {where}")
+        return lines

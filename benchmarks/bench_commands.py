@@ -1,0 +1,162 @@
+"""Each ``quarantine`` command's time to first output on the demo tables, as a user runs it.
+
+    python -m benchmarks.bench_commands [--records N] [--repeat K] [--only COMMAND ...]
+
+Every command is a fresh process (``python -m quarantine ...``: a new interpreter and,
+where the command reads tables, a new JVM), started from outside in a folder holding the
+demo (``init-demo`` then ``run`` of ``conf/orders_demo.yml``, written once per repeat
+round by the two commands themselves, which are timed too). Timed: from the process's
+start to its first line on stdout (the command's answer: its log lines go to stderr, as
+do the JVM's, which an older build printed before any answer) and to its exit.
+Rounds alternate the order of the read-only commands (A B C, then C B A), and the median
+of ``--repeat`` rounds is reported.
+
+A row: ``baseline`` is the time to first output, ``subject`` the time to exit; the goal
+(issue 37) is a read-only command's first output within :data:`READ_ONLY_GOAL_S` on a
+2-core machine. The machine is shared: the load average at each sample's start is kept
+with the samples (``load`` in the results file), and should be read beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import Row, bench_dir, markdown_table, median
+
+__all__ = ["COMMANDS", "READ_ONLY", "READ_ONLY_GOAL_S", "Timing", "main", "time_command"]
+
+_REPO = Path(__file__).resolve().parent.parent
+#: Seconds within which a read-only command on the demo tables shows its first line.
+READ_ONLY_GOAL_S = 10.0
+_CONF = "conf/orders_demo.yml"
+#: The commands timed after the demo's two, by label: the arguments after ``quarantine``.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "validate": ("validate", "--conf", _CONF),
+    "inspect": ("inspect", "--conf", _CONF, "--limit", "5"),
+    "stats": ("stats", "--conf", _CONF),
+    "sql top_errors": ("sql", "top_errors", "--conf", _CONF),
+    "views --print": ("views", "--conf", _CONF, "--print"),
+    "replay --dry-run": ("replay", "--conf", _CONF, "--dry-run"),
+    "maintain": ("maintain", "--conf", _CONF),
+}
+#: The commands that only read tables (the goal's); ``validate`` never starts Spark.
+READ_ONLY = frozenset({"validate", "inspect", "stats", "sql top_errors", "views --print", "replay --dry-run"})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One command's process, timed.
+
+    Attributes:
+        first_s: seconds from its start to its first line on stdout.
+        exit_s: seconds from its start to its exit.
+        load: the 1-minute load average when it started.
+    """
+
+    first_s: float
+    exit_s: float
+    load: float
+
+
+def time_command(args: Sequence[str], cwd: Path) -> Timing:
+    """Run ``python -m quarantine *args`` in ``cwd``; its :class:`Timing`.
+
+    Raises:
+        RuntimeError: the command exited with a code other than 0 (its output is in the message).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "QUARANTINE_SPARK_LOG_LEVEL"}  # as a user's shell
+    env["PYTHONPATH"] = str(_REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    load = os.getloadavg()[0]
+    start = time.monotonic()
+    first: list[float] = []
+    lines: list[str] = []
+    lock = threading.Lock()
+    proc = subprocess.Popen([sys.executable, "-m", "quarantine", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read(stream: object, answers: bool) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            with lock:
+                if answers and not first:
+                    first.append(time.monotonic() - start)
+                lines.append(line)
+
+    readers = [threading.Thread(target=read, args=(s, s is proc.stdout), daemon=True)
+               for s in (proc.stdout, proc.stderr)]
+    for r in readers:
+        r.start()
+    code = proc.wait()
+    for r in readers:
+        r.join()
+    ended = time.monotonic() - start
+    if code != 0:
+        raise RuntimeError(f"quarantine {' '.join(args)} exited {code}:\n{''.join(lines)[-3000:]}")
+    return Timing(first[0] if first else ended, ended, load)
+
+
+def _demo(records: int, cwd: Path) -> dict[str, Timing]:
+    """A fresh demo in ``cwd`` (a copy of ``conf/``): ``init-demo`` and ``run``, timed."""
+    shutil.rmtree(cwd, ignore_errors=True)
+    cwd.mkdir(parents=True)
+    shutil.copytree(_REPO / "conf", cwd / "conf")
+    return {
+        "init-demo": time_command(["init-demo", "--out", "data/demo", "--records", str(records)], cwd),
+        "run": time_command(["run", "--conf", _CONF], cwd),
+    }
+
+
+def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:
+    """``repeat`` rounds over a demo of ``records`` records; one row per command."""
+    labels = [c for c in COMMANDS if not only or c in only]
+    samples: dict[str, list[Timing]] = {}
+    for i in range(repeat):
+        cwd = bench_dir() / "commands"
+        for label, t in _demo(records, cwd).items():
+            samples.setdefault(label, []).append(t)
+        reads = [c for c in labels if c != "maintain"]
+        order = reads if i % 2 == 0 else reads[::-1]
+        for label in [*order, *(["maintain"] if "maintain" in labels else [])]:  # maintain writes: last
+            samples.setdefault(label, []).append(time_command(COMMANDS[label], cwd))
+            t = samples[label][-1]
+            print(f"  round {i + 1} {label}: first output {t.first_s:.1f} s, exit {t.exit_s:.1f} s "
+                  f"(load {t.load:.2f})", flush=True)
+    rows = []
+    for label, ts in samples.items():
+        first, ended = median([t.first_s for t in ts]), median([t.exit_s for t in ts])
+        goal = label in READ_ONLY
+        rows.append(Row(
+            bench="commands", case=f"quarantine {label} ({records:,}-record demo)", baseline_s=first,
+            subject_s=ended, ratio=ended / first if first else 0.0,
+            goal=f"first output <= {READ_ONLY_GOAL_S:.0f} s" if goal else "-",
+            met=first <= READ_ONLY_GOAL_S or not goal,
+            samples={"first_s": [t.first_s for t in ts], "exit_s": [t.exit_s for t in ts],
+                     "load": [t.load for t in ts]},
+        ))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """``--records N --repeat K --only LABEL``: run, print the table, return the rows."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--records", type=int, default=10_000, help="the demo's records (default: the demo's 10000)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", action="append", default=[], choices=list(COMMANDS), metavar="COMMAND",
+                    help=f"time only this command besides the demo's two (repeatable): {', '.join(COMMANDS)}")
+    args = ap.parse_args([] if argv is None else list(argv))
+    rows = run(args.records, args.repeat, args.only)
+    print(markdown_table(rows), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
