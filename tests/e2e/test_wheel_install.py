@@ -173,11 +173,11 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
 
 
 def _assert_the_readme_shows_this_summary(out: str) -> None:
-    """The README's "The run ends with its summary" block is this run's summary, line for line:
+    """The README's "The run prints its summary" block is this run's summary, line for line:
     a "…" there stands for what it leaves out (the run id, a folder, GX's details)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    shown = re.search(r"The run ends with its summary:\n\n```\n(.*?)```", readme, re.S)
-    assert shown, "README: the summary block after 'The run ends with its summary:'"
+    shown = re.search(r"The run prints its summary:\n\n```\n(.*?)```", readme, re.S)
+    assert shown, "README: the summary block after 'The run prints its summary:'"
     expected = shown.group(1).splitlines()
     start = out.index("pipeline orders_demo")
     printed = out[start:].splitlines()[: len(expected)]
