@@ -34,8 +34,12 @@ def test_report_without_plotly_exits_3_naming_the_extra(
 def test_spark_connect_without_its_client_exits_3_naming_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from pyspark.sql import SparkSession
+
     monkeypatch.setitem(sys.modules, "grpc", None)
     monkeypatch.setenv("QUARANTINE_SPARK_REMOTE", "local[1]")
+    # a worker that ran a Spark test before has an active session, which the command would use
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     code = main(["stats", "--conf", _conf(tmp_path)])
     err = capsys.readouterr().err
     assert code == 3, err
