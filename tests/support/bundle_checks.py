@@ -83,35 +83,28 @@ class Bundle:
         """``databricks.yml`` and every included file."""
         return (self.root / "databricks.yml", *self.resource_files)
 
+    def resources(self, kind: str) -> dict[str, tuple[Path, dict[str, Any]]]:
+        """Every resource of ``kind`` (``jobs``, ``pipelines``, ``dashboards``) by its key, with
+        the file that defines it; a key defined in two files is an error."""
+        found: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for f in self.resource_files:
+            for name, resource in (_load(f).get("resources") or {}).get(kind, {}).items():
+                if name in found:
+                    raise ValueError(f"{kind} {name} is defined in {found[name][0].name} and {f.name}")
+                found[name] = (f, resource)
+        return found
+
     def jobs(self) -> dict[str, tuple[Path, dict[str, Any]]]:
         """Every job by its key, with the file that defines it."""
-        jobs: dict[str, tuple[Path, dict[str, Any]]] = {}
-        for f in self.resource_files:
-            for name, job in (_load(f).get("resources") or {}).get("jobs", {}).items():
-                if name in jobs:
-                    raise ValueError(f"job {name} is defined in {jobs[name][0].name} and {f.name}")
-                jobs[name] = (f, job)
-        return jobs
+        return self.resources("jobs")
 
     def pipelines(self) -> dict[str, tuple[Path, dict[str, Any]]]:
-        """Every (Lakeflow declarative) pipeline resource by its key, with the file that defines it."""
-        found: dict[str, tuple[Path, dict[str, Any]]] = {}
-        for f in self.resource_files:
-            for name, pipe in (_load(f).get("resources") or {}).get("pipelines", {}).items():
-                if name in found:
-                    raise ValueError(f"pipeline {name} is defined in {found[name][0].name} and {f.name}")
-                found[name] = (f, pipe)
-        return found
+        """Every (Lakeflow declarative) pipeline by its key, with the file that defines it."""
+        return self.resources("pipelines")
 
     def dashboards(self) -> dict[str, tuple[Path, dict[str, Any]]]:
-        """Every dashboard resource by its key, with the file that defines it."""
-        found: dict[str, tuple[Path, dict[str, Any]]] = {}
-        for f in self.resource_files:
-            for name, dash in (_load(f).get("resources") or {}).get("dashboards", {}).items():
-                if name in found:
-                    raise ValueError(f"dashboard {name} is defined in {found[name][0].name} and {f.name}")
-                found[name] = (f, dash)
-        return found
+        """Every dashboard by its key, with the file that defines it."""
+        return self.resources("dashboards")
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import yaml
 from quarantine.cli import main
 from quarantine.errors import MissingDependencyError, QuarantineError
 from tests.helpers import orders_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _conf(tmp_path: Path) -> str:
@@ -31,19 +35,18 @@ def test_report_without_plotly_exits_3_naming_the_extra(
     assert not (tmp_path / "report.html").exists()
 
 
-def test_spark_connect_without_its_client_exits_3_naming_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from pyspark.sql import SparkSession
-
-    monkeypatch.setitem(sys.modules, "grpc", None)
-    monkeypatch.setenv("QUARANTINE_SPARK_REMOTE", "local[1]")
-    # a worker that ran a Spark test before has an active session, which the command would use
-    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
-    code = main(["stats", "--conf", _conf(tmp_path)])
-    err = capsys.readouterr().err
-    assert code == 3, err
-    assert "Spark Connect" in err and err.rstrip().endswith("pip install 'spark-quarantine[connect]'")
+def test_spark_connect_without_its_client_exits_3_naming_the_extra(tmp_path: Path) -> None:
+    """In a fresh process (a test worker may hold an active session, which a command would use),
+    with the Connect client's ``grpc`` not importable."""
+    script = ("import sys; sys.modules['grpc'] = None\n"
+              "from quarantine.cli import main\n"
+              "sys.exit(main(['stats', '--conf', sys.argv[1]]))\n")
+    env = {**os.environ, "QUARANTINE_SPARK_REMOTE": "local[1]", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script, _conf(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 3, done.stderr
+    assert "Spark Connect" in done.stderr
+    assert done.stderr.rstrip().endswith("pip install 'spark-quarantine[connect]'")
 
 
 def test_the_error_is_a_quarantine_error_carrying_its_extra() -> None:
