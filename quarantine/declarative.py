@@ -86,7 +86,8 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
     """The names of the datasets ``plan`` declares; refuses what a pipeline cannot do.
 
     Raises:
-        ConfigError: a table is named by a path; ``errors.tolerance.limit`` or
+        ConfigError: an output a pipeline would not write is configured (a DLQ topic, a
+            metrics table, MLflow); a table is named by a path; ``errors.tolerance.limit`` or
             ``errors.tolerance.rate.limit`` is set (a limit needs a batch's counts, which a
             dataset function cannot take); a stage judges whole batches (a suite's
             batch-level expectations, which need an action over the batch).
@@ -99,6 +100,17 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
             raise ConfigError(key, value, "unset (-1) in a declarative pipeline: a limit counts a batch's "
                                           "failures, and a dataset function runs no action; use tolerance "
                                           "none or all")
+    # outputs a job writes and a pipeline would not: refused rather than silently left out
+    unwritten: tuple[tuple[str, object, str], ...] = (
+        ("errors.deadletterqueue.topic.name", errors.dlq_topic_name, "a DLQ topic is produced after the quarantine "
+         "write, which the pipeline's runtime owns"),
+        ("metrics.table", cfg.metrics.table, "the metrics table is written from a batch's observed counts; "
+         "after an update, quarantine stats reads the counts from the quarantine table"),
+        ("mlflow.enabled", cfg.mlflow.enabled or None, "MLflow runs are logged per batch by a job's listeners"),
+    )
+    for key, output, why in unwritten:
+        if output:
+            raise ConfigError(key, output, f"unset in a declarative pipeline: {why}")
     for i, stage in enumerate(plan.stages):
         if isinstance(stage, JudgingStage):
             raise ConfigError(f"stages[{i}]", stage.name, "a stage that judges rows only in a declarative "

@@ -42,6 +42,11 @@ def test_the_example_declares_a_staged_view_and_two_tables(tmp_path: Path) -> No
     (lambda c: c["errors"].update({"deadletterqueue.table.name": "/tmp/q"}), "errors.deadletterqueue.table.name",
      "not paths"),
     (lambda c: c["source"].update(format="parquet"), "source.format", "kafka or delta"),
+    (lambda c: c["errors"].update({"deadletterqueue.topic.name": "orders.dlq",
+                                   "deadletterqueue.topic.bootstrap.servers": "localhost:9092"}),
+     "errors.deadletterqueue.topic.name", "runtime owns"),
+    (lambda c: c.update(metrics={"table": "orders_metrics"}), "metrics.table", "quarantine stats"),
+    (lambda c: c.update(mlflow={"enabled": True}), "mlflow.enabled", "listeners"),
     (lambda c: c["stages"].append({"name": "expect", "type": "expectation", "options": {
         "suite": "expectations/orders.json", "on_breach": {"default": "warn"}}}), "stages[4]", "whole batches"),
 ])
