@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from quarantine.errors import ConfigError
+from quarantine.session import local_settings
 
 __all__ = ["TOKEN_ENV", "serve"]
 
@@ -50,7 +51,6 @@ def serve(
                                           "server's shell and in each client's")
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    from quarantine.session import local_settings
 
     # a declarative pipeline's tables take the default format: Delta, as on Databricks
     settings = local_settings({"spark.sql.sources.default": "delta", **(conf or {})})

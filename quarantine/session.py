@@ -20,6 +20,7 @@ from typing import IO
 
 from pyspark.sql import SparkSession
 
+from quarantine.errors import MissingDependencyError
 from quarantine.jars import local_jars
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.runtime import check_runtime, on_databricks
@@ -287,8 +288,6 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
             the support matrix.
     """
     import pyspark
-
-    from quarantine.errors import MissingDependencyError
 
     check_runtime(pyspark.__version__, databricks=False)
     try:
