@@ -296,7 +296,7 @@ def _command(args: argparse.Namespace) -> int:
 
             _start_reader(args)
             return run_command(args, _overrides(args.set))
-        from quarantine.config import load_config
+        from quarantine.config import WrittenBy, load_config
 
         config = load_config(args.conf, _overrides(args.set))
         if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
@@ -322,6 +322,11 @@ def _command(args: argparse.Namespace) -> int:
 
             if args.dry_run:
                 print(preview_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
+                return 0
+            if config.target.written_by is WrittenBy.PIPELINE:  # the pipeline's next update replays them
+                from quarantine.replay_queue import queue_replay
+
+                print(queue_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
                 return 0
             print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
             return 0

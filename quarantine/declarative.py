@@ -28,6 +28,9 @@ What differs from a job, on purpose: the quarantine table is appended by the run
 record's row is written once per update that reads it and its status columns are not
 updated inside the pipeline; metrics and MLflow runs are not written by the pipeline
 (``quarantine stats`` and the metrics command read the quarantine table after an update).
+Replay goes through the pipeline: ``quarantine replay`` appends records to the replay queue
+(:mod:`quarantine.replay_queue`), and once that table exists :func:`declare` declares two
+append flows that run it through the stages into the same two tables.
 """
 
 from __future__ import annotations
@@ -43,12 +46,13 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.config import PipelineConfig, SourceFormat, Tolerance, load_config
+from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy, load_config
 from quarantine.coordinates import fingerprint
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.plan import Plan
+from quarantine.replay_queue import queue_table
 from quarantine.runners.streaming import read_stream
-from quarantine.schema import ERROR, FINGERPRINT
+from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA
 from quarantine.stage import JudgingStage
 
 __all__ = [
@@ -111,6 +115,10 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
     for key, output, why in unwritten:
         if output:
             raise ConfigError(key, output, f"unset in a declarative pipeline: {why}")
+    if cfg.target.written_by is not WrittenBy.PIPELINE:
+        raise ConfigError("target.written_by", cfg.target.written_by.value, "pipeline in a declarative "
+                          "pipeline's config: the pipeline's updates write its tables, so quarantine run "
+                          "refuses it and quarantine replay queues records for the next update")
     for i, stage in enumerate(plan.stages):
         if isinstance(stage, JudgingStage):
             raise ConfigError(f"stages[{i}]", stage.name, "a stage that judges rows only in a declarative "
@@ -125,12 +133,13 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
     )
 
 
-def staged_frame(plan: Plan, source: DataFrame) -> DataFrame:
+def staged_frame(plan: Plan, source: DataFrame, *, replay: bool = False) -> DataFrame:
     """``source`` (Kafka-shaped, a stream) through the stages: :meth:`Plan.split_frame`'s columns
     (pure: no action). Under ``errors.tolerance: none`` the frame fails at its first failed
-    record, naming the stage, the error class and the record's coordinates."""
+    record, naming the stage, the error class and the record's coordinates; not a ``replay``'s
+    frame (tolerance never acts on a replay, as in a job's replay)."""
     split = plan.split_frame(source)
-    if plan.config.errors.tolerance is Tolerance.NONE:
+    if plan.config.errors.tolerance is Tolerance.NONE and not replay:
         err = F.col(ERROR)
         message = F.concat(
             F.lit(f"quarantine: pipeline {plan.config.pipeline}: errors.tolerance is none and stage "),
@@ -186,6 +195,12 @@ def _pipelines_api() -> Any:
 def _read(plan: Plan, spark: SparkSession) -> DataFrame:
     """The source as a stream, each record's content fingerprint beside it."""
     return read_stream(spark, plan.config.source).withColumn(FINGERPRINT, fingerprint())
+
+
+def _read_queue(plan: Plan, spark: SparkSession, queue: str) -> DataFrame:
+    """This pipeline's rows of its replay queue as a stream of source records, fingerprinted."""
+    rows = spark.readStream.table(queue).where(F.col("pipeline") == F.lit(plan.config.pipeline))
+    return rows.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields]).withColumn(FINGERPRINT, fingerprint())
 
 
 def _table(dp: Any, name: str, comment: str) -> Callable[..., Any]:
@@ -265,6 +280,21 @@ def declare(
         (_table(dp, names.target, f"quarantine {cfg.pipeline}: good rows"), good),
         (_table(dp, names.quarantine, f"quarantine {cfg.pipeline}: failed records, raw bytes"), bad),
     ]
+    queue = queue_table(cfg)
+    if session.catalog.tableExists(queue):  # quarantine replay queued records: two flows read them
+        replay_staged = staged_frame(plan, _read_queue(plan, session, queue), replay=True)
+        replay_target, replay_quarantine = target_frame(plan, replay_staged), quarantine_frame(plan, replay_staged)
+
+        def replayed_good() -> DataFrame:
+            return replay_target
+
+        def replayed_bad() -> DataFrame:
+            return replay_quarantine
+
+        declared += [
+            (dp.append_flow(target=names.target, name=f"{names.target}_replay"), replayed_good),
+            (dp.append_flow(target=names.quarantine, name=f"{names.quarantine}_replay"), replayed_bad),
+        ]
     for decorator, function in declared:
         decorator(function)
     return names

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quarantine.config import WrittenBy
+from quarantine.errors import ConfigError
 from quarantine.plan import Plan, default_listeners
 from quarantine.report import Listeners, RunKind, RunSummary
 from quarantine.run import Run, start_run
 from quarantine.runners import run_batch, run_stream
 
-__all__ = ["Pipeline", "default_listeners"]
+__all__ = ["Pipeline", "default_listeners", "refuse_pipeline_tables"]
+
+
+def refuse_pipeline_tables(plan: Plan, command: str) -> None:
+    """Raise :class:`ConfigError` when ``plan``'s tables are a declarative pipeline's
+    (``target.written_by: pipeline``): ``command`` would write them beside its runtime."""
+    if plan.config.target.written_by is WrittenBy.PIPELINE:
+        raise ConfigError("target.written_by", "pipeline", f"job for {command}: a declarative pipeline's "
+                          "updates write this config's tables (spark-pipelines run, or the Lakeflow "
+                          "pipeline); quarantine replay queues records for its next update")
 
 
 @dataclass
@@ -37,5 +48,11 @@ class Pipeline(Plan):
 
     def run(self) -> RunSummary:
         """Run the pipeline once: :func:`~quarantine.runners.batch.run_batch`, or
-        :func:`~quarantine.runners.streaming.run_stream` for streaming sources."""
+        :func:`~quarantine.runners.streaming.run_stream` for streaming sources.
+
+        Raises:
+            ConfigError: ``target.written_by`` is ``pipeline``: a declarative pipeline's
+                updates write these tables, not a run.
+        """
+        refuse_pipeline_tables(self, "quarantine run")
         return run_stream(self) if self.config.source.streaming else run_batch(self)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from quarantine.agreement import REOPENED, rebuilding, replayed_records
 from quarantine.errors import TablesDisagreeError
-from quarantine.pipeline import Pipeline
+from quarantine.pipeline import Pipeline, refuse_pipeline_tables
 from quarantine.replay import replay
 from quarantine.sinks import sql_literal, table_exists, table_ref
 
@@ -66,7 +66,10 @@ def rebuild_target(pipe: Pipeline, *, dry_run: bool = False) -> Rebuild:
     Raises:
         TablesDisagreeError: the target exists and no rebuild is under way (move or
             delete it first: this writes a new one), or there is no quarantine table.
+        ConfigError: ``target.written_by`` is ``pipeline`` (a full refresh of the pipeline
+            rebuilds its tables).
     """
+    refuse_pipeline_tables(pipe, "quarantine rebuild-target (a full refresh of the pipeline rebuilds its tables)")
     spark, config = pipe.spark, pipe.config
     quarantine = config.errors.dlq_table_name
     if not table_exists(spark, quarantine):

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from quarantine.display import gist
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
 from quarantine.metrics import MetricNames
-from quarantine.pipeline import Pipeline
+from quarantine.pipeline import Pipeline, refuse_pipeline_tables
 from quarantine.report import BatchReport, RunKind, RunStatus
 from quarantine.schema import (
     ERROR,
@@ -299,8 +299,11 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
         Counts of selected / replayed / still failing rows.
 
     Raises:
-        ConfigError: ``where`` is not a condition over the quarantine columns (before any job).
+        ConfigError: ``where`` is not a condition over the quarantine columns (before any job),
+            or the config's tables are a declarative pipeline's (``target.written_by:
+            pipeline``: :func:`quarantine.replay_queue.queue_replay` queues its records).
     """
+    refuse_pipeline_tables(pipe, "a replay that writes the target")
     _needs_source_columns(pipe)
     if where:
         check_predicate(pipe.spark, where)

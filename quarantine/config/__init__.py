@@ -47,6 +47,7 @@ from quarantine.config.sections import (
     Tolerance,
     TriggerConfig,
     TriggerKind,
+    WrittenBy,
 )
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Tolerance",
     "TriggerConfig",
     "TriggerKind",
+    "WrittenBy",
     "json_schema",
     "load_config",
     "parse_config",

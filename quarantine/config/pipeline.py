@@ -37,6 +37,7 @@ from quarantine.config.sections import (
     SparkConfig,
     TargetConfig,
     TriggerConfig,
+    WrittenBy,
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
@@ -247,7 +248,7 @@ class PipelineConfig(Section):
                 "errors.deadletterqueue.topic.bootstrap.servers", None,
                 "the DLQ topic's brokers (host:port,…), unless the source is Kafka (its bootstrap.servers are used)",
             )
-        if self.source.streaming and not self.target.checkpoint:
+        if self.source.streaming and not self.target.checkpoint and self.target.written_by is WrittenBy.JOB:
             raise ConfigError("target.checkpoint", None, "a checkpoint location for a streaming source")
         if not self.source.streaming and not self.target.source_columns:
             raise ConfigError(

@@ -56,6 +56,7 @@ __all__ = [
     "Tolerance",
     "TriggerConfig",
     "TriggerKind",
+    "WrittenBy",
     "schema_of",
 ]
 
@@ -86,6 +87,13 @@ class ReusedCoordinates(StrEnum):
     QUARANTINE = "quarantine"
     PROCESS = "process"
     FAIL = "fail"
+
+
+class WrittenBy(StrEnum):
+    """``target.written_by``: who appends the target and quarantine tables."""
+
+    JOB = "job"
+    PIPELINE = "pipeline"
 
 
 class SourceFormat(StrEnum):
@@ -396,6 +404,9 @@ class TargetConfig(Section):
     shared: Annotated[bool, BOOL] = False
     """Other pipelines write the same topics into this target on purpose (else a batch run writing a topic
     another pipeline writes into it is refused before any write)."""
+    written_by: Annotated[WrittenBy, choice(WrittenBy)] = WrittenBy.JOB
+    """job (quarantine run writes the tables) or pipeline (a declarative pipeline's updates do:
+    quarantine.declarative.declare; run refuses, replay queues records for the pipeline's next update)."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TargetConfig:

@@ -176,3 +176,64 @@ def test_tolerance_none_fails_the_update_naming_the_stage_and_the_record(
     assert done.returncode != 0, out[-4000:]
     m = re.search(r"errors\.tolerance is none and stage (\w+) failed the record at (\S+)/(\d+)/(\d+): (\w+)", out)
     assert m and m[1] in STAGES, out[-4000:]
+
+
+def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_stages_once(
+    spark: Any, server: tuple[_Server, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connect, root = server
+    project = _project(root, "orders_replay", tolerance="all")
+    from quarantine.demo import write_demo_source
+
+    write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.2, seed=40)
+    assert _pipelines_run(connect, project).returncode == 0
+    warehouse = root / "spark-warehouse"
+
+    def table(name: str) -> Any:
+        return spark.read.format("delta").load(str(warehouse / name))
+
+    ok, bad = table("orders_replay").count(), table("orders_replay_quarantine").count()
+    xxx = table("orders_replay_quarantine").where("stage = 'check_order' AND error_class = 'in_set'").count()
+    checked = table("orders_replay_quarantine").where("stage = 'check_order'").count()
+    assert 0 < xxx < checked  # bad currencies (fixed below) and negative amounts (still bad)
+
+    # the fix: the checks learn the demo's currency XXX
+    conf = project / "orders.yml"
+    cfg = yaml.safe_load(conf.read_text(encoding="utf-8"))
+    rule = next(r for r in cfg["stages"][-1]["options"]["rules"] if r["column"] == "currency")
+    rule["values"].append("XXX")
+    conf.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    update = block("sdp-replay").lines()[1]
+    argv = block("sdp-replay").commands()[0]
+    assert argv[:2] == ["quarantine", "replay"] and argv[3] == "pipelines/orders/orders.yml", argv
+    argv[3] = str(conf)
+    env = {**connect.env, "QUARANTINE_SPARK_REMOTE": f"sc://localhost:{connect.port}"}
+    for _ in range(2):  # the second replay finds nothing open to queue
+        done = subprocess.run([str(BIN / "quarantine"), *argv[1:]], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "queued 0 of 0 selected" in done.stdout, done.stdout
+    queue = table("orders_replay_quarantine_replay")
+    assert queue.count() == checked
+    joined = queue.alias("r").join(table("orders_replay_quarantine").alias("q"), COORDINATES)
+    assert joined.count() == checked  # the raw bytes, as quarantined
+    assert joined.where("NOT (r.key <=> q.key AND r.value <=> q.value AND r.headers <=> q.headers)").count() == 0
+
+    assert update.startswith("cd pipelines/orders && ") and update.endswith(f"sc://localhost:{connect.port}")
+    replayed = _pipelines_run(connect, project)
+    assert replayed.returncode == 0, replayed.stderr[-4000:]
+    assert "orders_replay_replay" in replayed.stdout + replayed.stderr  # the replay flows ran
+
+    target, quarantine = table("orders_replay"), table("orders_replay_quarantine")
+    assert target.count() == ok + xxx, replayed.stdout[-4000:]  # the fixed records, once each
+    assert quarantine.count() == bad + (checked - xxx)  # the still-bad ones: a new open row each
+    assert quarantine.where("status = 'replayed'").count() == checked
+    assert quarantine.where("status = 'open'").count() == bad - xxx
+    # every record: in the target once, or open in quarantine once; never both
+    open_rows = quarantine.where("status = 'open'").select(*COORDINATES)
+    landed = target.select(*[target[f"_source_{c}"].alias(c) for c in COORDINATES]).unionByName(open_rows)
+    assert landed.count() == landed.distinct().count() == RECORDS
+    # a third update reads nothing new from the queue or the source
+    assert _pipelines_run(connect, project).returncode == 0
+    counts = (table("orders_replay").count(), table("orders_replay_quarantine").count())
+    assert counts == (ok + xxx, bad + checked - xxx)

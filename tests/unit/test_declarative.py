@@ -42,6 +42,7 @@ def test_the_example_declares_a_staged_view_and_two_tables(tmp_path: Path) -> No
     (lambda c: c["errors"].update({"deadletterqueue.table.name": "/tmp/q"}), "errors.deadletterqueue.table.name",
      "not paths"),
     (lambda c: c["source"].update(format="parquet"), "source.format", "kafka or delta"),
+    (lambda c: c["target"].pop("written_by"), "target.written_by", "pipeline's updates write its tables"),
     (lambda c: c["errors"].update({"deadletterqueue.topic.name": "orders.dlq",
                                    "deadletterqueue.topic.bootstrap.servers": "localhost:9092"}),
      "errors.deadletterqueue.topic.name", "runtime owns"),
@@ -65,3 +66,11 @@ def test_a_pipelines_quarantine_set_settings_are_config_overrides() -> None:
                 "quarantine.set.errors.tolerance": "none", "spark.sql.shuffle.partitions": "4"}
     assert pipeline_overrides(settings) == {
         "source.path": None, "source.table": "main.ops.orders_raw", "errors.tolerance": "none"}
+
+
+def test_a_kafka_source_needs_no_checkpoint_when_a_pipeline_writes_the_tables(tmp_path: Path) -> None:
+    kafka = {"format": "kafka", "bootstrap.servers": "localhost:9092", "topics": ["orders"]}
+    plan = _plan(tmp_path, lambda c: c.update(source=kafka))  # the runtime keeps the checkpoints
+    assert check_declarable(plan).target == "orders"
+    with pytest.raises(ConfigError, match=r"'target\.checkpoint'"):  # a job's stream needs one
+        _plan(tmp_path, lambda c: (c.update(source=kafka), c["target"].pop("written_by")))
