@@ -237,3 +237,61 @@ def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_sta
     assert _pipelines_run(connect, project).returncode == 0
     counts = (table("orders_replay").count(), table("orders_replay_quarantine").count())
     assert counts == (ok + xxx, bad + checked - xxx)
+
+
+def _records(spark: Any, topic: str, n: int, seed: int) -> list[Any]:
+    from quarantine.demo import orders_source
+    from tests.support import Record
+
+    rows = orders_source(spark, n, poison_rate=0.1, seed=seed).collect()
+    return [Record(topic, None if r["value"] is None else bytes(r["value"]),
+                   key=None if r["key"] is None else bytes(r["key"]), partition=i % 2,
+                   headers=tuple((h["key"], None if h["value"] is None else bytes(h["value"]))
+                                 for h in r["headers"] or ()) or None)
+            for i, r in enumerate(rows)]
+
+
+def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_and_reads_only_new_offsets(
+    spark: Any, server: tuple[_Server, Path], kafka_broker: Any, new_topics: Any
+) -> None:
+    from tests.support import produce
+
+    connect, root = server
+    (topic,) = new_topics("sdp-orders", partitions=2)
+    project = _project(root, "orders_kafka", tolerance="all")
+    # the topic through the spec's configuration: quarantine.set.<key> settings, as a bundle sets them
+    spec = project / "spark-pipeline.yml"
+    settings = yaml.safe_load(block("sdp-kafka").body)
+    assert settings["configuration"]["quarantine.set.source.topics"] == "[orders]"
+    settings["configuration"].update({"quarantine.set.source.bootstrap.servers": kafka_broker.bootstrap,
+                                      "quarantine.set.source.topics": f"[{topic}]"})
+    spec.write_text(spec.read_text(encoding="utf-8") + yaml.safe_dump(settings), encoding="utf-8")
+    produced = produce(kafka_broker.bootstrap, _records(spark, topic, 600, seed=41))
+
+    def landed() -> tuple[Any, Any]:
+        warehouse = root / "spark-warehouse"
+        target = spark.read.format("delta").load(str(warehouse / "orders_kafka"))
+        return target, spark.read.format("delta").load(str(warehouse / "orders_kafka_quarantine"))
+
+    def check(expected: list[Any]) -> None:
+        target, quarantine = landed()
+        keys = target.select(*[target[f"_source_{c}"].alias(c) for c in COORDINATES]).unionByName(
+            quarantine.select(*COORDINATES))
+        assert keys.count() == keys.distinct().count() == len(expected)  # once each, none in both
+        assert {tuple(r) for r in keys.collect()} == {(topic, p.partition, p.offset) for p in expected}
+        by_key = {(p.partition, p.offset): p for p in expected}
+        rows = quarantine.select("partition", "offset", "key", "value", "headers").collect()
+        assert 0 < len(rows) < len(expected) // 4
+        for r in rows:  # the raw bytes, byte for byte, as the broker has them
+            p = by_key[(r["partition"], r["offset"])]
+            assert (r["key"] and bytes(r["key"]), r["value"] and bytes(r["value"])) == (p.key, p.value)
+            got = tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"] or ())
+            assert (got or None) == p.headers
+
+    first = _pipelines_run(connect, project)
+    assert first.returncode == 0, first.stderr[-4000:]
+    check(produced)
+    more = produce(kafka_broker.bootstrap, _records(spark, topic, 200, seed=42))
+    second = _pipelines_run(connect, project)
+    assert second.returncode == 0, second.stderr[-4000:]
+    check(produced + more)  # only the new offsets were read
