@@ -78,6 +78,9 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
         "quarantine init-demo --format avro --out data/avro-demo",
     )),
+    "metrics": ("write a declarative pipeline's counts to its metrics table (after an update)", (
+        "quarantine metrics --conf pipelines/orders/orders.yml",
+    )),
     "schema": ("print (or write) the JSON Schema of a pipeline config, for editors", (
         "quarantine schema --out .vscode/quarantine.schema.json",
     )),
@@ -163,6 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     mnt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     mnt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     mnt.add_argument("--pipeline", default=None, help="the pipeline the config must be (a guard for jobs)")
+    met = command("metrics")
+    met.add_argument("--conf", required=True, help="the declarative pipeline's config (YAML), with metrics.table")
+    met.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     rpt = command("report")
     rpt.add_argument("--conf", required=True, help="the pipeline config (YAML): its quarantine and metrics tables")
     rpt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -329,6 +335,14 @@ def _command(args: argparse.Namespace) -> int:
                 print(queue_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
                 return 0
             print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
+            return 0
+        if args.command == "metrics":
+            from quarantine.pipeline_metrics import record_pipeline_metrics
+            from quarantine.session import get_spark
+
+            spark = get_spark(f"quarantine:metrics:{config.pipeline}", config.spark_conf)
+            n = record_pipeline_metrics(spark, config)
+            print(f"recorded {n:,} new batch(es) of pipeline {config.pipeline} in {config.metrics.table}")
             return 0
         if args.command == "discard":
             from quarantine.replay import discard, preview_discard

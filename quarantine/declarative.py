@@ -90,8 +90,9 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
     """The names of the datasets ``plan`` declares; refuses what a pipeline cannot do.
 
     Raises:
-        ConfigError: an output a pipeline would not write is configured (a DLQ topic, a
-            metrics table, MLflow); a table is named by a path; ``errors.tolerance.limit`` or
+        ConfigError: an output a pipeline would not write is configured (a DLQ topic,
+            MLflow; ``metrics.table`` is written by ``quarantine metrics`` after an update);
+            a table is named by a path; ``errors.tolerance.limit`` or
             ``errors.tolerance.rate.limit`` is set (a limit needs a batch's counts, which a
             dataset function cannot take); a stage judges whole batches (a suite's
             batch-level expectations, which need an action over the batch).
@@ -108,8 +109,6 @@ def check_declarable(plan: Plan) -> DeclaredPipeline:
     unwritten: tuple[tuple[str, object, str], ...] = (
         ("errors.deadletterqueue.topic.name", errors.dlq_topic_name, "a DLQ topic is produced after the quarantine "
          "write, which the pipeline's runtime owns"),
-        ("metrics.table", cfg.metrics.table, "the metrics table is written from a batch's observed counts; "
-         "after an update, quarantine stats reads the counts from the quarantine table"),
         ("mlflow.enabled", cfg.mlflow.enabled or None, "MLflow runs are logged per batch by a job's listeners"),
     )
     for key, output, why in unwritten:

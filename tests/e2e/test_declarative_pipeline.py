@@ -158,9 +158,24 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
                               text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
         outputs.append(done.stdout)
-    stats, inspect = outputs
+    stats, inspect, metrics, report = outputs
     assert all(stage in stats for stage in STAGES), stats
     assert "parse_order" in inspect and "decode" not in inspect.replace("decoded", ""), inspect
+    assert "recorded" in metrics and "orders_metrics" in metrics, metrics
+    rows = spark.read.format("delta").load(str(warehouse / "orders_metrics"))
+    totals = {r["metric"]: r["v"] for r in rows.where("stage IS NULL AND topic IS NULL").groupBy("metric").agg(
+        {"value": "sum"}).withColumnRenamed("sum(value)", "v").collect()}
+    assert totals == {"records-ok": ok, "records-quarantined": bad, "total-record-errors": bad,
+                      "total-records-skipped": bad}, totals
+    by_stage = {r["stage"]: r["count"] for r in quarantine.groupBy("stage").count().collect()}
+    assert {r["stage"]: r["v"] for r in rows.where("metric = 'records-quarantined' AND stage IS NOT NULL").groupBy(
+        "stage").agg({"value": "sum"}).withColumnRenamed("sum(value)", "v").collect()} == by_stage
+    again = subprocess.run([str(BIN / "quarantine"), *operate.commands()[2][1:]], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0 and "recorded 0 new batch" in again.stdout, again.stdout + again.stderr[-2000:]
+    assert spark.read.format("delta").load(str(warehouse / "orders_metrics")).count() == rows.count()
+    page = (root / operate.commands()[3][-1]).read_text(encoding="utf-8")
+    assert "orders_quarantine" in page and "check_order" in page, report
 
 
 def test_tolerance_none_fails_the_update_naming_the_stage_and_the_record(

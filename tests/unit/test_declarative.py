@@ -46,7 +46,6 @@ def test_the_example_declares_a_staged_view_and_two_tables(tmp_path: Path) -> No
     (lambda c: c["errors"].update({"deadletterqueue.topic.name": "orders.dlq",
                                    "deadletterqueue.topic.bootstrap.servers": "localhost:9092"}),
      "errors.deadletterqueue.topic.name", "runtime owns"),
-    (lambda c: c.update(metrics={"table": "orders_metrics"}), "metrics.table", "quarantine stats"),
     (lambda c: c.update(mlflow={"enabled": True}), "mlflow.enabled", "listeners"),
     (lambda c: c["stages"].append({"name": "expect", "type": "expectation", "options": {
         "suite": "expectations/orders.json", "on_breach": {"default": "warn"}}}), "stages[4]", "whole batches"),
@@ -74,3 +73,14 @@ def test_a_kafka_source_needs_no_checkpoint_when_a_pipeline_writes_the_tables(tm
     assert check_declarable(plan).target == "orders"
     with pytest.raises(ConfigError, match=r"'target\.checkpoint'"):  # a job's stream needs one
         _plan(tmp_path, lambda c: (c.update(source=kafka), c["target"].pop("written_by")))
+
+
+def test_quarantine_metrics_is_for_a_pipelines_config_with_a_metrics_table(tmp_path: Path) -> None:
+    from quarantine.pipeline_metrics import record_pipeline_metrics
+
+    job = _plan(tmp_path, lambda c: c["target"].pop("written_by")).config
+    with pytest.raises(ConfigError, match="a job's listeners write its metrics table"):
+        record_pipeline_metrics(None, job)  # type: ignore[arg-type]
+    unset = _plan(tmp_path, lambda c: c.pop("metrics")).config
+    with pytest.raises(ConfigError, match=r"'metrics\.table'"):
+        record_pipeline_metrics(None, unset)  # type: ignore[arg-type]
