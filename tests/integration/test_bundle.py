@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO.parent / "shared" / "schemas" / "databricks-bundle.schema.json"
 TARGETS = ("dev", "prod")
 JOBS = {"quarantine_orders", "quarantine_orders_kafka", "quarantine_replay", "quarantine_triage_replay",
-        "quarantine_maintain"}
+        "quarantine_maintain", "orders_declarative_update"}
 
 
 def _jobs(root: Path = REPO) -> dict[str, tuple[Path, dict[str, Any]]]:
@@ -171,7 +171,11 @@ def test_the_batch_job_creates_its_source_table_first_with_the_wheel_entry_point
             if wheel:
                 assert wheel["package_name"] == project["name"] == "spark-quarantine", name
                 assert wheel["entry_point"] == "quarantine", name
-                assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"]), name
+                if "environment_key" in task:  # serverless: the wheel is its environment's dependency
+                    (env,) = [e for e in each["environments"] if e["environment_key"] == task["environment_key"]]
+                    assert any(d.endswith(".whl") for d in env["spec"]["dependencies"]), name
+                else:
+                    assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"]), name
 
 
 def test_the_kafka_job_runs_continuously_with_credentials_from_the_secret_scope() -> None:
@@ -454,6 +458,18 @@ def test_the_declarative_pipeline_loads_its_config_with_its_overrides_on_unity_c
             f"{variables['catalog']}.{variables['schema']}.{variables['source_table']}")
         names = check_declarable(Plan(config=config, spark=None, stages=build_stages(config.stages)))  # type: ignore[arg-type]
         assert names.target.endswith(".orders_declarative") and names.quarantine.endswith("_quarantine"), target
+        # the job's metrics task writes the pipeline's metrics table from the pipeline's own tables
+        _, job = bundle.jobs()["orders_declarative_update"]
+        tasks = {t["task_key"]: t for t in job["tasks"]}
+        assert tasks["update"]["pipeline_task"]["pipeline_id"] == "${resources.pipelines.orders_declarative.id}"
+        assert tasks["metrics"]["depends_on"] == [{"task_key": "update"}]
+        params = [substitute(str(p), REPO, target, variables, {})
+                  for p in tasks["metrics"]["python_wheel_task"]["parameters"]]
+        assert params[:2] == ["metrics", "--conf"] and params[2].endswith("pipelines/orders/orders.yml")
+        sets = dict(p.split("=", 1) for p in params[4::2])
+        for key in ("source.table", "target.table", "errors.deadletterqueue.table.name", "metrics.table"):
+            assert sets[key] == settings[f"quarantine.set.{key}"], (target, key)  # the pipeline's tables
+        assert sets["source.path"] == settings["quarantine.set.source.path"] == "null"
 
 
 def test_a_missing_pipeline_source_file_is_found(copy: Path) -> None:
