@@ -158,7 +158,9 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
                               text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
         outputs.append(done.stdout)
-    stats, inspect, metrics, report = outputs
+    stats, inspect, top_errors, views, metrics, report = outputs
+    assert "check_order" in top_errors and "in_set" in top_errors, top_errors
+    assert "orders_quarantine_open" in views, views
     assert all(stage in stats for stage in STAGES), stats
     assert "parse_order" in inspect and "decode" not in inspect.replace("decoded", ""), inspect
     assert "recorded" in metrics and "orders_metrics" in metrics, metrics
@@ -170,11 +172,11 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
     by_stage = {r["stage"]: r["count"] for r in quarantine.groupBy("stage").count().collect()}
     assert {r["stage"]: r["v"] for r in rows.where("metric = 'records-quarantined' AND stage IS NOT NULL").groupBy(
         "stage").agg({"value": "sum"}).withColumnRenamed("sum(value)", "v").collect()} == by_stage
-    again = subprocess.run([str(BIN / "quarantine"), *operate.commands()[2][1:]], cwd=root, env=env,
+    again = subprocess.run([str(BIN / "quarantine"), *operate.commands()[4][1:]], cwd=root, env=env,
                            capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0 and "recorded 0 new batch" in again.stdout, again.stdout + again.stderr[-2000:]
     assert spark.read.format("delta").load(str(warehouse / "orders_metrics")).count() == rows.count()
-    page = (root / operate.commands()[3][-1]).read_text(encoding="utf-8")
+    page = (root / operate.commands()[5][-1]).read_text(encoding="utf-8")
     assert "orders_quarantine" in page and "check_order" in page, report
 
 
