@@ -2,11 +2,11 @@
 
 The stages declare their output before Spark starts: ``decode_utf8`` gives a STRING,
 ``json`` its schema, ``cast`` its input struct with the converted fields, ``avro`` its
-reader schema's record, ``python`` its ``returns`` type, ``checks`` and ``expectation``
-their input unchanged; the source columns are those of Spark's Kafka source
-(:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`). :func:`check_lineage` holds each stage
-to that, so a config that cannot run fails when its stages are built (``quarantine
-validate`` and every run), naming the stage and the key:
+reader schema's record, ``protobuf`` its reader message's struct, ``python`` its
+``returns`` type, ``checks`` and ``expectation`` their input unchanged; the source
+columns are those of Spark's Kafka source (:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
+:func:`check_lineage` holds each stage to that, so a config that cannot run fails when its
+stages are built (``quarantine validate`` and every run), naming the stage and the key:
 
 * a ``checks`` rule's ``column`` or a ``cast`` column that the input does not have
   (with the columns it has, and the nearest one);
@@ -102,6 +102,9 @@ def _output(kind: str, stage: Stage, read: Produced) -> DataType | None:
         return returns
     if kind == "avro":
         return _avro_type(json.loads(stage.reader))  # type: ignore[attr-defined]
+    if kind == "protobuf":
+        message: DataType = stage.result_type  # type: ignore[attr-defined]
+        return message
     if kind == "cast":
         if not isinstance(read.type, StructType):
             return None

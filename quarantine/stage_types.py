@@ -57,6 +57,7 @@ __all__ = [
     "ExpectationOptions",
     "Factory",
     "JsonOptions",
+    "ProtobufOptions",
     "PythonOptions",
     "StageOptions",
     "StageType",
@@ -318,6 +319,34 @@ class AvroOptions(StageOptions):
     """A NULL input is a NULL result (success) instead of a NullInput error."""
 
 
+class ProtobufOptions(StageOptions):
+    """Options of a ``protobuf`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"wire_format": "confluent", "schemas": "schemas", "message": "shop.Order"},
+    ]})
+
+    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
+    """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
+    schemas: Annotated[str | None, existing("folder of <id>.desc files", folder=True)] = Field(
+        None, examples=["schemas"]
+    )
+    """Writer schemas by id: a folder of <id>.desc FileDescriptorSets (protoc --include_imports
+    --descriptor_set_out), for wire_format confluent; relative to the config's folder."""
+    descriptor: Annotated[str | None, existing(".desc file", folder=False)] = Field(
+        None, examples=["order.desc"]
+    )
+    """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
+    message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])
+    """The full name of the message records are read as; default the first message of the highest
+    id's schema file (of the descriptor's last file with wire_format none)."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+
 # --------------------------------------------------------------------------- the stage table
 
 
@@ -412,6 +441,9 @@ for _builtin in (
     StageType("avro", AvroOptions, "quarantine.stages.avro:from_spec",
               "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). "
               "Input default: value."),
+    StageType("protobuf", ProtobufOptions, "quarantine.stages.protobuf:from_spec",
+              "Decode Protobuf, schema-registry framed or plain, with the protobuf package over descriptor "
+              "sets (deserialize). Input default: value."),
     StageType("json", JsonOptions, "quarantine.stages.json:from_spec",
               "Parse JSON against a declared schema (deserialize)."),
     StageType("cast", CastOptions, "quarantine.stages.cast:from_spec",

@@ -8,6 +8,7 @@ is built, so that importing quarantine does not import Great Expectations or use
 |---------------|--------------------------------|--------------|
 | decode_utf8   | quarantine.stages.decode       | deserialize  |
 | avro          | quarantine.stages.avro         | deserialize  |
+| protobuf      | quarantine.stages.protobuf     | deserialize  |
 | json          | quarantine.stages.json         | deserialize  |
 | cast          | quarantine.stages.cast         | transform    |
 | checks        | quarantine.stages.checks       | validate     |

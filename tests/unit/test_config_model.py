@@ -142,7 +142,7 @@ def test_attributes_set_by_the_loader_are_not_config_keys(internal: str) -> None
     [
         (
             {"name": "a", "type": "jsonn"}, "stages[0].type",
-            "decode_utf8, avro, json, cast, checks, python, expectation",
+            "decode_utf8, avro, protobuf, json, cast, checks, python, expectation",
         ),
         ({"name": "a"}, "stages[0].type", "one of decode_utf8"),
         ("decode", "stages[0]", "a mapping"),
