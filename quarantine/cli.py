@@ -77,6 +77,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine init-demo --out data/demo",
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
         "quarantine init-demo --format avro --out data/avro-demo",
+        "quarantine init-demo --format protobuf --out data/protobuf-demo",
     )),
     "metrics": ("write a declarative pipeline's counts to its metrics table (after an update)", (
         "quarantine metrics --conf pipelines/orders/orders.yml",
@@ -184,9 +185,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
                       help="write the source as this catalog table instead (no config is written)")
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
-    demo.add_argument("--format", choices=("json", "avro"), default="json",
+    demo.add_argument("--format", choices=("json", "avro", "protobuf"), default="json",
                       help="json: UTF-8 JSON orders (default); avro: Avro in the schema-registry wire format, "
-                           "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml)")
+                           "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml); protobuf: "
+                           "the same for Protobuf (OUT/orders_protobuf_demo.yml)")
     srv = command("connect-server")
     srv.add_argument("--port", type=int, default=15002, help="the gRPC port (default 15002)")
     srv.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
@@ -500,9 +502,9 @@ def _init_demo(args: argparse.Namespace) -> int:
         raise ConfigError("--poison-rate", args.poison_rate, "a fraction in [0, 1]")
     if args.table is not None and (args.table.count(".") != 2 or "/" in args.table):
         raise ConfigError("--table", args.table, "a catalog table name catalog.schema.table")
-    if args.format == "avro" and args.table is not None:
-        raise ConfigError("--format", "avro", "json with --table (the Avro demo writes its schemas next to "
-                          "its config: use --out)")
+    if args.format != "json" and args.table is not None:
+        raise ConfigError("--format", args.format, f"json with --table (the {args.format.title()} demo writes its "
+                          "schemas next to its config: use --out)")
     spark = get_spark("quarantine:init-demo")
     if args.format == "avro":
         from quarantine.demo_avro import write_avro_demo
@@ -513,6 +515,16 @@ def _init_demo(args: argparse.Namespace) -> int:
               f"{conf.parent / 'source'} (Delta, Kafka-shaped, schema-registry wire format), their writer "
               f"schemas to {conf.parent / 'schemas'}")
         print(f"wrote the Avro demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
+        return 0
+    if args.format == "protobuf":
+        from quarantine.demo_protobuf import write_protobuf_demo
+
+        conf = write_protobuf_demo(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate,
+                                   seed=args.seed)
+        print(f"wrote {args.records:,} Protobuf order events ({args.poison_rate:.0%} poison) to "
+              f"{conf.parent / 'source'} (Delta, Kafka-shaped, schema-registry wire format), their writer "
+              f"schemas (descriptor sets) to {conf.parent / 'schemas'}")
+        print(f"wrote the Protobuf demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
         return 0
     if args.table is not None:
         n = write_demo_table(spark, args.table, args.records, poison_rate=args.poison_rate, seed=args.seed,

@@ -323,7 +323,7 @@ class ProtobufOptions(StageOptions):
     """Options of a ``protobuf`` stage."""
 
     #: Options that are file paths: resolved against the config's folder when it is loaded.
-    paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor")
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor", "reader_descriptor")
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"wire_format": "confluent", "schemas": "schemas", "message": "shop.Order"},
@@ -341,8 +341,13 @@ class ProtobufOptions(StageOptions):
     )
     """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
     message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])
-    """The full name of the message records are read as; default the first message of the highest
-    id's schema file (of the descriptor's last file with wire_format none)."""
+    """The full name of the message records are read as; default the first message of the reader
+    descriptor's schema file (its last file)."""
+    reader_descriptor: Annotated[str | None, existing(".desc file", folder=False)] = Field(
+        None, examples=["order_v2.desc"]
+    )
+    """The FileDescriptorSet declaring the message records are read as; default the highest id's
+    (the descriptor's, with wire_format none)."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
 

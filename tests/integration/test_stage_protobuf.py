@@ -131,6 +131,9 @@ def test_options_are_checked_when_the_stage_is_built(tmp_path: Path) -> None:
     plain = build_stage(StageSpec(name="order", type="protobuf", options={
         "wire_format": "none", "descriptor": str(tmp_path / "protos" / "v1" / "order.desc")}))
     assert isinstance(plain, ProtobufDecode) and not plain.wire_format and plain.source.endswith("order.desc")
+    older = build_stage(StageSpec(name="order", type="protobuf", options={
+        "schemas": str(schemas), "reader_descriptor": str(tmp_path / "protos" / "v1" / "order.desc")}))
+    assert isinstance(older, ProtobufDecode) and "currency" not in older.result_type.fieldNames()  # read as v1
 
 
 def test_a_checks_rule_after_the_stage_is_held_to_the_message_fields(tmp_path: Path) -> None:

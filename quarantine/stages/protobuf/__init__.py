@@ -167,9 +167,13 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
             raise ConfigError(spec.key("options.descriptor"), None, "a .desc file (required with wire_format: none)")
         sets.append((0, read_descriptor_set(path, spec.key("options.descriptor"))))
         where = path
-    reader_set = sets[-1][1]
-    reader, result_type = reader_message(reader_set, options.message, spec.key("options.message"),
-                                         f"{where}/{sets[-1][0]}.desc" if options.wire_format == "confluent" else where)
+    if options.reader_descriptor is not None:
+        reader_set = read_descriptor_set(options.reader_descriptor, spec.key("options.reader_descriptor"))
+        reader_where = options.reader_descriptor
+    else:
+        reader_set = sets[-1][1]
+        reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format == "confluent" else where
+    reader, result_type = reader_message(reader_set, options.message, spec.key("options.message"), reader_where)
     return ProtobufDecode(
         name=spec.name,
         sets=tuple(sets),
