@@ -4,7 +4,7 @@
 
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (dqx vs quarantine), ``memory`` (driver memory, subprocess), ``python_stage``,
-``streaming``, ``expectations``, ``vectorized_fallback``, ``avro``, ``process``
+``streaming``, ``expectations``, ``vectorized_fallback``, ``avro``, ``protobuf``, ``process``
 (a whole ``quarantine run`` process vs hand-written jobs), ``declarative`` (a
 ``spark-pipelines`` update with the stages vs a plain one) and ``commands`` (each
 command's time to first output on the demo tables); a module that is not there
@@ -51,6 +51,7 @@ _MODULES = {
     "expectations": "benchmarks.bench_expectations",
     "vectorized_fallback": "benchmarks.bench_vectorized_fallback",
     "avro": "benchmarks.bench_avro",
+    "protobuf": "benchmarks.bench_protobuf",
     "process": "benchmarks.bench_process",
     "declarative": "benchmarks.bench_declarative",
     "commands": "benchmarks.bench_commands",
@@ -58,7 +59,8 @@ _MODULES = {
 #: Those that read a source of ``--records`` records (``vectorized_fallback`` times one
 #: Arrow batch; ``memory`` takes its two sizes from ``--memory-small``/``--memory-large``).
 _TAKE_RECORDS = frozenset({
-    "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "process", "declarative", "commands",
+    "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "protobuf", "process", "declarative",
+    "commands",
 })
 BENCHMARKS: tuple[str, ...] = tuple(_MODULES)
 
