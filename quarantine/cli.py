@@ -503,28 +503,20 @@ def _init_demo(args: argparse.Namespace) -> int:
     if args.table is not None and (args.table.count(".") != 2 or "/" in args.table):
         raise ConfigError("--table", args.table, "a catalog table name catalog.schema.table")
     if args.format != "json" and args.table is not None:
-        raise ConfigError("--format", args.format, f"json with --table (the {args.format.title()} demo writes its "
-                          "schemas next to its config: use --out)")
+        raise ConfigError("--format", args.format, "json with --table (that demo writes its schemas next to its "
+                          "config: use --out)")
     spark = get_spark("quarantine:init-demo")
-    if args.format == "avro":
-        from quarantine.demo_avro import write_avro_demo
-
-        conf = write_avro_demo(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate,
-                               seed=args.seed)
-        print(f"wrote {args.records:,} Avro order events ({args.poison_rate:.0%} poison) to "
+    if args.format != "json":  # avro / protobuf: the source, the writer schemas beside it, the config
+        if args.format == "avro":
+            from quarantine.demo_avro import write_avro_demo as writer
+        else:
+            from quarantine.demo_protobuf import write_protobuf_demo as writer
+        conf = writer(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate, seed=args.seed)
+        name = {"avro": "Avro", "protobuf": "Protobuf"}[args.format]
+        print(f"wrote {args.records:,} {name} order events ({args.poison_rate:.0%} poison) to "
               f"{conf.parent / 'source'} (Delta, Kafka-shaped, schema-registry wire format), their writer "
               f"schemas to {conf.parent / 'schemas'}")
-        print(f"wrote the Avro demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
-        return 0
-    if args.format == "protobuf":
-        from quarantine.demo_protobuf import write_protobuf_demo
-
-        conf = write_protobuf_demo(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate,
-                                   seed=args.seed)
-        print(f"wrote {args.records:,} Protobuf order events ({args.poison_rate:.0%} poison) to "
-              f"{conf.parent / 'source'} (Delta, Kafka-shaped, schema-registry wire format), their writer "
-              f"schemas (descriptor sets) to {conf.parent / 'schemas'}")
-        print(f"wrote the Protobuf demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
+        print(f"wrote the {name} demo pipeline's config to {conf}; run it: quarantine run --conf {conf}")
         return 0
     if args.table is not None:
         n = write_demo_table(spark, args.table, args.records, poison_rate=args.poison_rate, seed=args.seed,

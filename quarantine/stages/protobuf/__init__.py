@@ -81,6 +81,10 @@ class ProtobufDecode(Stage):
     source: str = ""
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
+    # Each record gives the same outcome every time, but a Python parse costs more than keeping
+    # the batch: not ``deterministic``, so the runner keeps the decoded batch instead of decoding twice.
+    deterministic = False
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql.pandas.functions import arrow_udf
 
