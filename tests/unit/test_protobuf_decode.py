@@ -230,3 +230,25 @@ def test_a_recursive_message_has_no_spark_type(tmp_path: Path) -> None:
         reader_message(data, None, "stages[0].options.message", "tree.desc")
     with pytest.raises(ConfigError, match=r"got 'Tree'; expected a message of tree.desc .* declares Node"):
         reader_message(data, "Tree", "stages[0].options.message", "tree.desc")
+
+
+def test_proto2_required_fields_are_checked_and_oneof_members_are_null_when_not_chosen(tmp_path: Path) -> None:
+    """upb's parser does not check proto2 ``required`` fields: the stage does, for messages that have any."""
+    source = """
+    syntax = "proto2";
+    package legacy;
+    message Item {
+      required string id = 1;
+      optional int32 n = 2 [default = 5];
+      oneof pick { string a = 3; int64 b = 4; }
+    }
+    """
+    data = compile_proto(tmp_path, "item", source).read_bytes()
+    item = message_class(data, "legacy.Item")
+    batch = _batch({0: data}, wire=False)
+    assert batch.result_type.simpleString() == "struct<id:string,n:int,a:string,b:bigint>"
+    rows = _run(batch, [item(id="x", b=3).SerializeToString(), item(n=1).SerializePartialToString()])
+    assert rows[0]["result"] == {"id": "x", "n": None, "a": None, "b": 3}  # not set: NULL, not the [default]
+    assert (rows[1]["error"]["error_class"], rows[1]["error"]["message"]) == (
+        "UndecodableProtobuf", "plain Protobuf: the message legacy.Item lacks required fields: id"
+    )

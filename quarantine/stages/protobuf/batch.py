@@ -27,6 +27,7 @@ Error classes (:class:`ProtobufErrorClass`), and their messages::
                               (its messages: shop.Order, shop.Refund)
     UndecodableProtobuf       schema id 1: 4 bytes do not decode as the message shop.Order (starting 0xFFFFFFFF)
                               schema id 1: the message-index array is cut short at byte 5
+                              schema id 1: the message legacy.Item lacks required fields: id
     IncompatibleReaderSchema  schema id 3: its records (shop.Order) cannot be read as the message shop.Order
                               (field 'amount': written as string, read as double)
 """
@@ -86,6 +87,8 @@ class _Plan:
     build: Callable[[list[Any]], pa.StructArray] | None
     writer: str
     error: tuple[ProtobufErrorClass, str] | None = None
+    #: the writer message holds a proto2 ``required`` field, at any depth: each record is checked for it
+    required: bool = False
 
 
 #: Plans by (writer set, message indexes, reader set, reader message): one per executor process.
@@ -198,6 +201,13 @@ class DecodeBatch:
             except (DecodeError, RuntimeError, ValueError):
                 errors[pos] = self._undecodable(key[0], payload, plan.writer)
                 continue
+            if plan.required and not message.IsInitialized():
+                missing = ", ".join(message.FindInitializationErrors()[:10])
+                errors[pos] = self._error(
+                    ProtobufErrorClass.UNDECODABLE,
+                    f"{self._id_text(key[0])}: the message {plan.writer} lacks required fields: {missing}",
+                )
+                continue
             messages.append(message)
             ok.append(pos)
             extra = UnknownFieldSet(message)
@@ -250,7 +260,7 @@ class DecodeBatch:
             text = f"{id_text}: its records ({writer.full_name}) cannot be read as the message {self.reader} ({exc})"
             return _Plan(None, None, writer.full_name, (ProtobufErrorClass.INCOMPATIBLE, text))
         parse = message_factory.GetMessageClass(writer).FromString
-        return _Plan(parse, build, writer.full_name)
+        return _Plan(parse, build, writer.full_name, required=_has_required(writer, ()))
 
     # ------------------------------------------------------------------ errors
 
@@ -320,6 +330,19 @@ def _find(data: bytes, full_name: str) -> Any | None:
         return pool.FindMessageTypeByName(full_name)
     except KeyError:
         return None
+
+
+def _has_required(desc: Any, seen: tuple[str, ...]) -> bool:
+    """Whether a message holds a proto2 ``required`` field, itself or in a message field (upb's parser
+    does not check them: ``IsInitialized`` does)."""
+    if desc.full_name in seen:
+        return False
+    for fd in desc.fields:
+        if fd.label == fd.LABEL_REQUIRED:
+            return True
+        if fd.message_type is not None and _has_required(fd.message_type, (*seen, desc.full_name)):
+            return True
+    return False
 
 
 def _scatter(n: int, positions: np.ndarray) -> pa.Array:
