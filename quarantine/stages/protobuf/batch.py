@@ -54,6 +54,7 @@ from quarantine.stages.protobuf.descriptors import (
     top_level_messages,
 )
 from quarantine.stages.protobuf.types import Incompatible, columns
+from quarantine.stages.python.arrow_batch import take_rows
 
 __all__ = ["UNKNOWN_FIELDS", "DecodeBatch", "ProtobufErrorClass", "call_struct"]
 
@@ -90,6 +91,9 @@ class _Plan:
     #: the writer message holds a proto2 ``required`` field, at any depth: each record is checked for it
     required: bool = False
 
+
+#: Records by (schema id, message indexes): their rows and their messages (the bytes after the indexes).
+_Groups = dict[tuple[int, tuple[int, ...]], tuple[list[int], list[bytes]]]
 
 #: Plans by (writer set, message indexes, reader set, reader message): one per executor process.
 _PLANS: dict[tuple[bytes, tuple[int, ...], bytes, str], _Plan] = {}
@@ -129,14 +133,15 @@ class DecodeBatch:
         if isinstance(skip, pa.ChunkedArray):
             skip = skip.combine_chunks()
         n = len(values)
-        skipped = np.asarray(skip.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-        rows = values.to_pylist()
+        todo = ~np.asarray(skip.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
         errors: dict[int, dict[str, Any]] = {}
-        groups: dict[tuple[int, tuple[int, ...]], tuple[list[int], list[bytes]]] = {}
-        known = dict(self.sets)
+        groups: _Groups = {}
+        if self.wire_format and n:
+            self._frame_by_prefix(values, todo, groups)
+        rest = np.flatnonzero(todo)
         key: tuple[int, tuple[int, ...]]
-        for pos in np.flatnonzero(~skipped).tolist():
-            b = rows[pos]
+        known = dict(self.sets)
+        for pos, b in zip(rest.tolist(), take_rows(values, rest).to_pylist(), strict=True):
             if b is None:
                 if not self.nullable:
                     errors[pos] = self._error(ProtobufErrorClass.NULL_INPUT, f"{self.what} is NULL; expected "
@@ -152,15 +157,12 @@ class DecodeBatch:
                 if sid not in known:
                     errors[pos] = self._unknown_id(sid)
                     continue
-                if len(b) > HEADER_BYTES and b[HEADER_BYTES] == 0:
-                    key, start = (sid, (0,)), HEADER_BYTES + 1
-                else:
-                    try:
-                        indexes, start = decode_message_indexes(b, HEADER_BYTES)
-                    except MessageIndexError as exc:
-                        errors[pos] = self._error(ProtobufErrorClass.UNDECODABLE, f"schema id {sid}: {exc}")
-                        continue
-                    key = (sid, indexes)
+                try:
+                    indexes, start = decode_message_indexes(b, HEADER_BYTES)
+                except MessageIndexError as exc:
+                    errors[pos] = self._error(ProtobufErrorClass.UNDECODABLE, f"schema id {sid}: {exc}")
+                    continue
+                key = (sid, indexes)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = ([], [])
@@ -171,6 +173,31 @@ class DecodeBatch:
         for key, (positions, payloads) in groups.items():
             self._decode(key, positions, payloads, errors, unknown, done)
         return self._assemble(n, done, errors, unknown)
+
+    def _frame_by_prefix(self, values: pa.Array, todo: np.ndarray, groups: _Groups) -> None:
+        """The common case without a Python step per record: rows whose first six bytes are a
+        known id's header and the indexes ``[0]`` are grouped by Arrow (their messages sliced
+        there too) and taken off ``todo``; the other rows are left to the loop."""
+        import pyarrow.compute as pc
+
+        known = dict(self.sets)
+        encoded = pc.binary_slice(values, 0, HEADER_BYTES + 1).dictionary_encode()
+        codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        messages: pa.Array | None = None
+        for code, prefix in enumerate(encoded.dictionary.to_pylist()):
+            if len(prefix) != HEADER_BYTES + 1 or prefix[0] != 0 or prefix[HEADER_BYTES] != 0:
+                continue
+            sid = int.from_bytes(prefix[1:HEADER_BYTES], "big")
+            if sid not in known:
+                continue
+            rows = np.flatnonzero((codes == code) & todo)
+            if not len(rows):
+                continue
+            if messages is None:
+                # to the end (an explicit stop: pyarrow 25's stop=None fails on values shorter than start)
+                messages = pc.binary_slice(values, HEADER_BYTES + 1, 2**31 - 1)
+            groups[(sid, (0,))] = (rows.tolist(), take_rows(messages, rows).to_pylist())
+            todo[rows] = False
 
     # ------------------------------------------------------------------ one writer message
 
