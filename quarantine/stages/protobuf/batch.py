@@ -10,10 +10,12 @@ whole Arrow batch of the stage's input and the rows to skip, and returns
 * ``unknown_fields``: the numbers (``#7``) of the fields the record's top-level
   message holds that its writer schema does not declare, NULL when none.
 
-The records are read one at a time (the header, the message indexes, then the
-``protobuf`` package's ``FromString``: the upb parser), grouped by writer message;
-each group's messages become the reader's struct column field by field
-(:func:`quarantine.stages.protobuf.types.columns`). Nothing a record holds fails the
+The records are grouped by writer message: those whose first six bytes are a known
+id's header and the indexes ``[0]`` by Arrow (one dictionary encode of the prefix, the
+messages sliced there), the rest (NULLs, poison, other indexes) in a Python loop over
+their header and message indexes. Each message is parsed by the ``protobuf`` package's
+``FromString`` (the upb parser), and each group's messages become the reader's struct
+column field by field (:func:`quarantine.stages.protobuf.types.columns`). Nothing a record holds fails the
 batch: a record that does not parse is an error of its own, and a group whose column
 cannot be built (a Timestamp out of range) is built again one record at a time.
 
