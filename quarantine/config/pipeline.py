@@ -27,6 +27,7 @@ from quarantine._config_types import (
     integer,
     text,
 )
+from quarantine.config.choices import WrittenBy
 from quarantine.config.sections import (
     TRIGGER,
     ErrorsConfig,
@@ -37,7 +38,6 @@ from quarantine.config.sections import (
     SparkConfig,
     TargetConfig,
     TriggerConfig,
-    WrittenBy,
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
