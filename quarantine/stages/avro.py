@@ -258,7 +258,9 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
 
     A folder's ``<id>.avsc`` files are read; a registry's subjects are listed and each of
     their versions read (one attempt per request: ``errors.retry.*`` is the runner's, for the
-    listings of a running stream).
+    listings of a running stream). The reader schema is ``reader_schema``, else the highest
+    id's writer schema (a folder), or the schema of the first subject's latest version (a
+    registry: what ``use.latest.version`` reads as), fixed for the stage's life.
 
     Raises:
         ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
@@ -271,6 +273,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
     writers: list[tuple[int, str]] = []
     registry: RegistrySource | None = None
     listed: frozenset[tuple[str, int]] = frozenset()
+    latest: str | None = None  # a registry's default reader schema
     if wire == "confluent":
         schemas = options.schemas
         if schemas is None:
@@ -287,6 +290,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
             writers = sorted(by_id.items())
             listed = frozenset((v.subject, v.version) for v in versions)
             where = registry.describe()
+            latest = _latest(registry.subjects, versions, by_id)
         else:
             writers, where = _folder(spec, schemas)
     else:
@@ -298,7 +302,10 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
     reader_path = options.reader_schema
-    reader = _read_schema(reader_path, spec.key("options.reader_schema")) if reader_path else writers[-1][1]
+    if reader_path:
+        reader = _read_schema(reader_path, spec.key("options.reader_schema"))
+    else:
+        reader = latest if latest is not None else writers[-1][1]
     return AvroDecode(
         name=spec.name,
         writers=tuple(writers),
@@ -352,6 +359,15 @@ def _listed(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, 
         raise replace_message(
             exc, f"{spec.key('options.schemas')}: could not list the writer schemas of {registry.describe()}: {exc}"
         ) from None
+
+
+def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: dict[int, str]) -> str | None:
+    """The schema of the highest version of the first subject that has an Avro one (the default reader)."""
+    for subject in subjects:
+        mine = [v for v in versions if v.subject == subject and v.schema_id in writers]
+        if mine:
+            return writers[max(mine, key=lambda v: v.version).schema_id]
+    return None
 
 
 def _warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:

@@ -116,9 +116,11 @@ class RegistryStandIn:
         schema_type: str = "AVRO",
         references: Sequence[dict[str, Any]] = (),
     ) -> int:
-        """Register ``schema`` under ``subject`` (a new version, unless it is the latest already); its id.
+        """Register ``schema`` under ``subject``; its id.
 
-        The same schema (canonical JSON) has the same id under every subject.
+        A new version of the subject, unless the subject holds the schema already (then its
+        id, and no new version). The same schema (canonical JSON) has the same id under every
+        subject, as the API documents.
         """
         text = schema if isinstance(schema, str) else json.dumps(schema)
         try:
@@ -133,8 +135,7 @@ class RegistryStandIn:
                 self._ids[key] = sid
                 self._by_id[sid] = _Version(sid, text, schema_type, tuple(references))
             versions = self._subjects.setdefault(subject, [])
-            live = [v for v in versions if v is not None]
-            if not live or live[-1].schema_id != sid:
+            if all(v is None or v.schema_id != sid for v in versions):  # registered already: no new version
                 versions.append(_Version(sid, text, schema_type, tuple(references)))
             return sid
 

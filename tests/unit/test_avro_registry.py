@@ -53,13 +53,24 @@ def _fast() -> RetryPolicy:
 
 def test_the_stage_is_built_from_every_version_of_the_subject(stand_in: RegistryStandIn) -> None:
     stage = _stage(stand_in.url)
-    assert [sid for sid, _ in stage.writers] == [1, 2] and json.loads(stage.reader) == V2  # the highest id
+    assert [sid for sid, _ in stage.writers] == [1, 2] and json.loads(stage.reader) == V2  # the latest version
     assert stage.listed == {("orders-value", 1), ("orders-value", 2)}
     assert stage.source == f"subject orders-value at {stand_in.url}"
     assert stage.refreshes() == {"UnknownSchemaId"}
     assert [r.path for r in stand_in.requests] == [
         "/subjects/orders-value/versions", "/subjects/orders-value/versions/1", "/subjects/orders-value/versions/2",
     ]
+
+
+def test_the_default_reader_is_the_first_subjects_latest_version_not_the_highest_id(
+    stand_in: RegistryStandIn,
+) -> None:
+    assert stand_in.register("returns-value", V3) == 3
+    assert stand_in.register("orders-value", V1) == 1  # registered already: no new version
+    stage = build_stage(StageSpec("order", "avro", None, {"schemas": {
+        "url": stand_in.url, "subjects": ["orders-value", "returns-value"]}}, 1))
+    assert isinstance(stage, AvroDecode) and [sid for sid, _ in stage.writers] == [1, 2, 3]
+    assert json.loads(stage.reader) == V2  # orders-value v2, though id 3 is higher
 
 
 def test_a_folder_stage_is_never_refreshed(tmp_path: Path) -> None:
