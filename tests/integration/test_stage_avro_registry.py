@@ -98,7 +98,8 @@ def test_a_batch_run_decodes_listed_ids_and_a_replay_decodes_an_id_registered_af
     rows = {r.offset: r for r in _table(spark, tmp_path / "quarantine")}
     assert {o: r.error_class for o, r in rows.items()} == {4: "UnknownSchemaId", 5: "UnknownSchemaId",
                                                            6: "UndecodableAvro"}
-    assert rows[4].message == f"schema id 3: no writer schema for it in subject orders-value at {stand_in.url} (ids: 1, 2)"
+    where = f"subject orders-value at {stand_in.url}"
+    assert rows[4].message == f"schema id 3: no writer schema for it in {where} (ids: 1, 2)"
     assert not any(PASSWORD in str(r.asDict()) for r in rows.values())
     assert all(r.authorization is not None for r in stand_in.requests)  # basic auth on every request
 
