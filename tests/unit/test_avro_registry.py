@@ -214,3 +214,28 @@ def test_registry_options_are_checked_when_the_config_is_loaded(schemas: Any, ke
 def test_a_registry_source_is_described_without_credentials() -> None:
     source = RegistrySource("http://bob:pw@r:1", ("a",), user="bob", password=PASSWORD)
     assert source.describe() == "subject a at http://r:1"
+
+
+def test_the_manuals_registry_example_builds_against_the_stand_in(
+    stand_in: RegistryStandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/stages.md's registry block, as written (its ${env:…} from the environment), loads and builds."""
+    import yaml
+
+    from quarantine.config import load_config
+    from quarantine.stages import build_stages
+    from tests.support.readme import block
+
+    stand_in.users = {"api-key": PASSWORD}
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", stand_in.url)
+    monkeypatch.setenv("SCHEMA_REGISTRY_USER", "api-key")
+    monkeypatch.setenv("SCHEMA_REGISTRY_PASSWORD", PASSWORD)
+    (tmp_path / "order.avsc").write_text(json.dumps(V1))
+    raw = _config("unused") | yaml.safe_load(block("avro-registry").body)
+    (tmp_path / "p.yml").write_text(yaml.safe_dump(raw))
+    config = load_config(tmp_path / "p.yml")
+    (stage,) = build_stages(config.stages)
+    assert isinstance(stage, AvroDecode) and [sid for sid, _ in stage.writers] == [1, 2]
+    assert json.loads(stage.reader) == V1 and stage.registry is not None
+    assert (stage.registry.user, stage.registry.password) == ("api-key", PASSWORD)
+    assert PASSWORD in config.secrets()
