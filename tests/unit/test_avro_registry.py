@@ -239,3 +239,15 @@ def test_the_manuals_registry_example_builds_against_the_stand_in(
     assert json.loads(stage.reader) == V1 and stage.registry is not None
     assert (stage.registry.user, stage.registry.password) == ("api-key", PASSWORD)
     assert PASSWORD in config.secrets()
+
+
+def test_a_kafka_stream_with_a_registry_stage_is_staged_per_micro_batch(stand_in: RegistryStandIn) -> None:
+    """So that a stage the runner refreshed is what the next micro-batch runs (a stream staged once per
+    query would run the stage it started with); a folder stage keeps the once-per-query staging."""
+    from quarantine.plan import Plan
+
+    raw = _config({"url": stand_in.url, "subject": "orders-value"})
+    raw["source"] = {"format": "kafka", "bootstrap.servers": "localhost:1", "topics": ["orders"]}
+    raw["target"]["checkpoint"] = "/tmp/checkpoint"
+    plan = Plan(parse_config(raw), None, [_stage(stand_in.url)])  # type: ignore[arg-type]  # no session needed
+    assert plan.stage_stream(None) is None  # type: ignore[arg-type]
