@@ -154,6 +154,9 @@ def observed_counts(
       sets of undeclared fields with their counts (as JSON, like ``topics_in``), by
       stages that :class:`ReportsDrift` (read from the :func:`drift_columns`, which the
       observed frame must carry);
+    * ``refresh:<name>``: rows that failed a stage with one of the classes its
+      :meth:`~quarantine.stage.Stage.refreshes` names (the streaming runner then refreshes it),
+      for stages that name any;
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
     * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` as JSON, from
@@ -192,6 +195,10 @@ def observed_counts(
             F.coalesce(F.sum(F.when(mine, attempts)), zero).alias(stage_key("attempts", s.name)),
             F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(stage_key("retries", s.name)),
         ]
+        mended = s.refreshes() if callable(getattr(s, "refreshes", None)) else frozenset()
+        if mended:
+            cols.append(F.count(F.when(mine & err.getField("error_class").isin(sorted(mended)), 1))
+                        .alias(stage_key("refresh", s.name)))
         if isinstance(s, ReportsRetries):
             retried = F.coalesce(F.col(retry_column(s.name)), zero)
             cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(stage_key("retried_ok", s.name)))

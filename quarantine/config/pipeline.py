@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -135,7 +136,8 @@ def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
         options = dict(raw.get("options") or {})
         opts = getattr(stage, "options", None)
         for option in getattr(type(opts), "paths", ()):
-            options[option] = getattr(opts, option)
+            value = getattr(opts, option)  # a mapping of options (a registry's) is kept as a mapping
+            options[option] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
         specs.append(StageSpec(name=stage.name, type=stage.type, input=stage.input, options=options, index=i))
     return tuple(specs)
 
