@@ -52,18 +52,14 @@ from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.retry import RetryPolicy
 from quarantine.schema import ErrorKind
+from quarantine.schema_registry import RegistrySource, SubjectVersion, avro_writers, registry_retry, replace_message
 from quarantine.schema_sources import (
     HEADER_BYTES,
     FolderSchemas,
     RegistryAuthError,
-    RegistrySource,
     SchemaLookupError,
-    SubjectVersion,
     UnknownSchemaIdError,
     UnknownSubjectError,
-    avro_writers,
-    registry_retry,
-    replace_message,
 )
 from quarantine.stage import Stage, StageContext, outcome
 from quarantine.stage_types import AvroOptions, RegistryOptions

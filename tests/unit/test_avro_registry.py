@@ -19,7 +19,8 @@ import pytest
 from quarantine.config import StageSpec, parse_config
 from quarantine.errors import ConfigError
 from quarantine.retry import RetryPolicy
-from quarantine.schema_sources import RegistrySource, RegistryUnreachableError
+from quarantine.schema_registry import RegistrySource
+from quarantine.schema_sources import RegistryUnreachableError
 from quarantine.stages import build_stage
 from quarantine.stages.avro import AvroDecode
 from tests.support.registry import Failure, RegistryStandIn, registry_stand_in

@@ -22,20 +22,16 @@ from typing import Any
 import pytest
 
 from quarantine.retry import RetryPolicy
+from quarantine.schema_registry import RegistrySchemas, RegistrySource, SubjectVersion, avro_writers, registry_retry
 from quarantine.schema_sources import (
     HEADER_BYTES,
     FolderSchemas,
     RegistryAuthError,
-    RegistrySchemas,
-    RegistrySource,
     RegistryUnreachableError,
     SchemaLookupError,
-    SubjectVersion,
     UnknownSchemaIdError,
     UnknownSubjectError,
     UnknownVersionError,
-    avro_writers,
-    registry_retry,
     wire_encode,
     wire_header,
 )
