@@ -94,8 +94,9 @@ def fail(allowed: str, **ctx: Any) -> PydanticCustomError:
     (an item of a list, a path after resolving it); ``ctx["at"]``, when given, is the key
     of that item under the checked one (``formats`` → ``formats.created_at``).
     """
-    # the message is a template: braces in the allowed text must not be read as fields
-    return PydanticCustomError("config", allowed.replace("{", "{{").replace("}", "}}"), ctx or None)
+    # pydantic fills in ``{name}`` for the names in ``ctx`` only, and un-doubles no braces: the
+    # text goes as it is (doubled braces would be shown doubled: ``{{secrets/<scope>/<key>}}``)
+    return PydanticCustomError("config", allowed, ctx or None)
 
 
 @dataclass(frozen=True)

@@ -8,26 +8,40 @@ unions on ``type`` (stages) and ``check`` (rules).
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Discriminator, ValidationInfo
+from pydantic import BaseModel, Discriminator, ValidationError, ValidationInfo
 
-from quarantine._config_types import TEXT, BreachAction, Check, base_dir_of, fail, is_relative_path, resolve
+from quarantine._config_types import (
+    TEXT,
+    BreachAction,
+    Check,
+    base_dir_of,
+    config_error,
+    fail,
+    is_relative_path,
+    resolve,
+)
 
 __all__ = [
     "BOUND",
     "BREACH_ACTIONS",
+    "CREDENTIAL",
     "EXCEPTIONS",
     "FIELD",
     "NAMES",
     "ON_BREACH",
+    "REGISTRY_URL",
+    "SUBJECTS",
     "SUITE",
     "VALUES",
     "WIRE_FORMAT",
     "const",
     "existing",
+    "folder_or",
     "lowered",
     "tagged",
     "text_map",
@@ -238,3 +252,78 @@ def _wire_format(value: Any) -> str:
 
 
 WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
+
+
+def folder_or(model: type[BaseModel], folder: Check) -> Check:
+    """A folder (checked by ``folder``, an :func:`existing` check), or a mapping of ``model``'s keys.
+
+    A problem inside the mapping is named by its own key (``schemas.url``), as if the model
+    were a section of its own; relative paths in it are read from the config's folder.
+    """
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if value is None or isinstance(value, model):
+            return value
+        if isinstance(value, Mapping):
+            try:
+                return model.model_validate(dict(value), context=info.context)
+            except ValidationError as exc:
+                problem = config_error(exc, model.model_json_schema(by_alias=True))
+                raise fail(problem.allowed, at=problem.key, value=problem.value) from None
+        if not isinstance(value, str):
+            raise fail(f"a folder (a path), or a mapping of {', '.join(model.model_fields)}")
+        return folder.fn(value, info)
+
+    shown = {k: v for k, v in model.model_json_schema(by_alias=True).items() if k != "title"}
+    return Check(check, {"anyOf": [{"type": "string", "minLength": 1}, shown, {"type": "null"}]}, takes_info=True)
+
+
+def _registry_url(value: Any) -> str:
+    allowed = "an http(s)://host[:port] URL (the registry's base URL)"
+    if not isinstance(value, str) or not value.strip():
+        raise fail(allowed)
+    try:
+        parts = urllib.parse.urlsplit(value.strip())
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise fail(allowed) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise fail(allowed)
+    return value.strip()
+
+
+REGISTRY_URL = Check(_registry_url, {"type": "string", "pattern": "^https?://"})
+
+
+def _subjects(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise fail("a non-empty list of subject names")
+    return [v.strip() for v in value]
+
+
+SUBJECTS = Check(_subjects, {"type": ["array", "null"], "minItems": 1, "items": {"type": "string", "minLength": 1}})
+
+#: a Databricks secret reference (``{{secrets/<scope>/<key>}}``), which only a cluster resolves
+_SECRET_REFERENCE = re.compile(r"\{\{\s*secrets/[^}]*\}\}")
+
+
+def _credential(value: Any) -> str | None:
+    """A user or password as the config holds it once ``${env:NAME}`` was replaced; never a
+    Databricks secret reference left unresolved (Databricks resolves those in a cluster's
+    environment variables and Spark conf, not in a file the job reads)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise fail("a string")
+    if _SECRET_REFERENCE.search(value):
+        raise fail(
+            "a value, not a Databricks secret reference: Databricks resolves {{secrets/<scope>/<key>}} in a "
+            "cluster's environment variables, not in a config file; set a cluster environment variable to the "
+            "reference and write ${env:NAME} here"
+        )
+    return value
+
+
+CREDENTIAL = Check(_credential, {"type": ["string", "null"]})

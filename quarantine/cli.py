@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from quarantine.command_logging import configure_logging
 from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError
-from quarantine.listeners.error_log import ErrorContextTally
-from quarantine.session import LOG_LEVEL_ENV
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -213,48 +212,6 @@ def _version() -> str:
         return __version__
 
 
-#: Loggers whose INFO lines are other projects' chatter: WARNING unless ``--verbose``.
-_THIRD_PARTY = ("py4j", "urllib3", "alembic", "mlflow", "great_expectations", "pyspark", "httpx", "git")
-
-
-def _other_projects_info(record: logging.LogRecord) -> bool:
-    """Drops other projects' records below WARNING (a library may set its own logger to INFO: GX does)."""
-    return record.name == "quarantine" or record.name.startswith("quarantine.") or record.levelno >= logging.WARNING
-
-
-def _configure_logging(verbose: bool) -> ErrorContextTally | None:
-    """A command prints its own lines only, unless ``verbose`` (README: The command line).
-
-    Without ``verbose``: Python log lines of the ``quarantine.*`` loggers from INFO, other
-    projects' from WARNING; the local JVM's from ERROR (``$QUARANTINE_SPARK_LOG_LEVEL``,
-    read from the JVM's start: :data:`quarantine.session.LOG_CONFIG`); error-context
-    lines counted, not shown, for the summary the command ends with. With ``verbose``:
-    other projects' INFO lines, Spark's WARN lines, each error-context line. Called
-    before Spark or MLflow start (each reads its variable once); a variable the user set stands.
-
-    Returns:
-        The tally of error-context lines kept off the terminal; None with ``verbose``, or
-        when the root logger already has handlers (a host's logging stands).
-    """
-    if verbose:
-        os.environ.setdefault(LOG_LEVEL_ENV, "WARN")
-    os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")  # else MLflow prints INFO lines with its own handler
-    root = logging.getLogger()
-    ours = not root.handlers
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root.setLevel(logging.INFO if verbose else logging.WARNING)
-    logging.getLogger("quarantine").setLevel(logging.INFO)
-    for name in _THIRD_PARTY:
-        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
-    if verbose or not ours:
-        return None
-    tally = ErrorContextTally()
-    for handler in root.handlers:
-        handler.addFilter(_other_projects_info)
-        handler.addFilter(tally)
-    return tally
-
-
 def console() -> None:
     """The ``quarantine`` command's entry point: :func:`main` over ``sys.argv``.
 
@@ -274,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "discard" and not args.dry_run and not (args.reason or "").strip():
         parser.error("discard needs --reason: why, kept in each discarded row's resolution (--dry-run does not)")
-    tally = _configure_logging(getattr(args, "verbose", False))
+    tally = configure_logging(getattr(args, "verbose", False))
     _stop_retries_on_sigterm()
     try:
         return _command(args)

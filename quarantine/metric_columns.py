@@ -3,8 +3,9 @@
 :func:`observed_counts` returns aggregate Columns for ``DataFrame.observe``. The
 runner observes them on the one noop write that also builds the persisted batch,
 so every count comes out of the pass that reads the source; nothing here runs an
-action. :func:`quarantine.observed_metrics.batch_metrics` reads the observed row
-(the aliases below are the contract between the two).
+action. :func:`observed_row` waits for the observed row once that action has run, and
+:func:`quarantine.observed_metrics.batch_metrics` reads it (the aliases below are the
+contract between the two).
 
 Per-topic counts — the design choice. Topics are not known in advance (a
 ``topic.pattern`` subscription, a Kafka-shaped Delta table), so per-topic
@@ -39,11 +40,12 @@ for the run summary).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyspark
-from pyspark.sql import Column
+from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
 from quarantine.schema import ITEM_SEP, ErrorKind
@@ -57,6 +59,7 @@ __all__ = [
     "RECORDS_IN",
     "TOPICS_IN",
     "observed_counts",
+    "observed_row",
     "stage_key",
 ]
 
@@ -154,6 +157,9 @@ def observed_counts(
       sets of undeclared fields with their counts (as JSON, like ``topics_in``), by
       stages that :class:`ReportsDrift` (read from the :func:`drift_columns`, which the
       observed frame must carry);
+    * ``refresh:<name>``: rows that failed a stage with one of the classes its
+      :meth:`~quarantine.stage.Stage.refreshes` names (the streaming runner then refreshes it),
+      for stages that name any;
     * ``failed_attempts``, ``retries``, ``retriable``, ``expectation_failures``;
     * ``last_error_ts``: the latest source timestamp (epoch ms) among failed rows;
     * ``topics_in``, ``stage_topic_failed``: ``ARRAY<STRUCT<item, count>>`` as JSON, from
@@ -192,6 +198,10 @@ def observed_counts(
             F.coalesce(F.sum(F.when(mine, attempts)), zero).alias(stage_key("attempts", s.name)),
             F.coalesce(F.sum(F.when(mine, attempts - 1)), zero).alias(stage_key("retries", s.name)),
         ]
+        mended = s.refreshes() if callable(getattr(s, "refreshes", None)) else frozenset()
+        if mended:
+            cols.append(F.count(F.when(mine & err.getField("error_class").isin(sorted(mended)), 1))
+                        .alias(stage_key("refresh", s.name)))
         if isinstance(s, ReportsRetries):
             retried = F.coalesce(F.col(retry_column(s.name)), zero)
             cols.append(F.coalesce(F.sum(F.when(~failed, retried)), zero).alias(stage_key("retried_ok", s.name)))
@@ -202,3 +212,26 @@ def observed_counts(
                 _observed_items(drift, exact=exact).alias(stage_key("drift_fields", s.name)),
             ]
     return cols
+
+
+def observed_row(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] | None:
+    """``obs``'s metrics once the action that carried it has run; None if none ran it.
+
+    A classic session completes observations from its listener bus, a moment
+    after the action returns: wait up to ``timeout_s`` for them (``Observation.get``
+    would wait for ever if the action skipped its job). Spark Connect returns them
+    with the action's result.
+    """
+    jo = getattr(obs, "_jo", None)
+    if jo is None:
+        try:
+            return obs.get
+        except Exception:
+            return None
+    future = jo.future()
+    deadline = time.monotonic() + timeout_s
+    while not future.isCompleted():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
+    return obs.get

@@ -12,10 +12,13 @@ write of one of the pipeline's flows:
   micro-batch's time, so one value is one micro-batch. Each batch gets the run id
   ``declarative:<quarantine table>`` and the batch id ``first_seen_at`` in epoch
   milliseconds. Its rows are ``records-quarantined``, ``total-record-errors`` and
-  ``total-records-skipped``, as batch totals and per stage and topic.
+  ``total-records-skipped``, as batch totals and per stage and topic, and ``records-in``.
 * **Target batches.** Each ``STREAMING UPDATE`` commit in the target's Delta history is
   one. It gets the run id ``declarative:<target>`` and its commit version as the batch id,
-  with one ``records-ok`` row holding the commit's ``numOutputRows``.
+  with ``records-ok`` and ``records-in`` rows holding the commit's ``numOutputRows``.
+
+Each record a flow reads lands in one of the two tables, so ``records-in`` summed over an
+update's batches is the records it read, as for a job.
 
 The command writes exactly once per batch, by the rows' own ids, as the listener does: a
 batch whose ``(pipeline, run_id, batch_id)`` the metrics table already holds is left out, so
@@ -66,8 +69,9 @@ def _quarantine_rows(spark: SparkSession, config: PipelineConfig, now: dt.dateti
             out.append((config.pipeline, run_id, b, now, metric.value, r["stage"], r["topic"], float(n)))
     for (b, stage), n in by_stage.items():
         out.append((config.pipeline, run_id, b, now, MetricNames.RECORDS_QUARANTINED.value, stage, None, float(n)))
-    for b, n in totals.items():
-        out += [(config.pipeline, run_id, b, now, m.value, None, None, float(n)) for m in _QUARANTINE_METRICS]
+    for b, n in totals.items():  # records-in: each record a flow reads lands in one of the two tables
+        out += [(config.pipeline, run_id, b, now, m.value, None, None, float(n))
+                for m in (MetricNames.RECORDS_IN, *_QUARANTINE_METRICS)]
     return out
 
 
@@ -78,8 +82,8 @@ def _target_rows(spark: SparkSession, config: PipelineConfig, now: dt.datetime) 
         return []
     history = spark.sql(f"DESCRIBE HISTORY {table_ref(name)}").where(F.col("operation") == "STREAMING UPDATE")
     commits = history.select("version", F.col("operationMetrics")["numOutputRows"].alias("n")).collect()
-    return [(config.pipeline, f"{RUN_ID}:{name}", int(c["version"]), now, MetricNames.RECORDS_OK.value, None, None,
-             float(c["n"] or 0)) for c in commits]
+    return [(config.pipeline, f"{RUN_ID}:{name}", int(c["version"]), now, metric.value, None, None, float(c["n"] or 0))
+            for c in commits for metric in (MetricNames.RECORDS_IN, MetricNames.RECORDS_OK)]
 
 
 def _recorded(spark: SparkSession, table: str, pipeline: str) -> set[tuple[str, int]]:

@@ -249,14 +249,40 @@ class Plan:
         once per query instead of once per micro-batch. Only for Kafka sources,
         whose micro-batches need no :meth:`prepare` (offsets are new, coordinates
         unique); other streams are identified per batch first, and so is a stream with
-        a stage that counts over the batch (``unique``: :class:`BatchWideStageError`).
+        a stage that counts over the batch (``unique``: :class:`BatchWideStageError`)
+        or a stage that may be refreshed between micro-batches (:meth:`refresh`: an
+        ``avro`` stage reading a registry), so that a refreshed stage runs from the next one.
         """
-        if self.config.source.format is not SourceFormat.KAFKA:
+        if self.config.source.format is not SourceFormat.KAFKA or any(s.refreshes() for s in self.stages):
             return None
         try:
             return self.split_frame(self.prepare(stream, streaming=True))
         except BatchWideStageError:  # a stage counts over the batch (unique): per micro-batch
             return None
+
+    def refresh(self, names: Iterable[str]) -> list[str]:
+        """Refresh the stages named (:meth:`Stage.refreshed <quarantine.stage.Stage.refreshed>`), in place.
+
+        The streaming runner calls it between micro-batches, with the stages whose records
+        failed in a way a refresh may mend (:attr:`~quarantine.report.BatchReport.stale_stages`).
+        Each stage is asked once, under the ``errors.retry.*`` policy; a stage that has nothing
+        new, or cannot reach its source, stays as it is. :attr:`stages` is changed in place, so
+        the run and the runner holding this plan run the refreshed stages from the next batch;
+        nothing else of the plan changes.
+
+        Returns:
+            The names of the stages replaced.
+        """
+        wanted = set(names)
+        policy = RetryPolicy.from_config(self.config.errors)
+        replaced: list[str] = []
+        for i, stage in enumerate(self.stages):
+            if stage.name in wanted and stage.refreshes():
+                fresh = stage.refreshed(policy)
+                if fresh is not None:
+                    self.stages[i] = fresh
+                    replaced.append(stage.name)
+        return replaced
 
     def target_rows(self, split: DataFrame) -> DataFrame:
         """Good rows in the target's shape: the final result's fields + source coordinates."""

@@ -102,6 +102,9 @@ class BatchReport:
         untranslated_expectations: expectations validated by GX only (not per row).
         sample_messages: a few quarantined records (stage, error_class, message;
             key/value only when ``errors.log.include.messages``) for MLflow artifacts.
+        stale_stages: stages that failed records in a way a refresh of the stage may mend
+            (:meth:`~quarantine.stage.Stage.refreshes`: the ``avro`` stage's schema ids not
+            listed yet); a stream refreshes them before its next micro-batch.
         finished_at: when the batch's writes became durable.
     """
 
@@ -120,6 +123,7 @@ class BatchReport:
     untranslated_expectations: tuple[str, ...] = ()
     sample_messages: tuple[Mapping[str, Any], ...] = ()
     finished_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    stale_stages: tuple[str, ...] = ()
 
 
 class RunListener(Protocol):

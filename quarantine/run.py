@@ -6,7 +6,8 @@ functions; everything that belongs to one run lives here: the run's id and
 (:class:`~quarantine.tolerance.ToleranceGuard`) and its error-context log. A
 runner starts a run (:func:`start_run`) and hands it each batch; the
 streaming runner starts one per query id (stable across restarts from the same
-checkpoint), so nothing changes the pipeline under a running query.
+checkpoint), so nothing changes the pipeline under a running query but a stage the
+runner refreshes between micro-batches (:meth:`Plan.refresh <quarantine.plan.Plan.refresh>`).
 
 Order of a batch (:meth:`Run.process_batch`), and why. The stages run and the
 batch is projected to what the two writes need (raw bytes kept only for failed
@@ -33,6 +34,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from quarantine.errors import ExpectationBreachError
+from quarantine.metric_columns import stage_key
 from quarantine.metrics import MetricNames, RunMetrics
 from quarantine.observed_metrics import batch_metrics, schema_drift
 from quarantine.plan import Plan
@@ -250,6 +252,7 @@ class Run:
             breaches=verdicts.breaches,
             untranslated_expectations=verdicts.notes,
             finished_at=self.pipeline.clock(),
+            stale_stages=tuple(s.name for s in chain if int(counts.get(stage_key("refresh", s.name)) or 0)),
         )
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
         if failure is not None:

@@ -1,19 +1,30 @@
-"""Writer schemas by id: a folder of ``.avsc`` files, or a registry speaking the Confluent REST API.
+"""Writer schemas by id: the wire format, the lookup failures, and a folder of ``.avsc`` files.
 
 The schema-registry wire format is a zero magic byte, the writer schema's id as a 4-byte
 big-endian integer, then the encoded message (Protobuf adds message indexes after the id).
-The ``avro`` stage (:mod:`quarantine.stages.avro`) reads every schema of a
-:class:`FolderSchemas` once, when it is built. :class:`RegistrySchemas` is the client for
-a registry, fetching each id once and caching it; no stage uses it yet (no registry can
-run where this project is tested, so it is tested against a stub of one endpoint only).
+The ``avro`` stage (:mod:`quarantine.stages.avro`) reads its writer schemas when it is
+built: every ``<id>.avsc`` of a :class:`FolderSchemas`, or every version of the subjects
+of a :class:`~quarantine.schema_registry.RegistrySource` (``GET /subjects/{subject}/versions``,
+then ``GET /subjects/{subject}/versions/{version}`` for each version not read yet), through
+:class:`~quarantine.schema_registry.RegistrySchemas`, the HTTP client in
+:mod:`quarantine.schema_registry` (basic auth, TLS, each schema id fetched once).
 
-Failures are typed so the stage can quarantine each with its own error class:
+Failures are typed from the HTTP status and the body's ``error_code`` (the API's error
+format: ``{"error_code": 40401, "message": "Subject not found"}``), so that the stage and
+its callers can tell what waiting mends from what it does not:
 
 * :class:`UnknownSchemaIdError` — the folder has no ``<id>.avsc``, or the registry answers
-  404 (error code 40403). Not retriable: the id will not appear by waiting.
-* :class:`RegistryUnreachableError` — connection refused, a timeout, or a 5xx answer.
-  Retriable: :func:`registry_retry` retries it under the pipeline's ``errors.retry.*``
-  policy, and what still fails is quarantined or fails the run per tolerance.
+  404 with error code 40403. Not retriable: the id will not appear by waiting.
+* :class:`UnknownSubjectError` (404, 40401), :class:`UnknownVersionError` (404, 40402) —
+  not retriable.
+* :class:`RegistryAuthError` — 401 or 403: the credentials are wrong or lack the right.
+  Not retriable.
+* :class:`RegistryUnreachableError` — connection refused, a timeout, 429, or a 5xx answer
+  (50001: the backend data store failed). Retriable: :func:`registry_retry` retries it under
+  the pipeline's ``errors.retry.*`` policy.
+* :class:`SchemaLookupError` itself — any other answer (400, 422 with 42202, a 404 without
+  an error code: no Confluent REST API at that URL), an answer that is not what the API
+  documents, or a TLS certificate the client does not trust. Not retriable.
 
 Credentials never reach a message: a URL's ``user:password@`` is cut before it is
 shown, and the password given for basic auth is redacted from every error text.
@@ -21,33 +32,25 @@ shown, and the password given for basic auth is redacted from every error text.
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
-import threading
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from quarantine.errors import QuarantineError, RetriesExhaustedError
-from quarantine.redaction import redact_text
-from quarantine.retriable import RetriableClassifier
-from quarantine.retry import RetryPolicy, RetryWithToleranceOperator
+from quarantine.errors import QuarantineError
 
 __all__ = [
     "HEADER_BYTES",
     "MAGIC_BYTE",
     "FolderSchemas",
-    "RegistrySchemas",
+    "RegistryAuthError",
     "RegistryUnreachableError",
     "SchemaLookupError",
     "SchemaSource",
     "UnknownSchemaIdError",
-    "registry_retry",
+    "UnknownSubjectError",
+    "UnknownVersionError",
     "wire_encode",
     "wire_header",
 ]
@@ -59,17 +62,23 @@ HEADER_BYTES = 5
 
 
 class SchemaLookupError(QuarantineError):
-    """A writer schema could not be had for an id.
+    """A writer schema (or a subject's list of versions) could not be had.
 
     Attributes:
-        schema_id: the id asked for.
+        schema_id: the id asked for (None for a subject's versions).
+        status: the registry's HTTP status, when it answered.
+        error_code: the ``error_code`` of its answer's body, when it had one.
         error_class: the name the quarantine table records for this failure.
     """
 
     error_class = "SchemaLookupError"
 
-    def __init__(self, schema_id: int, message: str) -> None:
+    def __init__(
+        self, schema_id: int | None, message: str, *, status: int | None = None, error_code: int | None = None
+    ) -> None:
         self.schema_id = schema_id
+        self.status = status
+        self.error_code = error_code
         super().__init__(message)
 
 
@@ -79,8 +88,26 @@ class UnknownSchemaIdError(SchemaLookupError):
     error_class = "UnknownSchemaId"
 
 
+class UnknownSubjectError(SchemaLookupError):
+    """The registry has no such subject: 404 with error code 40401 (not retriable)."""
+
+    error_class = "UnknownSubject"
+
+
+class UnknownVersionError(SchemaLookupError):
+    """The subject has no such version: 404 with error code 40402 (not retriable)."""
+
+    error_class = "UnknownVersion"
+
+
+class RegistryAuthError(SchemaLookupError):
+    """The registry refused the credentials (401) or their rights (403) (not retriable)."""
+
+    error_class = "RegistryAuth"
+
+
 class RegistryUnreachableError(SchemaLookupError):
-    """The registry did not answer, or answered with a server error (retriable)."""
+    """The registry did not answer, or answered with a server error or 429 (retriable)."""
 
     error_class = "RegistryUnreachable"
 
@@ -138,113 +165,3 @@ class FolderSchemas:
         except ValueError as exc:
             raise UnknownSchemaIdError(schema_id, f"schema id {schema_id}: {path} is not JSON ({exc})") from None
         return text
-
-
-def _shown_url(url: str) -> str:
-    """The URL without ``user:password@``."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-@dataclass(repr=False)
-class RegistrySchemas:
-    """Schemas from a registry speaking the Confluent REST API (``GET /schemas/ids/{id}``).
-
-    Each id is fetched at most once per instance (one instance per run); concurrent
-    callers of one id wait for the first fetch.
-
-    Attributes:
-        url: the registry's base URL (``https://host:8081``; ``user:password@`` allowed).
-        user: basic-auth user (overrides the URL's).
-        password: basic-auth password (never shown).
-        timeout_s: per-request timeout.
-        retry: runs each fetch (see :func:`registry_retry`); None fetches once.
-        opener: the HTTP call (``urllib.request.urlopen``; injected in tests of the retries).
-    """
-
-    url: str
-    user: str | None = None
-    password: str | None = None
-    timeout_s: float = 10.0
-    retry: RetryWithToleranceOperator | None = None
-    opener: Callable[..., object] = urllib.request.urlopen
-    _cache: dict[int, str] = field(default_factory=dict, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    #: how many HTTP requests were made (tests and metrics read it).
-    requests: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"schema registry url: expected http(s)://host[:port], found {_shown_url(self.url)!r}")
-        if self.user is None and parts.username:
-            self.user = urllib.parse.unquote(parts.username)
-        if self.password is None and parts.password:
-            self.password = urllib.parse.unquote(parts.password)
-        self.base = _shown_url(self.url).rstrip("/")
-
-    def __repr__(self) -> str:  # no password, no URL userinfo
-        return f"RegistrySchemas({self.base!r}, user={self.user!r})"
-
-    def schema(self, schema_id: int) -> str:
-        with self._lock:
-            if schema_id not in self._cache:
-                def fetch() -> str:
-                    return self._fetch(schema_id)
-
-                if self.retry is None:
-                    self._cache[schema_id] = fetch()
-                else:
-                    try:
-                        self._cache[schema_id], _ = self.retry.call(fetch, name=f"schema registry: id {schema_id}")
-                    except RetriesExhaustedError as exc:
-                        cause = exc.__cause__
-                        if isinstance(cause, RegistryUnreachableError):
-                            gave_up = f"{cause} (gave up after {exc.attempts} attempts)"
-                            raise RegistryUnreachableError(schema_id, gave_up) from None
-                        if isinstance(cause, SchemaLookupError):
-                            raise cause from None
-                        raise
-            return self._cache[schema_id]
-
-    def _secrets(self) -> tuple[str, ...]:
-        return tuple(s for s in (self.password,) if s)
-
-    def _fetch(self, schema_id: int) -> str:
-        request = urllib.request.Request(f"{self.base}/schemas/ids/{schema_id}", headers={
-            "Accept": "application/vnd.schemaregistry.v1+json, application/json",
-        })
-        if self.user is not None:
-            token = base64.b64encode(f"{self.user}:{self.password or ''}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        self.requests += 1
-        where = f"schema id {schema_id} from {self.base}"
-        try:
-            with self.opener(request, timeout=self.timeout_s) as response:  # type: ignore[attr-defined]
-                body = json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            detail = redact_text(exc.read().decode("utf-8", "replace")[:300], self._secrets())
-            if exc.code == 404:
-                raise UnknownSchemaIdError(schema_id, f"{where}: not registered (HTTP 404: {detail})") from None
-            if exc.code >= 500 or exc.code == 429:
-                raise RegistryUnreachableError(schema_id, f"{where}: HTTP {exc.code} ({detail})") from None
-            raise SchemaLookupError(schema_id, f"{where}: HTTP {exc.code} ({detail})") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RegistryUnreachableError(
-                schema_id, f"{where}: unreachable ({redact_text(str(reason), self._secrets())})"
-            ) from None
-        except ValueError as exc:
-            raise SchemaLookupError(schema_id, f"{where}: the answer is not JSON ({exc})") from None
-        schema = body.get("schema") if isinstance(body, dict) else None
-        if not isinstance(schema, str):
-            raise SchemaLookupError(schema_id, f"{where}: the answer has no 'schema' string")
-        return schema
-
-
-def registry_retry(policy: RetryPolicy) -> RetryWithToleranceOperator:
-    """An operator that retries :class:`RegistryUnreachableError` (only) with ``policy``'s backoff and budget."""
-    retriable = RetriableClassifier.of((), lambda exc: isinstance(exc, RegistryUnreachableError), include_delta=False)
-    return RetryWithToleranceOperator(replace(policy, retriable=retriable))

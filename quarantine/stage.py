@@ -24,7 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -40,6 +40,9 @@ from quarantine.schema import (
     RETRIES_PREFIX,
     ErrorKind,
 )
+
+if TYPE_CHECKING:
+    from quarantine.retry import RetryPolicy
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -192,6 +195,28 @@ class Stage(ABC):
             self.name, self.kind, error_class, message,
             retriable=retriable, attempts=attempts, stacktrace=stacktrace,
         )
+
+    def refreshes(self) -> frozenset[str]:
+        """The error classes of this stage that :meth:`refreshed` may mend; empty (the default): none.
+
+        Why: a stage whose expressions are built from what a source said when it was built
+        (the ``avro`` stage's writer schemas, from a registry) is wrong for a record the source
+        learnt about later, and can only say so (``UnknownSchemaId``). A stream then asks the
+        stage for a refreshed copy; a stage that answers here is staged per micro-batch (not
+        once per query) so that the copy is what the next micro-batch runs.
+        """
+        return frozenset()
+
+    def refreshed(self, retry: RetryPolicy | None = None) -> Stage | None:
+        """A copy of this stage built from what its source says now, or None when nothing changed.
+
+        Called by the streaming runner after a micro-batch in which a record failed this stage
+        with one of :meth:`refreshes`'s classes, at most once per micro-batch, after the batch's
+        writes are durable. May do I/O (each call under ``retry``, the pipeline's
+        ``errors.retry.*``), but never raises for its source: a source that cannot be asked is
+        logged and gives None (the records wait in quarantine for a later batch or a replay).
+        """
+        return None
 
     def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
         """Which of this stage's options Spark cannot analyse over ``scope``, once applying the

@@ -32,15 +32,19 @@ from quarantine._config_types import (
 )
 from quarantine._option_types import (
     BOUND,
+    CREDENTIAL,
     EXCEPTIONS,
     FIELD,
     NAMES,
     ON_BREACH,
+    REGISTRY_URL,
+    SUBJECTS,
     SUITE,
     VALUES,
     WIRE_FORMAT,
     const,
     existing,
+    folder_or,
     lowered,
     tagged,
     text_map,
@@ -59,6 +63,7 @@ __all__ = [
     "JsonOptions",
     "ProtobufOptions",
     "PythonOptions",
+    "RegistryOptions",
     "StageOptions",
     "StageType",
     "register_stage_type",
@@ -293,6 +298,40 @@ class ExpectationOptions(StageOptions):
     """Validate the suite with GX on every Nth batch."""
 
 
+class RegistryOptions(StageOptions):
+    """A schema registry speaking the Confluent REST API: an avro stage's writer schemas are the versions
+    of its subject (or subjects), listed when the stage is built."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "url": "https://schema-registry.example.com:8081",
+        "subject": "orders-value",
+        "user": "${env:SCHEMA_REGISTRY_USER}",
+        "password": "${env:SCHEMA_REGISTRY_PASSWORD}",
+    }]})
+
+    url: Annotated[str, REGISTRY_URL] = Field(examples=["https://schema-registry.example.com:8081"])
+    """The registry's base URL, http(s)://host[:port]."""
+    subject: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["orders-value"])
+    """The subject whose versions are the writer schemas (Kafka Connect's default for a topic's values:
+    ``<topic>-value``). Exactly one of subject and subjects; required with url."""
+    subjects: Annotated[list[str] | None, SUBJECTS] = Field(None, examples=[["orders-value", "returns-value"]])
+    """Several subjects (a topic whose records are written under more than one)."""
+    user: Annotated[str | None, CREDENTIAL] = Field(None, examples=["${env:SCHEMA_REGISTRY_USER}"])
+    """Basic-auth user (Confluent Cloud: the API key), usually from the environment as ``${env:NAME}``."""
+    password: Annotated[str | None, CREDENTIAL] = Field(None, examples=["${env:SCHEMA_REGISTRY_PASSWORD}"])
+    """Basic-auth password (Confluent Cloud: the API secret): write ``${env:NAME}``, never the value; on Databricks
+    the job cluster's environment variable holds the secret reference ``{{secrets/<scope>/<key>}}``."""
+    ca_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/registry-ca.pem"])
+    """PEM file of the certificate authorities that sign the registry's certificate (https; default the
+    system's); relative to the config's folder."""
+    cert_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/client.pem"])
+    """PEM client certificate, for a registry that asks for one (mutual TLS)."""
+    key_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/client-key.pem"])
+    """The client certificate's private key (PEM), unless cert_file holds it."""
+    timeout_s: Annotated[int, integer(1)] = Field(10, examples=[30])
+    """Seconds each request to the registry may take."""
+
+
 class AvroOptions(StageOptions):
     """Options of an ``avro`` stage."""
 
@@ -303,10 +342,11 @@ class AvroOptions(StageOptions):
 
     wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
     """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
-    schemas: Annotated[str | None, existing("folder of <id>.avsc files", folder=True)] = Field(
-        None, examples=["schemas"]
-    )
-    """Writer schemas by id: a folder of <id>.avsc files (wire_format confluent); relative to the config's folder."""
+    schemas: Annotated[
+        str | RegistryOptions | None, folder_or(RegistryOptions, existing("folder of <id>.avsc files", folder=True))
+    ] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.avsc files, relative to the config's folder;
+    or a schema registry (a mapping: url, subject…), whose subject's versions are listed when the stage is built."""
     writer_schema: Annotated[str | None, existing(".avsc file", folder=False)] = Field(
         None, examples=["schemas/order.avsc"]
     )

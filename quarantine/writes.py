@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -55,7 +54,7 @@ from quarantine.config import BreachAction
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
 from quarantine.handlers import counts_by_kind
 from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
-from quarantine.metric_columns import observed_counts
+from quarantine.metric_columns import observed_counts, observed_row
 from quarantine.offset_watermark import OffsetWatermark
 from quarantine.plan import Plan
 from quarantine.policy import Scope
@@ -85,29 +84,6 @@ def _all_of(calls: Sequence[Callable[[], T]]) -> list[T]:
         futures = [pool.submit(call) for call in calls]
         wait(futures)
     return [f.result() for f in futures]
-
-
-def _collected(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] | None:
-    """``obs``'s metrics once the action that carried it has run; None if none ran it.
-
-    A classic session completes observations from its listener bus, a moment
-    after the action returns: wait up to ``timeout_s`` for them (``Observation.get``
-    would wait for ever if the action skipped its job). Spark Connect returns them
-    with the action's result.
-    """
-    jo = getattr(obs, "_jo", None)
-    if jo is None:
-        try:
-            return obs.get
-        except Exception:
-            return None
-    future = jo.future()
-    deadline = time.monotonic() + timeout_s
-    while not future.isCompleted():
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.005)
-    return obs.get
 
 
 #: the observed fingerprint of an uncached batch's failed rows (see ``BatchWriter._failed_again``)
@@ -352,7 +328,7 @@ class BatchWriter:
         observed = self._observed(b)
         obs = Observation(f"quarantine_{uuid.uuid4().hex}")
         self._write_target(b, b.split.observe(obs, *observed))
-        counts = _collected(obs)
+        counts = observed_row(obs)
         if counts is None:
             # the write ran no job over the batch (a stream's micro-batch Delta had already
             # committed under its txnVersion): count over the cache instead

@@ -31,6 +31,14 @@ editors; ``quarantine/config.schema.json`` is it, as shipped.
 from __future__ import annotations
 
 from quarantine._config_types import BreachAction
+from quarantine.config.choices import (
+    RateDuration,
+    ReusedCoordinates,
+    SourceFormat,
+    Tolerance,
+    TriggerKind,
+    WrittenBy,
+)
 from quarantine.config.json_schema import SCHEMA_FILE, json_schema, schema_text
 from quarantine.config.load import load_config, parse_config
 from quarantine.config.pipeline import PipelineConfig, StageSpec
@@ -38,16 +46,10 @@ from quarantine.config.sections import (
     ErrorsConfig,
     MetricsConfig,
     MlflowConfig,
-    RateDuration,
-    ReusedCoordinates,
     SourceConfig,
-    SourceFormat,
     SparkConfig,
     TargetConfig,
-    Tolerance,
     TriggerConfig,
-    TriggerKind,
-    WrittenBy,
 )
 
 __all__ = [

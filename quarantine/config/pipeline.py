@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -27,6 +28,7 @@ from quarantine._config_types import (
     integer,
     text,
 )
+from quarantine.config.choices import WrittenBy
 from quarantine.config.sections import (
     TRIGGER,
     ErrorsConfig,
@@ -37,7 +39,6 @@ from quarantine.config.sections import (
     SparkConfig,
     TargetConfig,
     TriggerConfig,
-    WrittenBy,
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
@@ -135,7 +136,8 @@ def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
         options = dict(raw.get("options") or {})
         opts = getattr(stage, "options", None)
         for option in getattr(type(opts), "paths", ()):
-            options[option] = getattr(opts, option)
+            value = getattr(opts, option)  # a mapping of options (a registry's) is kept as a mapping
+            options[option] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
         specs.append(StageSpec(name=stage.name, type=stage.type, input=stage.input, options=options, index=i))
     return tuple(specs)
 

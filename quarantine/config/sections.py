@@ -1,9 +1,8 @@
-"""The config's sections and their value types: errors, source, target, trigger, metrics, MLflow, Spark."""
+"""The config's sections: errors, source, target, trigger, metrics, MLflow, Spark (their choices: ``choices``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from functools import cache
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
@@ -37,6 +36,14 @@ from quarantine._config_types import (
     text,
     unknown_key,
 )
+from quarantine.config.choices import (
+    RateDuration,
+    ReusedCoordinates,
+    SourceFormat,
+    Tolerance,
+    TriggerKind,
+    WrittenBy,
+)
 from quarantine.errors import ConfigError
 
 __all__ = [
@@ -46,69 +53,13 @@ __all__ = [
     "ErrorsConfig",
     "MetricsConfig",
     "MlflowConfig",
-    "RateDuration",
-    "ReusedCoordinates",
     "Section",
     "SourceConfig",
-    "SourceFormat",
     "SparkConfig",
     "TargetConfig",
-    "Tolerance",
     "TriggerConfig",
-    "TriggerKind",
-    "WrittenBy",
     "schema_of",
 ]
-
-
-class Tolerance(StrEnum):
-    """``errors.tolerance``: fail on the first error, or tolerate all of them."""
-
-    NONE = "none"
-    ALL = "all"
-
-
-class RateDuration(StrEnum):
-    """``errors.tolerance.rate.duration``: the window of the rate limit."""
-
-    MINUTE = "minute"
-    HOUR = "hour"
-    DAY = "day"
-
-    @property
-    def seconds(self) -> int:
-        return {"minute": 60, "hour": 3600, "day": 86400}[self.value]
-
-
-class ReusedCoordinates(StrEnum):
-    """``errors.coordinates.reused``: what a record whose coordinates an earlier record with
-    other content already holds does (a recreated topic, a rewritten source)."""
-
-    QUARANTINE = "quarantine"
-    PROCESS = "process"
-    FAIL = "fail"
-
-
-class WrittenBy(StrEnum):
-    """``target.written_by``: who appends the target and quarantine tables."""
-
-    JOB = "job"
-    PIPELINE = "pipeline"
-
-
-class SourceFormat(StrEnum):
-    """Where records come from. Delta and Parquet sources must be Kafka-shaped."""
-
-    KAFKA = "kafka"
-    DELTA = "delta"
-    PARQUET = "parquet"
-
-
-class TriggerKind(StrEnum):
-    """Streaming trigger: drain what is there and stop, or run every interval."""
-
-    AVAILABLE_NOW = "available_now"
-    PROCESSING_TIME = "processing_time"
 
 
 # --------------------------------------------------------------------------- the sections

@@ -120,6 +120,14 @@ class BatchRunner:
             "batch %s: %s in, %s ok, %s quarantined",
             batch_id, report.records_in, report.records_ok, report.records_quarantined,
         )
+        if report.stale_stages:
+            # the batch's writes are durable; its records that a refreshed stage would mend (an
+            # avro stage's schema ids not listed yet) are in quarantine. At most once per batch,
+            # never failing it (a source that cannot be asked is logged): the next batch runs it.
+            try:
+                p.refresh(report.stale_stages)
+            except Exception as exc:  # a stage's refresh must not raise; if one does, the batch stands
+                log.warning("batch %s: refreshing %s failed: %s", batch_id, ", ".join(report.stale_stages), exc)
 
 
 @dataclass

@@ -2,11 +2,20 @@
 
 The wire format (Confluent's, and Apicurio's in its Confluent mode): a zero magic
 byte, the writer schema's id as a 4-byte big-endian integer, then the Avro binary
-encoding. Writer schemas come from a folder of ``<id>.avsc`` files, read once when
-the stage is built (on the driver; never per record). Each record is decoded with
-Spark's ``from_avro`` under its id's writer schema and read as the reader schema
-(Avro's resolution rules: added fields take their defaults, removed fields are
+encoding. Writer schemas come from a folder of ``<id>.avsc`` files, or from a schema
+registry speaking the Confluent REST API (every version of a subject, or of several),
+read once when the stage is built (on the driver; never per record). Each record is
+decoded with Spark's ``from_avro`` under its id's writer schema and read as the reader
+schema (Avro's resolution rules: added fields take their defaults, removed fields are
 skipped, ``int`` → ``long`` → ``float`` → ``double`` promote).
+
+A registry's subject gains versions while a stream runs. The stage stays pure Columns:
+a record whose id was not listed when the stage was built is an ``UnknownSchemaId``
+error, and the streaming runner, after a micro-batch in which the stage gave one, asks
+the stage for a :meth:`~AvroDecode.refreshed` copy (the subjects listed again, once per
+micro-batch at most, only the new versions read) that the next micro-batch runs. A
+registry that cannot be asked never fails the batch: the records wait in quarantine,
+and a replay, whose stages are built anew, decodes them once their schema is listed.
 
 How a failure is told apart, without a Python call per record: Spark's PERMISSIVE
 mode gives a struct of NULLs for bytes it cannot decode, which a record of optional
@@ -21,7 +30,8 @@ Error classes and their messages::
     NullInput                 column 'value' is NULL; expected Avro bytes   (unless nullable: true)
     BadMagicByte              column 'value' is not in the schema-registry wire format: expected the
                               magic byte 0x00 and a 4-byte schema id, found 0x7B226964 (57 bytes)
-    UnknownSchemaId           schema id 42: no writer schema for it (ids: 1, 2)
+    UnknownSchemaId           schema id 42: no writer schema for it in subject orders-value at
+                              https://registry:8081 (ids: 1, 2)
     UndecodableAvro           schema id 1: 12 bytes do not decode as the writer schema orders.Order
                               (starting 0xFFFFFF…)
     IncompatibleReaderSchema  schema id 1: its records cannot be read as the reader schema orders.Order
@@ -31,7 +41,8 @@ Error classes and their messages::
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyspark.sql import Column
@@ -39,10 +50,24 @@ from pyspark.sql import functions as F
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
+from quarantine.retry import RetryPolicy
 from quarantine.schema import ErrorKind
-from quarantine.schema_sources import HEADER_BYTES, FolderSchemas, UnknownSchemaIdError
+from quarantine.schema_registry import RegistrySource, SubjectVersion, avro_writers, registry_retry, replace_message
+from quarantine.schema_sources import (
+    HEADER_BYTES,
+    FolderSchemas,
+    RegistryAuthError,
+    SchemaLookupError,
+    UnknownSchemaIdError,
+    UnknownSubjectError,
+)
 from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import AvroOptions
+from quarantine.stage_types import AvroOptions, RegistryOptions
+
+log = logging.getLogger("quarantine")
+
+#: the error class a refreshed stage (the subjects listed again) may no longer give
+UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
 __all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
 
@@ -91,6 +116,10 @@ class AvroDecode(Stage):
         input: the binary column (default ``value``).
         nullable: whether a NULL input is fine (result NULL) or an error.
         source: where the writer schemas came from (for messages).
+        registry: the registry and subjects the writer schemas were listed from, or None
+            (a folder, or plain Avro): then :meth:`refreshed` lists them again.
+        listed: every ``(subject, version)`` listed so far, Avro or not (a refresh reads
+            only the others).
     """
 
     name: str
@@ -101,8 +130,49 @@ class AvroDecode(Stage):
     nullable: bool = False
     source: str = ""
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
+    registry: RegistrySource | None = None
+    listed: frozenset[tuple[str, int]] = frozenset()
 
     deterministic = True  # pure Column expressions of the record
+
+    def refreshes(self) -> frozenset[str]:
+        """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""
+        return frozenset({UNKNOWN_SCHEMA_ID}) if self.registry is not None else frozenset()
+
+    def refreshed(self, retry: RetryPolicy | None = None) -> AvroDecode | None:
+        """This stage with the versions registered since it was built or last refreshed, or None.
+
+        The subjects' version lists are read again (one request each) and only the versions
+        not listed yet are read, each request under ``retry`` (the pipeline's ``errors.retry.*``;
+        only an unreachable registry, 429 or 5xx, is retried). The reader schema stays as it is:
+        a stream writes one shape for its whole run.
+
+        Never raises for the registry: a failure is logged and gives None (the stage stays as
+        it is; its records with unknown ids wait in quarantine).
+        """
+        if self.registry is None:
+            return None
+        try:
+            found = self.registry.list(self.listed, registry_retry(retry) if retry is not None else None)
+        except SchemaLookupError as exc:
+            log.warning(
+                "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
+                "listed yet stay in quarantine, for a later micro-batch's listing or a replay",
+                self.name, self.registry.describe(), exc,
+            )
+            return None
+        new, skipped = avro_writers(found)
+        _warn_skipped(self.name, skipped)
+        listed = self.listed | {(v.subject, v.version) for v in found}
+        known = dict(self.writers)
+        added = {sid: text for sid, text in new.items() if sid not in known}
+        if not added:
+            return replace(self, listed=listed) if listed != self.listed else None
+        log.info(
+            "stage %s: schema id(s) %s listed in %s; the next micro-batch decodes them",
+            self.name, ", ".join(map(str, sorted(added))), self.registry.describe(),
+        )
+        return replace(self, writers=tuple(sorted({**known, **added}.items())), listed=listed)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql.avro.functions import from_avro
@@ -180,30 +250,45 @@ class AvroDecode(Stage):
 
 
 def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
-    """Build the stage from its YAML declaration; the schema files are read here, once.
+    """Build the stage from its YAML declaration; the schemas are read here, once.
+
+    A folder's ``<id>.avsc`` files are read; a registry's subjects are listed and each of
+    their versions read (one attempt per request: ``errors.retry.*`` is the runner's, for the
+    listings of a running stream). The reader schema is ``reader_schema``, else the highest
+    id's writer schema (a folder), or the schema of the first subject's latest version (a
+    registry: what ``use.latest.version`` reads as), fixed for the stage's life.
 
     Raises:
         ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
-            or an option contradicts the wire format (naming ``stages[i].options.x``).
+            a subject is not registered, the registry refuses the credentials, the subjects hold
+            no Avro schema, or an option contradicts the wire format (naming ``stages[i].options.x``).
+        SchemaLookupError: the registry could not be asked (unreachable, 5xx, an answer the API
+            does not document), naming the option and the registry.
     """
     wire = options.wire_format
     writers: list[tuple[int, str]] = []
+    registry: RegistrySource | None = None
+    listed: frozenset[tuple[str, int]] = frozenset()
+    latest: str | None = None  # a registry's default reader schema
     if wire == "confluent":
-        folder = options.schemas
-        if folder is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas "
-                              "(required with wire_format: confluent)")
-        source = FolderSchemas(Path(folder))
-        if not source.folder.is_dir():
-            raise ConfigError(spec.key("options.schemas"), folder, "an existing folder of <id>.avsc files")
-        for sid in source.ids():
-            try:
-                writers.append((sid, source.schema(sid)))
-            except UnknownSchemaIdError as exc:
-                raise ConfigError(spec.key("options.schemas"), folder, f"readable schemas ({exc})") from None
-        if not writers:
-            raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.avsc file")
-        where = str(source.folder)
+        schemas = options.schemas
+        if schemas is None:
+            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas, or a "
+                              "schema registry (required with wire_format: confluent)")
+        if isinstance(schemas, RegistryOptions):
+            registry, versions = _listed(spec, schemas)
+            by_id, skipped = avro_writers(versions)
+            _warn_skipped(spec.name, skipped)
+            if not by_id:
+                why = "; ".join(f"{v.subject} v{v.version}: {reason}" for v, reason in skipped[:5])
+                raise ConfigError(spec.key("options.schemas"), registry.describe(),
+                                  "subjects holding at least one Avro schema" + (f" ({why})" if why else ""))
+            writers = sorted(by_id.items())
+            listed = frozenset((v.subject, v.version) for v in versions)
+            where = registry.describe()
+            latest = _latest(registry.subjects, versions, by_id)
+        else:
+            writers, where = _folder(spec, schemas)
     else:
         path = options.writer_schema
         if path is None:
@@ -213,7 +298,10 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
     reader_path = options.reader_schema
-    reader = _read_schema(reader_path, spec.key("options.reader_schema")) if reader_path else writers[-1][1]
+    if reader_path:
+        reader = _read_schema(reader_path, spec.key("options.reader_schema"))
+    else:
+        reader = latest if latest is not None else writers[-1][1]
     return AvroDecode(
         name=spec.name,
         writers=tuple(writers),
@@ -222,4 +310,65 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         input=spec.input or "value",
         nullable=options.nullable,
         source=where,
+        registry=registry,
+        listed=listed,
     )
+
+
+def _folder(spec: StageSpec, folder: str) -> tuple[list[tuple[int, str]], str]:
+    """The writer schemas of a folder of ``<id>.avsc`` files, and the folder (for messages)."""
+    source = FolderSchemas(Path(folder))
+    if not source.folder.is_dir():
+        raise ConfigError(spec.key("options.schemas"), folder, "an existing folder of <id>.avsc files")
+    writers: list[tuple[int, str]] = []
+    for sid in source.ids():
+        try:
+            writers.append((sid, source.schema(sid)))
+        except UnknownSchemaIdError as exc:
+            raise ConfigError(spec.key("options.schemas"), folder, f"readable schemas ({exc})") from None
+    if not writers:
+        raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.avsc file")
+    return writers, str(source.folder)
+
+
+def _listed(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
+    """The registry the options name, and every version of its subjects (each request made once)."""
+    if (options.subject is None) == (options.subjects is None):
+        raise ConfigError(spec.key("options.schemas.subject"), options.subject,
+                          "exactly one of subject (one subject) and subjects (a list)")
+    subjects = (options.subject,) if options.subject is not None else tuple(options.subjects or ())
+    registry = RegistrySource(
+        url=options.url, subjects=subjects, user=options.user, password=options.password,
+        ca_file=options.ca_file, cert_file=options.cert_file, key_file=options.key_file,
+        timeout_s=float(options.timeout_s),
+    )
+    try:
+        return registry, registry.list()
+    except UnknownSubjectError as exc:
+        key = "options.schemas.subject" if options.subject is not None else "options.schemas.subjects"
+        raise ConfigError(spec.key(key), options.subject or list(subjects),
+                          f"a subject registered at {registry.describe().rsplit(' at ', 1)[1]} ({exc})") from None
+    except RegistryAuthError as exc:
+        raise ConfigError(spec.key("options.schemas.user"), options.user,
+                          f"credentials the registry accepts for {registry.describe()} ({exc})") from None
+    except SchemaLookupError as exc:
+        raise replace_message(
+            exc, f"{spec.key('options.schemas')}: could not list the writer schemas of {registry.describe()}: {exc}"
+        ) from None
+
+
+def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: dict[int, str]) -> str | None:
+    """The schema of the highest version of the first subject that has an Avro one (the default reader)."""
+    for subject in subjects:
+        mine = [v for v in versions if v.subject == subject and v.schema_id in writers]
+        if mine:
+            return writers[max(mine, key=lambda v: v.version).schema_id]
+    return None
+
+
+def _warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
+    for v, why in skipped:
+        log.warning(
+            "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
+            stage, v.schema_id, v.subject, v.version, why,
+        )

@@ -167,7 +167,7 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
     rows = spark.read.format("delta").load(str(warehouse / "orders_metrics"))
     totals = {r["metric"]: r["v"] for r in rows.where("stage IS NULL AND topic IS NULL").groupBy("metric").agg(
         {"value": "sum"}).withColumnRenamed("sum(value)", "v").collect()}
-    assert totals == {"records-ok": ok, "records-quarantined": bad, "total-record-errors": bad,
+    assert totals == {"records-in": RECORDS, "records-ok": ok, "records-quarantined": bad, "total-record-errors": bad,
                       "total-records-skipped": bad}, totals
     by_stage = {r["stage"]: r["count"] for r in quarantine.groupBy("stage").count().collect()}
     assert {r["stage"]: r["v"] for r in rows.where("metric = 'records-quarantined' AND stage IS NOT NULL").groupBy(

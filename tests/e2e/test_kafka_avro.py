@@ -1,15 +1,19 @@
-"""The avro stage from a real broker: wire-format Avro records with every poison kind.
+"""The avro stage from a real broker: wire-format Avro records with every poison kind, and a
+writer schema registered while a stream runs.
 
 Values are encoded by Spark's ``to_avro`` (the Avro Java library) and framed in the
-schema-registry wire format by hand, then produced with ``confluent-kafka``. No schema
-registry runs here (issue 14's registry source is not built yet): the writer schemas
-come from a folder of ``<id>.avsc`` files, as the stage's offline option reads them.
+schema-registry wire format by hand, then produced with ``confluent-kafka``. No registry
+product runs here: the first test reads its writer schemas from a folder of ``<id>.avsc``
+files; the second from :class:`tests.support.registry.RegistryStandIn`, an in-process
+stand-in for the Confluent Schema Registry REST API (not a registry).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,11 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
+from quarantine.replay import replay
+from quarantine.runners.streaming import run_stream
+from quarantine.stages.avro import AvroDecode
 from tests.support import KafkaBroker, Record, kafka_pipeline_conf, ledger, produce
+from tests.support.registry import registry_stand_in
 
 V1 = {"type": "record", "name": "Order", "namespace": "shop",
       "fields": [{"name": "order_id", "type": "string"}, {"name": "amount", "type": "double"}]}
@@ -81,3 +89,93 @@ def test_avro_records_from_a_broker_land_once_each_poison_quarantined_byte_exact
     # v1 records read as the highest id's schema (v2): currency takes its default
     assert {r.currency for r in target.where("order_id LIKE 'o-%'").collect()} == {"EUR"}
     assert {r.currency for r in target.where("order_id LIKE 'n-%'").collect()} == {"USD"}
+
+
+def _rows(spark: Any, path: str) -> list[Any]:
+    try:
+        return spark.read.format("delta").load(path).collect()
+    except Exception:  # not created yet
+        return []
+
+
+def test_a_schema_registered_while_the_stream_runs_is_quarantined_until_the_stage_lists_it_then_decoded(
+    spark: Any, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    """Issue 39: the stage lists the subject when it is built (v1 only). v2 is registered while the
+    query runs; the first micro-batch holding v2 records quarantines them as UnknownSchemaId and the
+    stage lists the subject again after it, once; later v2 records are decoded; a replay decodes the
+    quarantined ones; every record ends in exactly one place."""
+    (topic,) = new_topics("avro-registry")
+    b = kafka_broker.bootstrap
+    subject = f"{topic}-value"  # Kafka Connect's default subject for the topic's values
+    (tmp_path / "reader.avsc").write_text(json.dumps(V2))
+    raw = kafka_pipeline_conf(b, tmp_path, topics=[topic], pipeline="orders_avro_registry", processing_time="1 second")
+    q_path, t_path = raw["errors"]["deadletterqueue.table.name"], raw["target"]["table"]
+
+    def v1(first: int, n: int) -> list[Record]:
+        values = _encoded(spark, V1, [(f"o-{i}", float(i)) for i in range(first, first + n)],
+                          "order_id string, amount double")
+        return [Record(topic, _framed(1, v), key=f"k{first + j}".encode()) for j, v in enumerate(values)]
+
+    def v2(first: int, n: int) -> list[Record]:
+        values = _encoded(spark, V2, [(f"n-{i}", float(i), "USD") for i in range(first, first + n)],
+                          "order_id string, amount double, currency string")
+        return [Record(topic, _framed(2, v), key=f"n{first + j}".encode()) for j, v in enumerate(values)]
+
+    def settled(n: int, timeout_s: float = 180) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(_rows(spark, q_path)) + len(_rows(spark, t_path)) < n:
+            assert time.monotonic() < deadline, f"the stream did not settle {n} records"
+            assert thread.is_alive(), outcome
+            time.sleep(1)
+
+    with registry_stand_in() as stand_in:
+        assert stand_in.register(subject, V1) == 1
+        raw["stages"] = [{"name": "order", "type": "avro", "options": {
+            "schemas": {"url": stand_in.url, "subject": subject}, "reader_schema": str(tmp_path / "reader.avsc")}}]
+        pipe = Pipeline.from_config(parse_config(raw), spark, listeners=[])  # lists v1
+        outcome: dict[str, Any] = {}
+        queries: list[Any] = []
+
+        def stream() -> None:
+            try:
+                outcome["summary"] = run_stream(pipe, max_duration_s=600, on_started=queries.append)
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=stream, daemon=True)
+        thread.start()
+        produced = produce(b, v1(0, 20))
+        settled(20)
+        assert stand_in.register(subject, V2) == 2  # while the query runs
+        stand_in.requests.clear()
+        produced += produce(b, v2(0, 15))
+        settled(35)
+        produced += produce(b, v2(15, 15) + v1(20, 5))
+        settled(55)
+        queries[0].stop()
+        thread.join(timeout=120)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+
+        # one listing of the subject, after the micro-batch that met id 2, and id 2 read once
+        assert [r.path for r in stand_in.requests] == [
+            f"/subjects/{subject}/versions", f"/subjects/{subject}/versions/2"]
+        stage = pipe.stages[0]
+        assert isinstance(stage, AvroDecode) and [sid for sid, _ in stage.writers] == [1, 2]
+        batches = outcome["summary"].batches
+        assert [bt.stale_stages for bt in batches].count(("order",)) == 1
+
+        quarantined = _rows(spark, q_path)
+        assert quarantined and {r.error_class for r in quarantined} == {"UnknownSchemaId"}
+        assert {r.message for r in quarantined} == {
+            f"schema id 2: no writer schema for it in subject {subject} at {stand_in.url} (ids: 1)"}
+        decoded_v2 = [r for r in _rows(spark, t_path) if r.order_id.startswith("n-")]
+        # quarantined until the stage listed the subject again, decoded from then on
+        assert max(r.offset for r in quarantined) < min(r._source_offset for r in decoded_v2)
+        assert len(quarantined) + len(decoded_v2) == 30 and len(quarantined) <= 15
+        assert {r.currency for r in decoded_v2} == {"USD"}
+
+        result = replay(Pipeline.from_config(parse_config(raw), spark, listeners=[]))
+        assert (result.replayed, result.still_failing) == (len(quarantined), 0)
+    book = ledger(spark, produced, target=t_path, quarantine=q_path, pipeline=raw["pipeline"], statuses=["open"])
+    assert book.exactly_once and book.in_target == 55 and book.in_quarantine == 0, book.describe()

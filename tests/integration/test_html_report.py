@@ -16,7 +16,8 @@ import pytest
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from quarantine.html_report import FIGURES, ReportData, collect_report_data, write_report
+from quarantine.html_report import FIGURES, write_report
+from quarantine.report_data import ReportData, collect_report_data
 from tests.helpers import REPORT_SOURCE, kafka_df, orders_config
 from tests.support.readme import block
 

@@ -14,13 +14,12 @@ from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
 from quarantine.html_report import (
     FIGURES,
-    ReportData,
     ReportDependencyError,
     _figures,
     render_html,
     require_plotly,
-    time_unit,
 )
+from quarantine.report_data import ReportData, time_unit
 
 T0 = dt.datetime(2026, 11, 2, 10, 0)
 SRC = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)

@@ -1,0 +1,53 @@
+"""What a command prints to the log: its own lines, other projects' only with ``--verbose``."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from quarantine.listeners.error_log import ErrorContextTally
+from quarantine.session import LOG_LEVEL_ENV
+
+__all__ = ["configure_logging"]
+
+
+#: Loggers whose INFO lines are other projects' chatter: WARNING unless ``--verbose``.
+_THIRD_PARTY = ("py4j", "urllib3", "alembic", "mlflow", "great_expectations", "pyspark", "httpx", "git")
+
+
+def _other_projects_info(record: logging.LogRecord) -> bool:
+    """Drops other projects' records below WARNING (a library may set its own logger to INFO: GX does)."""
+    return record.name == "quarantine" or record.name.startswith("quarantine.") or record.levelno >= logging.WARNING
+
+
+def configure_logging(verbose: bool) -> ErrorContextTally | None:
+    """A command prints its own lines only, unless ``verbose`` (README: The command line).
+
+    Without ``verbose``: Python log lines of the ``quarantine.*`` loggers from INFO, other
+    projects' from WARNING; the local JVM's from ERROR (``$QUARANTINE_SPARK_LOG_LEVEL``,
+    read from the JVM's start: :data:`quarantine.session.LOG_CONFIG`); error-context
+    lines counted, not shown, for the summary the command ends with. With ``verbose``:
+    other projects' INFO lines, Spark's WARN lines, each error-context line. Called
+    before Spark or MLflow start (each reads its variable once); a variable the user set stands.
+
+    Returns:
+        The tally of error-context lines kept off the terminal; None with ``verbose``, or
+        when the root logger already has handlers (a host's logging stands).
+    """
+    if verbose:
+        os.environ.setdefault(LOG_LEVEL_ENV, "WARN")
+    os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")  # else MLflow prints INFO lines with its own handler
+    root = logging.getLogger()
+    ours = not root.handlers
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("quarantine").setLevel(logging.INFO)
+    for name in _THIRD_PARTY:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    if verbose or not ours:
+        return None
+    tally = ErrorContextTally()
+    for handler in root.handlers:
+        handler.addFilter(_other_projects_info)
+        handler.addFilter(tally)
+    return tally
