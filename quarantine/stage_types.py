@@ -359,35 +359,27 @@ class AvroOptions(StageOptions):
     """A NULL input is a NULL result (success) instead of a NullInput error."""
 
 
+_DESC, _DESCS = existing(".desc file", folder=False), existing("folder of <id>.desc files", folder=True)
+
+
 class ProtobufOptions(StageOptions):
     """Options of a ``protobuf`` stage."""
 
     #: Options that are file paths: resolved against the config's folder when it is loaded.
     paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor", "reader_descriptor")
-
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"wire_format": "confluent", "schemas": "schemas", "message": "shop.Order"},
-    ]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"schemas": "schemas", "message": "shop.Order"}]})
 
     wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
     """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
-    schemas: Annotated[str | None, existing("folder of <id>.desc files", folder=True)] = Field(
-        None, examples=["schemas"]
-    )
-    """Writer schemas by id: a folder of <id>.desc FileDescriptorSets (protoc --include_imports
-    --descriptor_set_out), for wire_format confluent; relative to the config's folder."""
-    descriptor: Annotated[str | None, existing(".desc file", folder=False)] = Field(
-        None, examples=["order.desc"]
-    )
+    schemas: Annotated[str | None, _DESCS] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets
+    (protoc --include_imports --descriptor_set_out); relative to the config's folder."""
+    descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order.desc"])
     """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
     message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])
-    """The full name of the message records are read as; default the first message of the reader
-    descriptor's schema file (its last file)."""
-    reader_descriptor: Annotated[str | None, existing(".desc file", folder=False)] = Field(
-        None, examples=["order_v2.desc"]
-    )
-    """The FileDescriptorSet declaring the message records are read as; default the highest id's
-    (the descriptor's, with wire_format none)."""
+    """The full name of the message records are read as; default the reader descriptor's first message."""
+    reader_descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order_v2.desc"])
+    """The FileDescriptorSet declaring that message; default the highest id's (with none: descriptor)."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
 
@@ -486,9 +478,8 @@ for _builtin in (
     StageType("avro", AvroOptions, "quarantine.stages.avro:from_spec",
               "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). "
               "Input default: value."),
-    StageType("protobuf", ProtobufOptions, "quarantine.stages.protobuf:from_spec",
-              "Decode Protobuf, schema-registry framed or plain, with the protobuf package over descriptor "
-              "sets (deserialize). Input default: value."),
+    StageType("protobuf", ProtobufOptions, "quarantine.stages.protobuf:from_spec", "Decode Protobuf, "
+              "schema-registry framed or plain, over descriptor sets (deserialize). Input default: value."),
     StageType("json", JsonOptions, "quarantine.stages.json:from_spec",
               "Parse JSON against a declared schema (deserialize)."),
     StageType("cast", CastOptions, "quarantine.stages.cast:from_spec",
