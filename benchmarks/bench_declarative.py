@@ -67,47 +67,52 @@ def _free_port() -> int:
 
 
 class _Server:
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, conf: Sequence[str] = ()) -> None:
         self.port = _free_port()
         self.env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": secrets.token_hex(16),
                     "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
         self.env.pop("QUARANTINE_SPARK_REMOTE", None)
-        self.proc = subprocess.Popen([str(BIN / "quarantine"), "connect-server", "--port", str(self.port)],
+        self.proc = subprocess.Popen([str(BIN / "quarantine"), "connect-server", "--port", str(self.port),
+                                      *[a for c in conf for a in ("--conf", c)]],
                                      cwd=cwd, env=self.env, stdout=subprocess.PIPE,
                                      stderr=(cwd / "server.log").open("wb"), text=True)
         assert self.proc.stdout is not None
         if "listening" not in self.proc.stdout.readline():
             raise RuntimeError(f"quarantine connect-server did not start: see {cwd / 'server.log'}")
 
-    def run(self, project: Path) -> float:
-        started = time.perf_counter()
+    def run(self, project: Path) -> str:
+        """``spark-pipelines run`` in ``project``; its output (stdout, then stderr)."""
         done = subprocess.run([str(BIN / "spark-pipelines"), "run", "--remote", f"sc://localhost:{self.port}"],
                               cwd=project, env=self.env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"spark-pipelines run in {project} failed:\n{done.stderr[-3000:]}")
-        return time.perf_counter() - started
+            said = "\n".join(ln for ln in (done.stdout + done.stderr).splitlines() if " WARN " not in ln)
+            raise RuntimeError(f"spark-pipelines run in {project} failed:\n{said[-3000:]}")
+        return done.stdout + done.stderr
 
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(120)
 
 
-def _project(root: Path, arm: str, i: int, source: Path) -> Path:
-    """A fresh project of ``arm`` (its own storage and table names) under ``root``."""
-    project = root / f"{arm}-{i}"
-    spec = (f"name: {arm}_{i}\nstorage: file://{project / 'storage'}\n"
+def _project(root: Path, arm: str, i: int, source: Path, label: str | None = None) -> Path:
+    """A fresh project of ``arm`` (its own storage and table names) under ``root``; ``label``
+    (default ``arm``) names its folder and tables, so variants of one arm do not collide."""
+    label = label or arm
+    project = root / f"{label}-{i}"
+    spec = (f"name: {label}_{i}\nstorage: file://{project / 'storage'}\n"
             "libraries:\n  - glob:\n      include: transformations/**\n")
     if arm == "quarantine":
         shutil.copytree(REPO / "pipelines" / "orders", project, ignore=shutil.ignore_patterns("data", "__pycache__"))
         conf = (project / "orders.yml").read_text(encoding="utf-8")
         conf = re.sub(r"(?m)^  path: .*$", f"  path: {source}", conf)
-        conf = conf.replace("table: orders\n", f"table: orders_q{i}\n")
-        conf = conf.replace("name: orders_quarantine", f"name: orders_q{i}_quarantine")
+        conf = conf.replace("table: orders\n", f"table: orders_{label}{i}\n")
+        conf = conf.replace("name: orders_quarantine", f"name: orders_{label}{i}_quarantine")
+        conf = conf.replace("pipeline: orders_declarative", f"pipeline: orders_{label}{i}")
         (project / "orders.yml").write_text(conf, encoding="utf-8")
     else:
         (project / "transformations").mkdir(parents=True)
         (project / "transformations" / "orders.py").write_text(
-            PLAIN.format(table=f"orders_plain{i}", source=source), encoding="utf-8")
+            PLAIN.format(table=f"orders_{label}{i}", source=source), encoding="utf-8")
     (project / "spark-pipeline.yml").write_text(spec, encoding="utf-8")
     return project
 
@@ -127,7 +132,9 @@ def run(records: int = 1_000_000, repeat: int = 3) -> list[Row]:
     try:
         for i in range(repeat):
             for arm in times:
-                times[arm].append(server.run(_project(root, arm, i, source)))
+                started = time.perf_counter()
+                server.run(_project(root, arm, i, source))
+                times[arm].append(time.perf_counter() - started)
     finally:
         server.close()
     base, ours = median(times["plain"]), median(times["quarantine"])

@@ -52,12 +52,12 @@ from quarantine.errors import ConfigError, QuarantineError
 from quarantine.plan import Plan
 from quarantine.replay_queue import queue_table
 from quarantine.runners.streaming import read_stream
-from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA
+from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA, RESULT
 from quarantine.stage import JudgingStage
 
 __all__ = [
     "SET_PREFIX", "DeclaredPipeline", "check_declarable", "declare", "pipeline_overrides", "quarantine_frame",
-    "staged_frame", "target_frame",
+    "staged_frame", "staged_table", "target_frame",
 ]
 
 #: ``run_id`` of the quarantine rows a pipeline writes (the update's id is the runtime's).
@@ -157,11 +157,13 @@ def target_frame(plan: Plan, staged: DataFrame) -> DataFrame:
     return plan.target_rows(staged)
 
 
-def quarantine_frame(plan: Plan, staged: DataFrame) -> DataFrame:
+def quarantine_frame(plan: Plan, staged: DataFrame, *, fingerprint: bool | None = None) -> DataFrame:
     """The failed rows of ``staged`` as quarantine-table rows, their errors redacted as a job's
-    are; the times are each row's write time (``current_timestamp()``), ``batch_id`` NULL."""
+    are; the times are each row's write time (``current_timestamp()``), ``batch_id`` NULL.
+    ``fingerprint``: whether ``staged`` has the fingerprint column (None: it is analysed)."""
     failed = staged.where(F.col(ERROR).isNotNull())
-    rows = plan.quarantine_writer().rows(failed, run_id=RUN_ID, batch_id=0, now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
+    rows = plan.quarantine_writer().rows(failed, run_id=RUN_ID, batch_id=0, now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+                                         fingerprint=fingerprint)
     now = F.current_timestamp()
     history: Column = F.transform("error_history", lambda h: h.withField("at", now))
     return rows.withColumns({
@@ -171,6 +173,28 @@ def quarantine_frame(plan: Plan, staged: DataFrame) -> DataFrame:
         "first_seen_date": F.to_date(F.convert_timezone(None, F.lit("UTC"), now)),  # the UTC date
         "batch_id": F.lit(None).cast("bigint"),
     })
+
+
+def staged_table(
+    plan: Plan, session: SparkSession, name: str, staged: DataFrame
+) -> tuple[Callable[[], DataFrame], Callable[[], DataFrame], Callable[[], DataFrame]]:
+    """The query functions of ``declare(..., staged="table")``: ``staged`` as a streaming table
+    named ``name``, and the target's and the quarantine table's rows read from it as a stream.
+
+    The stages run once per record and update, in the staged table's flow; the two tables'
+    flows filter and project what it wrote. It keeps only the columns their rows are built
+    from: the coordinates, the raw bytes (which :meth:`Plan.split_frame` keeps for failed rows
+    only), the final result and error, the fingerprint. Its columns are known here, so the
+    two flows' frames are built on the table's stream without analysing it: a query function
+    may not, and the table does not exist before the first update."""
+    query = staged.select(*KAFKA_SOURCE_SCHEMA.fieldNames(), RESULT, ERROR, FINGERPRINT)
+    result_type = query.schema[RESULT].dataType
+
+    def read() -> DataFrame:
+        return session.readStream.table(name)
+
+    return (lambda: query, lambda: plan.target_rows(read(), result_type=result_type),
+            lambda: quarantine_frame(plan, read(), fingerprint=True))
 
 
 def _pipelines_api() -> Any:
@@ -226,6 +250,7 @@ def declare(
     spark: SparkSession | None = None,
     api: Any = None,
     overrides: Mapping[str, Any] | None = None,
+    staged: str = "view",
 ) -> DeclaredPipeline:
     """Declare a config's staged view, target table and quarantine table in the current pipeline.
 
@@ -240,6 +265,10 @@ def declare(
         api: the declarative API (default ``pyspark.pipelines``, else ``dlt``): a test's stand-in.
         overrides: config keys to set, as ``--set`` does, on top of the pipeline's
             ``quarantine.set.<key>`` settings (a bundle's pipeline ``configuration``).
+        staged: ``view``: a temporary view, inlined into both tables' flows (the source is
+            read and the stages run twice per update); ``table``: a streaming table that both
+            tables' flows read (:func:`staged_table`: the stages run once; the table keeps
+            every record's result or error, and a failed record's raw bytes).
 
     Returns:
         The declared datasets' names.
@@ -265,7 +294,7 @@ def declare(
     target_df = target_frame(plan, staged_df)
     quarantine_df = quarantine_frame(plan, staged_df)
 
-    def staged() -> DataFrame:
+    def staged_rows() -> DataFrame:
         return staged_df
 
     def good() -> DataFrame:
@@ -274,8 +303,14 @@ def declare(
     def bad() -> DataFrame:
         return quarantine_df
 
+    staged_dataset = dp.temporary_view
+    if staged == "table":  # the stages once per record: the two tables read a staged table
+        staged_dataset = dp.table
+        staged_rows, good, bad = staged_table(plan, session, names.staged, staged_df)
+    elif staged != "view":
+        raise ConfigError("staged", staged, "view or table")
     declared: list[tuple[Callable[..., Any], Callable[[], DataFrame]]] = [
-        (dp.temporary_view(name=names.staged, comment=f"quarantine {cfg.pipeline}: the staged source"), staged),
+        (staged_dataset(name=names.staged, comment=f"quarantine {cfg.pipeline}: the staged source"), staged_rows),
         (_table(dp, names.target, f"quarantine {cfg.pipeline}: good rows"), good),
         (_table(dp, names.quarantine, f"quarantine {cfg.pipeline}: failed records, raw bytes"), bad),
     ]

@@ -26,6 +26,7 @@ from typing import Self
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from quarantine.agreement import check_tables_agree, check_target_holds_replayed
 from quarantine.chain import StageAnalysisError, apply_stages, final_error, final_result
@@ -284,10 +285,14 @@ class Plan:
                     replaced.append(stage.name)
         return replaced
 
-    def target_rows(self, split: DataFrame) -> DataFrame:
-        """Good rows in the target's shape: the final result's fields + source coordinates."""
-        res_type = split.schema[RESULT].dataType
+    def target_rows(self, split: DataFrame, *, result_type: DataType | None = None) -> DataFrame:
+        """Good rows in the target's shape: the final result's fields + source coordinates.
+
+        ``result_type``: the type of ``split``'s result column, when the caller knows it (None:
+        ``split`` is analysed for it; a declarative pipeline's query function may not)."""
         from pyspark.sql.types import StructType
+
+        res_type = split.schema[RESULT].dataType if result_type is None else result_type
 
         if isinstance(res_type, StructType):
             payload = [F.col(f"{RESULT}.{f.name}").alias(f.name) for f in res_type.fields]

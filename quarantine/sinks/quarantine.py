@@ -101,6 +101,7 @@ def quarantine_rows(
     batch_id: int,
     now: dt.datetime,
     error: Column | str = ERROR,
+    fingerprint: bool | None = None,
 ) -> DataFrame:
     """Shape failed records into quarantine-table rows (pure; no I/O).
 
@@ -111,6 +112,8 @@ def quarantine_rows(
         batch_id: the micro-batch writing these rows.
         now: the write time (``first_seen_at``/``last_seen_at``, history ``at``).
         error: the error struct column.
+        fingerprint: whether ``failed`` has the fingerprint column (None: look at its
+            columns, which analyses ``failed``).
 
     ``fingerprint`` is ``failed``'s :data:`~quarantine.schema.FINGERPRINT` column, or NULL
     without one (rows a custom sink reports from target rows, whose bytes are not the source's).
@@ -139,7 +142,8 @@ def quarantine_rows(
         F.lit(None).cast("string").alias("resolution"),
         # the UTC date of the UTC instant (to_date would take the session time zone's date)
         F.lit(now.astimezone(dt.UTC).date()).alias("first_seen_date"),
-        (F.col(FINGERPRINT) if FINGERPRINT in failed.columns else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
+        (F.col(FINGERPRINT) if (FINGERPRINT in failed.columns if fingerprint is None else fingerprint)
+         else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
     ]
     rows = failed.select(*cols)
     # Cast each column to the contract's type (nullability aside) so MERGE sees one schema.
@@ -273,7 +277,8 @@ class QuarantineWriter:
     topic: DlqTopic | None = None
 
     def rows(
-        self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str = ERROR
+        self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str = ERROR,
+        fingerprint: bool | None = None,
     ) -> DataFrame:
         """The quarantine table's rows of ``failed``, its error redacted (no job runs).
 
@@ -283,9 +288,14 @@ class QuarantineWriter:
             batch_id: the micro-batch writing them.
             now: the write time.
             error: the error struct column of ``failed``.
+            fingerprint: whether ``failed`` has the fingerprint column (None: look at its
+                columns, which analyses it; a declarative pipeline's query function may not).
         """
+        if fingerprint is None:
+            fingerprint = FINGERPRINT in failed.columns
         masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
-        return quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error)
+        return quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error,
+                               fingerprint=fingerprint)
 
     def write(
         self,
