@@ -12,9 +12,10 @@ is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
 
-Writes ``<results>/<UTC date>.json`` (every row with its samples, plus the machine
-and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else ``benchmarks/results``)
-and prints one markdown table.
+Writes ``<results>/<UTC date>.json`` (every row with its samples, each benchmark's wall
+time, the machine and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else
+``benchmarks/results``) and prints one markdown table. Each benchmark's wall time is also
+printed after its own table (``pipeline: 51.9 s``): where a run's time goes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -204,12 +206,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: {_MODULES[name]} not present, skipped", file=sys.stderr)
             continue
         print(f"\n## {name}\n", flush=True)
+        started = time.perf_counter()
         out = fn(_argv(name, args))
+        took = time.perf_counter() - started
+        print(f"\n{name}: {took:.1f} s", flush=True)
         if isinstance(out, list) and all(isinstance(r, Row) for r in out):
             rows.extend(out)
-            others[name] = f"ran ({len(out)} rows)"
+            others[name] = f"ran ({len(out)} rows, {took:.1f} s)"
         else:
-            others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
+            others[name] = f"ran (see its table above, {took:.1f} s)" if out is None else repr(out)[:2000]
     path = write_results(
         rows,
         {"only": selected, "records": args.records, "repeat": args.repeat,
