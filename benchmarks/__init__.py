@@ -9,11 +9,15 @@ This package module holds what every benchmark shares and nothing else:
 * :func:`ensure_source` — the demo generator's Kafka-shaped source, written once
   to Delta per ``(records, poison_rate)`` and reused across runs;
 * :class:`Measurement` / :func:`median` / :func:`timed` — wall-clock timing;
-* :class:`Row` / :func:`markdown_table` — the one result row and its rendering.
+* :class:`Row` / :func:`markdown_table` — the one result row and its rendering;
+* :func:`standard_main` — the command line most benchmarks take, and :func:`add_smoke`,
+  every benchmark's ``--smoke`` (every arm once on the smallest inputs, no warm-up, JVMs
+  compiling with C1 only: the suite's check that the benchmarks run; it measures nothing).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -27,7 +31,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 __all__ = [
+    "SMOKE_HELP",
+    "SMOKE_JVM_OPTION",
     "Row",
+    "add_smoke",
     "bench_dir",
     "bench_spark",
     "drop_dir",
@@ -35,6 +42,7 @@ __all__ = [
     "fresh_dir",
     "markdown_table",
     "median",
+    "smoke_jvms",
     "standard_main",
     "timed",
 ]
@@ -150,14 +158,55 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def standard_main(doc: str | None, run: Callable[[int, int], list[Row]], argv: Sequence[str] | None) -> list[Row]:
-    """A benchmark's ``main``: ``--records N --repeat K``, run, print the table (``argv`` None: defaults)."""
-    import argparse
+#: ``--smoke``'s help, the same in every benchmark (``benchmarks.run --smoke`` passes it to each).
+SMOKE_HELP = (
+    "run every arm once on the smallest inputs, without warm-ups or a second case of the same "
+    "arms, every JVM compiling with C1 only: proves the benchmark runs, measures nothing "
+    "(the suite's make bench test)"
+)
+#: The JVM option ``--smoke`` gives every JVM it starts, its own and its child processes'
+#: (``JAVA_TOOL_OPTIONS``): C2's compiles pay off over long loops, which a smoke run's
+#: processes never reach. ``benchmarks.run --only process --smoke``: 134-146 CPU s with
+#: C2, 75-82 with C1 only (2026-11-28, load 3-14).
+SMOKE_JVM_OPTION = "-XX:TieredStopAtLevel=1"
 
+
+def smoke_jvms() -> None:
+    """Every JVM started from now on, in this process and its children, compiles with C1 only."""
+    given = os.environ.get("JAVA_TOOL_OPTIONS", "")
+    if SMOKE_JVM_OPTION not in given.split():
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{given} {SMOKE_JVM_OPTION}".strip()
+
+
+class _Smoke(argparse.Action):
+    """``--smoke``: ``smoke`` True, and :func:`smoke_jvms` at once (before any JVM of this run starts)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, True)
+        smoke_jvms()
+
+
+def add_smoke(ap: argparse.ArgumentParser, help: str = SMOKE_HELP) -> None:
+    """Give a benchmark's parser ``--smoke`` (``args.smoke``; see :data:`SMOKE_HELP`)."""
+    ap.add_argument("--smoke", action=_Smoke, help=help)
+
+
+def standard_main(
+    doc: str | None, run: Callable[..., list[Row]], argv: Sequence[str] | None
+) -> list[Row]:
+    """A benchmark's ``main``: ``--records N --repeat K [--smoke]``, run, print the table (``argv`` None: defaults).
+
+    ``run`` is called as ``run(records, repeat, smoke=...)``.
+    """
     ap = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    add_smoke(ap)
     args = ap.parse_args([] if argv is None else list(argv))
-    rows = run(args.records, args.repeat)
+    rows = run(args.records, args.repeat, smoke=args.smoke)
     print(markdown_table(rows), flush=True)
     return rows

@@ -17,7 +17,7 @@ and bytes that do not decode.
 
 Goal (issue 14): quarantine / plain <= 1.25x.
 
-    python -m benchmarks.bench_avro [--records N] [--repeat K]
+    python -m benchmarks.bench_avro [--records N] [--repeat K] [--smoke]
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def _config(source: str, out: Path, schemas: Path) -> dict[str, object]:
     }
 
 
-def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01) -> list[Row]:
-    """Measure the arms, interleaved, ``repeat`` times each; return the result rows."""
+def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01, *, smoke: bool = False) -> list[Row]:
+    """Measure the arms, interleaved, ``repeat`` times each; return the result rows (``smoke``: no warm-up)."""
     spark = bench_spark("quarantine-bench-avro")
     source = avro_source(spark, records, poison_rate)
     schemas = bench_dir() / "avro-schemas"
@@ -146,7 +146,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01) ->
 
     arms = {"plain": plain, "quarantine": quarantine, "plain_noop": plain_noop, "stage_noop": stage_noop}
     samples: dict[str, list[float]] = {a: [] for a in arms}
-    for name, fn in arms.items():  # warm-up: JIT, the Delta log, the jar's classes
+    for name, fn in [] if smoke else list(arms.items()):  # warm-up: JIT, the Delta log, the jar's classes
         out = fresh_dir(f"avro-{name}")
         try:
             timed(lambda fn=fn, out=out: fn(out))  # type: ignore[misc]

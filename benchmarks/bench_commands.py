@@ -1,6 +1,6 @@
 """Each ``quarantine`` command's time to first output on the demo tables, as a user runs it.
 
-    python -m benchmarks.bench_commands [--records N] [--repeat K] [--only COMMAND ...]
+    python -m benchmarks.bench_commands [--records N] [--repeat K] [--only COMMAND ...] [--smoke]
 
 Every command is a fresh process (``python -m quarantine ...``: a new interpreter and,
 where the command reads tables, a new JVM), started from outside in a folder holding the
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import Row, bench_dir, markdown_table, median
+from benchmarks import Row, add_smoke, bench_dir, markdown_table, median
 
 __all__ = ["COMMANDS", "READ_ONLY", "READ_ONLY_GOAL_S", "Timing", "main", "time_command"]
 
@@ -152,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", action="append", default=[], choices=list(COMMANDS), metavar="COMMAND",
                     help=f"time only this command besides the demo's two (repeatable): {', '.join(COMMANDS)}")
+    # every command is an arm and a process of its own, run once per round: nothing to leave out
+    add_smoke(ap)
     args = ap.parse_args([] if argv is None else list(argv))
     rows = run(args.records, args.repeat, args.only)
     print(markdown_table(rows), flush=True)

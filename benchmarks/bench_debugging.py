@@ -1,6 +1,6 @@
 """PySpark's DataFrame debugging on and off: what building a batch's plan costs in each.
 
-    .venv/bin/python -m benchmarks.bench_debugging [--records 1000000] [--poison-rate 0.0] [--repeats 4]
+    .venv/bin/python -m benchmarks.bench_debugging [--records 1000000] [--poison-rate 0.0] [--repeats 4] [--smoke]
 
 PySpark 4 sends the Python call site of every Column call to the JVM while
 ``spark.python.sql.dataFrameDebugging.enabled`` is true (Spark's default): about eight
@@ -98,13 +98,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "quarantine (debugging on)": partial(_debugging, True, partial(run_quarantine, spark, source, stages,
                                                                        default=False)),
     }
-    warm_up(spark, specs, stages)
+    if not args.smoke:
+        warm_up(spark, specs, stages)
     samples = _interleaved(arms, args.repeats)
     medians = {a: median(v) for a, v in samples.items()}
+    if not args.smoke:
+        for on in (False, True):
+            micro_batch_columns(spark, on=on, times=3)  # warm: the JVM's classes and the session's
     for on in (False, True):
-        micro_batch_columns(spark, on=on, times=3)  # warm: the JVM's classes and the session's
-    for on in (False, True):
-        medians[f"micro-batch columns (debugging {'on' if on else 'off'})"] = micro_batch_columns(spark, on=on)
+        medians[f"micro-batch columns (debugging {'on' if on else 'off'})"] = micro_batch_columns(
+            spark, on=on, times=1 if args.smoke else 20
+        )
     spark.stop()
     print(f"\nPySpark DataFrame debugging: {args.records:,} records, {args.poison_rate:.0%} poison, "
           f"median of {args.repeats}")

@@ -1,6 +1,6 @@
 """A declarative pipeline's update with the library's stages against one a team writes without it.
 
-    python -m benchmarks.bench_declarative [--records N] [--repeat K]
+    python -m benchmarks.bench_declarative [--records N] [--repeat K] [--smoke]
 
 Both arms are ``spark-pipelines run`` of a project over the same Kafka-shaped Delta source
 (the demo's, 10 % poison), against one ``quarantine connect-server`` started for the
@@ -117,8 +117,11 @@ def _project(root: Path, arm: str, i: int, source: Path, label: str | None = Non
     return project
 
 
-def run(records: int = 1_000_000, repeat: int = 3) -> list[Row]:
-    """Measure both arms ``repeat`` times, interleaved; one result row."""
+def run(records: int = 1_000_000, repeat: int = 3, *, smoke: bool = False) -> list[Row]:
+    """Measure both arms ``repeat`` times, interleaved; one result row.
+
+    ``smoke`` leaves nothing out: there is no warm-up, and each arm is one update of its own.
+    """
     root = bench_dir() / "declarative"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)

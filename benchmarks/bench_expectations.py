@@ -21,7 +21,7 @@ Goal (issue 5): routing adds <= 25% to the baseline's batch time. The GX
 validation is reported, not held to a goal (it is a cadence knob:
 ``validate_every``).
 
-    python -m benchmarks.bench_expectations [--records N] [--repeat K]
+    python -m benchmarks.bench_expectations [--records N] [--repeat K] [--smoke]
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def persisted_mib(spark: SparkSession, source: str, suite: Suite) -> tuple[float
     return out[0], out[1]
 
 
-def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) -> list[Row]:
-    """Measure the three arms, interleaved, ``repeat`` times each; return the result rows."""
+def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02, *, smoke: bool = False) -> list[Row]:
+    """Measure the three arms, interleaved, ``repeat`` times each; return the result rows (``smoke``: no warm-up)."""
     spark = bench_spark("quarantine-bench-expectations")
     source = ensure_source(spark, records, poison_rate)
     suite = _suite10()
@@ -109,8 +109,9 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.02) ->
         finally:
             drop_dir(out)
 
-    arm("baseline")  # warm-up (JIT, Delta log, GX context is built in the GX arm's first run)
-    arm("routing+gx")
+    if not smoke:
+        arm("baseline")  # warm-up (JIT, Delta log, GX context is built in the GX arm's first run)
+        arm("routing+gx")
     order = ["baseline", "routing", "routing+gx"]
     for i in range(repeat):
         for name in order if i % 2 == 0 else list(reversed(order)):

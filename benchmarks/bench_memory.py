@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from benchmarks import Row, markdown_table
+from benchmarks import Row, add_smoke, markdown_table
 
 __all__ = ["Peak", "TreeMemory", "main", "measure", "run", "watch"]
 
@@ -184,10 +184,15 @@ def watch(proc: subprocess.Popen[bytes], start: float, interval: float = 0.2) ->
     )
 
 
-def measure(records: int) -> Peak:
-    """Generate the source (untimed), then run the pipeline in a sampled subprocess."""
+def measure(records: int, *, source_first: bool = True) -> Peak:
+    """Generate the source (untimed), then run the pipeline in a sampled subprocess.
+
+    ``source_first`` False: no process of its own for the source; the pipeline's process
+    writes it first (it always writes a missing one), inside the time and the peak.
+    """
     env = dict(os.environ)
-    subprocess.run(_child_cmd("--child", "source", "--records", str(records)), check=True, env=env)
+    if source_first:
+        subprocess.run(_child_cmd("--child", "source", "--records", str(records)), check=True, env=env)
     start = time.perf_counter()
     seen = watch(subprocess.Popen(_child_cmd("--child", "pipeline", "--records", str(records)), env=env), start)
     return Peak(
@@ -215,17 +220,18 @@ def _child(kind: str, records: int) -> None:
     spark.stop()
 
 
-def run(small: int = 1_000_000, large: int = 5_000_000, repeat: int = 1) -> list[Row]:
+def run(small: int = 1_000_000, large: int = 5_000_000, repeat: int = 1, *, smoke: bool = False) -> list[Row]:
     """Peak driver memory (tree PSS) at ``small`` and ``large`` records; one row (ratio = large / small).
 
     Each size is measured ``repeat`` times (small, large, then large, small, …); the run
-    with the median peak stands for its size (every sample is in the row).
+    with the median peak stands for its size (every sample is in the row). ``smoke``: each
+    pipeline process writes its own source (two processes, not four; the peaks then include it).
     """
     runs: dict[int, list[Peak]] = {small: [], large: []}
     for k in range(repeat):
         for n in (small, large) if k % 2 == 0 else (large, small):
             print(f"memory: {n:,} records, {POISON:.0%} poison, driver {DRIVER_MEMORY}", file=sys.stderr)
-            p = measure(n)
+            p = measure(n, source_first=not smoke)
             print(f"  peak tree PSS {p.peak_tree_mib:.0f} MiB (RSS sum {p.peak_tree_rss_mib:.0f}), "
                   f"JVM VmHWM {p.peak_jvm_hwm_mib:.0f} MiB, "
                   f"{p.seconds:.1f}s, exit {p.returncode}; at the peak: "
@@ -258,18 +264,19 @@ def run(small: int = 1_000_000, large: int = 5_000_000, repeat: int = 1) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
-    """``python -m benchmarks.bench_memory [--small N] [--large N] [--repeat K]``."""
+    """``python -m benchmarks.bench_memory [--small N] [--large N] [--repeat K] [--smoke]``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--small", type=int, default=1_000_000)
     ap.add_argument("--large", type=int, default=5_000_000)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size, the median peak reported")
+    add_smoke(ap)
     ap.add_argument("--child", choices=["source", "pipeline"], help=argparse.SUPPRESS)
     ap.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(args.child, args.records)
         return []
-    rows = run(args.small, args.large, max(args.repeat, 1))
+    rows = run(args.small, args.large, max(args.repeat, 1), smoke=args.smoke)
     print(markdown_table(rows))
     return rows
 

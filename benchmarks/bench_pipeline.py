@@ -33,6 +33,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from benchmarks import (
     Row,
+    add_smoke,
     bench_spark,
     drop_dir,
     ensure_source,
@@ -259,12 +260,13 @@ def warm_up(spark: SparkSession, specs: Sequence[StageSpec], stages: Sequence[St
 def standalone_setup(
     doc: str | None, argv: Sequence[str] | None, *, app: str, poison_rate: float, repeats: int
 ) -> tuple[argparse.Namespace, SparkSession, list[StageSpec], list[Stage], str]:
-    """A standalone benchmark's start: ``--records``/``--poison-rate``/``--repeats`` parsed, the
-    session, this benchmark's stages (both arms') and its source, written once."""
+    """A standalone benchmark's start: ``--records``/``--poison-rate``/``--repeats``/``--smoke`` parsed,
+    the session, this benchmark's stages (both arms') and its source, written once."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0] if doc else None)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--poison-rate", type=float, default=poison_rate)
     ap.add_argument("--repeat", "--repeats", dest="repeats", type=int, default=repeats)
+    add_smoke(ap)
     args = ap.parse_args(argv)
     spark = bench_spark(app)
     specs, stages, _ = available_stages(demo_config("/tmp/probe-source", Path("/tmp/probe-out")))
@@ -344,14 +346,21 @@ def run(
     poison_rates: Sequence[float] = (0.0, 0.10),
     with_profile: bool = False,
     spark: SparkSession | None = None,
+    smoke: bool = False,
 ) -> list[Row]:
-    """Measure plain vs quarantine at each poison rate; return one row per comparison."""
+    """Measure plain vs quarantine at each poison rate; return one row per comparison.
+
+    ``smoke``: no warm-up, and only the last poison rate (every arm once: the check that it runs).
+    """
     spark = spark or bench_spark("bench-pipeline")
     probe = demo_config("/tmp/probe-source", Path("/tmp/probe-out"))
     specs, stages, missing = available_stages(probe)
     note = f" (left out of both arms: {', '.join(missing)})" if missing else ""
     has_default = bool(default_listeners(probe, spark))
-    warm_up(spark, specs, stages)
+    if smoke:
+        poison_rates = poison_rates[-1:]
+    else:
+        warm_up(spark, specs, stages)
 
     rows: list[Row] = []
     for rate in poison_rates:
@@ -400,13 +409,14 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
-    """``python -m benchmarks.bench_pipeline [--records N] [--repeat K] [--profile]``."""
+    """``python -m benchmarks.bench_pipeline [--records N] [--repeat K] [--profile] [--smoke]``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="also time each phase of process_batch")
+    add_smoke(ap)
     args = ap.parse_args(argv)
-    rows = run(args.records, max(args.repeat, 1), with_profile=args.profile)
+    rows = run(args.records, max(args.repeat, 1), with_profile=args.profile, smoke=args.smoke)
     print(markdown_table(rows))
     return rows
 

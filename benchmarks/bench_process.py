@@ -1,6 +1,6 @@
 """A whole ``quarantine run`` process against hand-written jobs, each a fresh process and JVM.
 
-    python -m benchmarks.bench_process [--records N] [--poison-rate R] [--repeat K] [--sizes 1000000,4000000]
+    python -m benchmarks.bench_process [--records N] [--poison-rate R] [--repeat K] [--sizes 1000000,4000000] [--smoke]
 
 A Databricks job pays a new JVM's start-up and JIT on every run, which the in-process
 benchmarks (one warm session for every arm) do not see. Here every arm is an OS process
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks import Row, bench_dir, drop_dir, fresh_dir, markdown_table, median
+from benchmarks import Row, add_smoke, bench_dir, drop_dir, fresh_dir, markdown_table, median
 from benchmarks.bench_memory import TreeMemory, watch
 from benchmarks.run import environment, write_results
 
@@ -116,20 +116,30 @@ def quarantine_config(source: str, out: Path) -> dict[str, object]:
     return dict(config)
 
 
-def ensure_demo_source(records: int, poison_rate: float) -> str:
-    """The ``init-demo`` source for ``records`` at ``poison_rate``, written once (a marker after it)."""
+def ensure_demo_source(records: int, poison_rate: float, *, in_process: bool = False) -> str:
+    """The ``init-demo`` source for ``records`` at ``poison_rate``, written once (a marker after it).
+
+    ``in_process``: written by this process's session (what ``init-demo`` calls, same seed, so
+    the same records), not by an ``init-demo`` process: one JVM start fewer (``--smoke``).
+    """
     name = f"demo-{records}-p{round(poison_rate * 1000):04d}"
     out = bench_dir() / "process-sources" / name
     marker = out.parent / f"{name}.ok"
     if not marker.exists():
         drop_dir(out)
-        print(f"process: writing the source ({records:,} records, {poison_rate:.1%} poison) with init-demo",
-              file=sys.stderr, flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "quarantine", "init-demo", "--out", str(out), "--records", str(records),
-             "--poison-rate", str(poison_rate)],
-            check=True, cwd=_REPO, env=_env(), stdout=subprocess.DEVNULL,
-        )
+        print(f"process: writing the source ({records:,} records, {poison_rate:.1%} poison) "
+              + ("in this process" if in_process else "with init-demo"), file=sys.stderr, flush=True)
+        if in_process:
+            from benchmarks import bench_spark
+            from quarantine.demo import write_demo_source
+
+            write_demo_source(bench_spark("bench-process"), str(out / "source"), records, poison_rate=poison_rate)
+        else:
+            subprocess.run(
+                [sys.executable, "-m", "quarantine", "init-demo", "--out", str(out), "--records", str(records),
+                 "--poison-rate", str(poison_rate)],
+                check=True, cwd=_REPO, env=_env(), stdout=subprocess.DEVNULL,
+            )
         marker.write_text(f"{records}\n", encoding="utf-8")
     return str(out / "source")
 
@@ -194,9 +204,9 @@ def _check_counts(samples: Sequence[Sample]) -> None:
             )
 
 
-def measure_size(records: int, poison_rate: float, repeat: int) -> list[Sample]:
+def measure_size(records: int, poison_rate: float, repeat: int, *, smoke: bool = False) -> list[Sample]:
     """Every arm ``repeat`` times at one size, interleaved; the target counts checked equal."""
-    source = ensure_demo_source(records, poison_rate)
+    source = ensure_demo_source(records, poison_rate, in_process=smoke)
     samples: list[Sample] = []
     for k in range(repeat):
         for arm in ARMS if k % 2 == 0 else ARMS[::-1]:
@@ -260,17 +270,20 @@ def _rows(records: int, poison_rate: float, by_arm: dict[str, list[Sample]]) -> 
 
 
 def run(records: int = 2_000_000, repeat: int = 3, *, poison_rate: float = 0.01,
-        sizes: Sequence[int] = ()) -> list[Row]:
+        sizes: Sequence[int] = (), smoke: bool = False) -> list[Row]:
     """Measure the arms at each size (``sizes``, else ``records``); return the result rows.
+
+    ``smoke``: the first size only, its source written in this process; every arm is still a
+    process of its own.
 
     Raises:
         CountMismatchError: an arm's target holds a different number of rows than another's.
         RuntimeError: an arm's process failed.
     """
     rows: list[Row] = []
-    for n in sizes or (records,):
+    for n in (sizes or (records,))[: 1 if smoke else None]:
         print(f"process: {n:,} records, {poison_rate:.1%} poison, {repeat} repeats per arm", file=sys.stderr)
-        samples = measure_size(n, poison_rate, repeat)
+        samples = measure_size(n, poison_rate, repeat, smoke=smoke)
         by_arm = {a: [s for s in samples if s.arm == a] for a in ARMS}
         print(_table(n, poison_rate, by_arm), flush=True)
         rows.extend(_rows(n, poison_rate, by_arm))
@@ -284,10 +297,11 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--poison-rate", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=3, help="runs per arm, median reported (>= 3 advised)")
     ap.add_argument("--sizes", default="", help="comma-separated record counts, each measured (instead of --records)")
+    add_smoke(ap)
     args = ap.parse_args([] if argv is None else list(argv))
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     try:
-        rows = run(args.records, max(args.repeat, 1), poison_rate=args.poison_rate, sizes=sizes)
+        rows = run(args.records, max(args.repeat, 1), poison_rate=args.poison_rate, sizes=sizes, smoke=args.smoke)
     except CountMismatchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         raise

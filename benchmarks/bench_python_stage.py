@@ -15,7 +15,7 @@ Each case is evaluated in full with the ``noop`` sink, once to warm up the
 Python workers and then ``repeats`` times, interleaved; the median is reported. Numbers
 are wall-clock on whatever machine runs this; compare rows, not machines.
 
-Run: ``python -m benchmarks.bench_python_stage [--records N] [--poison-rate R] [--repeat K]``.
+Run: ``python -m benchmarks.bench_python_stage [--records N] [--poison-rate R] [--repeat K] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -90,11 +90,14 @@ def _data(spark: Any, rows: int, poison: float) -> dict[str, Any]:
     return {"poisoned": poisoned.cache(), "clean": base.select(text.alias("text")).cache()}
 
 
-def run_cases(spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: int = 3) -> list[dict[str, Any]]:
+def run_cases(
+    spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: int = 3, *, warm: bool = True
+) -> list[dict[str, Any]]:
     """Time every case; one dict per case (name, data, median seconds, rows_per_s, samples).
 
     Cases are interleaved (one pass over all cases per repeat, alternating order)
-    so drift on a shared machine hits them alike; a first pass warms the workers.
+    so drift on a shared machine hits them alike; a first pass warms the workers
+    (``warm`` False: none).
     """
     from pyspark.sql import functions as F
 
@@ -104,7 +107,8 @@ def run_cases(spark: Any, rows: int = 300_000, poison: float = 0.01, repeats: in
     cases = _cases()
     outs = [frames[c.data].select(c.column(F.col("text")).alias("out")) for c in cases]
     samples: list[list[float]] = [[] for _ in cases]
-    for i in range(repeats + 1):
+    first = 0 if warm else 1
+    for i in range(first, repeats + 1):
         order = list(range(len(cases))) if i % 2 == 0 else list(reversed(range(len(cases))))
         for k in order:
             t0 = time.perf_counter()
@@ -168,16 +172,17 @@ def _table(results: list[dict[str, Any]], rows: int, poison: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Print the table and return the result rows (``argv`` None: the command line)."""
-    from benchmarks import bench_spark
+    from benchmarks import add_smoke, bench_spark
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--records", type=int, default=1_000_000, help="rows of the generated column")
     ap.add_argument("--poison-rate", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case, median reported")
+    add_smoke(ap)
     args = ap.parse_args(argv)
     rows, poison, repeats = args.records, args.poison_rate, max(args.repeat, 1)
     spark = bench_spark("bench-python-stage")
-    results = run_cases(spark, rows, poison, repeats)
+    results = run_cases(spark, rows, poison, repeats, warm=not args.smoke)
     print(_table(results, rows, poison))
     out = rows_of(results, rows, poison)
     print(markdown_table(out), flush=True)

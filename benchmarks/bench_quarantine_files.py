@@ -50,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         "quarantine": partial(run_quarantine, spark, source, stages, default=False),
         "scattered": scattered,
     }
-    warm_up(spark, specs, stages)
+    if not args.smoke:
+        warm_up(spark, specs, stages)
     samples = _interleaved(arms, args.repeats)
     spark.stop()
     medians = {a: median(v) for a, v in samples.items()}

@@ -1,6 +1,6 @@
 """Streaming overhead: the quarantine runner vs a plain streaming query, same broker, same data.
 
-    .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeat 2]
+    .venv/bin/python -m benchmarks.bench_streaming [--records 200000] [--repeat 2] [--smoke]
 
 A real local broker (:class:`tests.support.KafkaBroker`) gets order events
 (1% poison) on 2 topics x 2 partitions, produced once. Both arms read them with
@@ -171,9 +171,11 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--poison-rate", type=float, default=0.01)
     ap.add_argument("--max-offsets", type=int, default=20_000, help="maxOffsetsPerTrigger")
     ap.add_argument("--repeat", "--repeats", dest="repeats", type=int, default=2)
-    args = ap.parse_args(argv)
 
-    from benchmarks import bench_spark
+    from benchmarks import add_smoke, bench_spark
+
+    add_smoke(ap)
+    args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="quarantine-bench-stream-"))
     broker = KafkaBroker(work / "kafka")
@@ -186,9 +188,9 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         arms = {"plain": run_plain, "quarantine": run_quarantine, "serial": run_serial, "scattered": run_scattered}
         secs: dict[str, list[float]] = {k: [] for k in arms}
         batch_ms: dict[str, list[float]] = {k: [] for k in arms}
-        # one warm-up of each (JIT, Delta, Kafka consumer pools), then interleaved repeats
+        # one warm-up of each (JIT, Delta, Kafka consumer pools; not with --smoke), then interleaved repeats
         order = list(arms)
-        for i in range(args.repeats + 1):
+        for i in range(1 if args.smoke else 0, args.repeats + 1):
             for name in order if i % 2 == 0 else order[::-1]:
                 out = work / f"{name}-{i}"
                 s, ms = arms[name](spark, broker.bootstrap, out, args.max_offsets)

@@ -32,7 +32,7 @@ The issue's goal (1% poison at most 2x clean) is measured in Spark by
 reach under the contract: each bad row needs a one-row call of its own, ~40 µs
 of pandas for ``astype``, so 100 bad rows cost ~4 ms on top of a 2.3 ms batch.
 
-Run: ``python -m benchmarks.bench_vectorized_fallback [--rows N] [--repeat K] [--quick]``.
+Run: ``python -m benchmarks.bench_vectorized_fallback [--rows N] [--repeat K] [--quick] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import DoubleType
 
-from benchmarks import Row, markdown_table
+from benchmarks import Row, add_smoke, markdown_table
 from quarantine.stages._values import type_name
 from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, ResultError, take_rows
 from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
@@ -58,6 +58,10 @@ from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
 __all__ = ["STRATEGIES", "CallCounter", "Measured", "main", "measure", "poisoned_strings", "run", "runner"]
 
 RATES = (0.001, 0.01, 0.1)
+#: Rows of the batch: Spark's default Arrow batch; with ``--smoke``, a tenth (every strategy,
+#: rate and kind still runs: 1 bad row at 0.1 %).
+ROWS = 10_000
+SMOKE_ROWS = 1_000
 KINDS = ("same value", "distinct")
 
 
@@ -262,7 +266,7 @@ def measure(strategy: str, values: pa.Array, repeats: int, rate: float, kind: st
 
 
 def run(
-    rows: int = 10_000,
+    rows: int = ROWS,
     repeats: int = 5,
     strategies: Sequence[str] = tuple(STRATEGIES),
     rates: Sequence[float] = RATES,
@@ -302,15 +306,19 @@ def rows_of(results: Sequence[Measured], rows: int) -> list[Row]:
 def main(argv: list[str] | None = None) -> list[Row]:
     """Print the table and return its rows (``argv`` as on the command line; ``[]`` for the defaults)."""
     ap = argparse.ArgumentParser(description="What a failing Arrow batch costs the vectorized python stage.")
-    ap.add_argument("--rows", type=int, default=10_000, help="rows of the batch (Spark's default Arrow batch)")
+    ap.add_argument("--rows", type=int, default=None,
+                    help=f"rows of the batch (default {ROWS:,}, Spark's default Arrow batch; "
+                         f"{SMOKE_ROWS:,} with --smoke)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per case (median reported)")
     ap.add_argument("--quick", action="store_true", help="only the library and the first bisection, 1%% poison")
     ap.add_argument("--strategy", action="append", choices=list(STRATEGIES), help="only this strategy (repeatable)")
+    add_smoke(ap)
     args = ap.parse_args(argv)
+    rows = args.rows or (SMOKE_ROWS if args.smoke else ROWS)
     strategies = args.strategy or (["library", "bisect (before)"] if args.quick else list(STRATEGIES))
     rates = (0.01,) if args.quick else RATES
-    results = run(args.rows, args.repeat, strategies, rates)
-    table = rows_of(results, args.rows)
+    results = run(rows, args.repeat, strategies, rates)
+    table = rows_of(results, rows)
     print(markdown_table(table), flush=True)
     return table
 

@@ -90,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     args, spark, specs, stages, source = standalone_setup(
         __doc__, argv, app="profile-batch", poison_rate=0.0, repeats=3
     )
-    warm_up(spark, specs, stages)
+    if not args.smoke:
+        warm_up(spark, specs, stages)
 
     phases: dict[str, list[float]] = {}
     for _ in range(args.repeats):

@@ -1,6 +1,6 @@
 """Run every benchmark and write the results: ``python -m benchmarks.run``.
 
-    python -m benchmarks.run [--only NAME ...] [--records N] [--repeat K] [--results DIR]
+    python -m benchmarks.run [--only NAME ...] [--records N] [--repeat K] [--results DIR] [--smoke]
 
 Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (dqx vs quarantine), ``memory`` (driver memory, subprocess), ``python_stage``,
@@ -11,10 +11,14 @@ command's time to first output on the demo tables); a module that is not there
 is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``, where
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
+``--smoke`` reaches every one too: each runs every arm once, without warm-ups, on its
+smallest inputs; it proves the benchmarks run (the suite's ``make bench`` test) and
+measures nothing. Without it, every benchmark runs as its figures were measured.
 
-Writes ``<results>/<UTC date>.json`` (every row with its samples, plus the machine
-and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else ``benchmarks/results``)
-and prints one markdown table.
+Writes ``<results>/<UTC date>.json`` (every row with its samples, each benchmark's wall
+time, the machine and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else
+``benchmarks/results``) and prints one markdown table. Each benchmark's wall time is also
+printed after its own table (``pipeline: 51.9 s``): where a run's time goes.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from benchmarks import Row, markdown_table
+from benchmarks import SMOKE_HELP, Row, add_smoke, markdown_table
 
 __all__ = ["BENCHMARKS", "RESULTS_ENV", "environment", "main", "results_dir", "write_results"]
 
@@ -78,7 +83,10 @@ def environment() -> dict[str, Any]:
         )
     except (OSError, StopIteration, ValueError):
         mem_kib = 0
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
+    java = [
+        line for line in subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
+        .splitlines() if not line.startswith("Picked up ")  # JAVA_TOOL_OPTIONS' notice (--smoke sets it)
+    ]
 
     def v(pkg: str) -> str:
         try:
@@ -111,6 +119,8 @@ def _argv(name: str, args: argparse.Namespace) -> list[str]:
         argv += ["--small", str(args.memory_small), "--large", str(args.memory_large)]
     if name == "pipeline" and args.profile:
         argv.append("--profile")
+    if args.smoke:
+        argv.append("--smoke")
     return argv
 
 
@@ -192,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--memory-small", type=int, default=1_000_000, help="records of the memory benchmark's small run")
     ap.add_argument("--memory-large", type=int, default=5_000_000, help="records of the memory benchmark's large run")
     ap.add_argument("--profile", action="store_true", help="pipeline: also time each phase of process_batch")
+    add_smoke(ap, help="every benchmark gets --smoke: " + SMOKE_HELP + "; give --records and --repeat 1 too")
     ap.add_argument("--results", default=None,
                     help=f"folder of the results file (default: ${RESULTS_ENV}, else benchmarks/results)")
     args = ap.parse_args(argv)
@@ -206,16 +217,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: {_MODULES[name]} not present, skipped", file=sys.stderr)
             continue
         print(f"\n## {name}\n", flush=True)
+        started = time.perf_counter()
         out = fn(_argv(name, args))
+        took = time.perf_counter() - started
+        print(f"\n{name}: {took:.1f} s", flush=True)
         if isinstance(out, list) and all(isinstance(r, Row) for r in out):
             rows.extend(out)
-            others[name] = f"ran ({len(out)} rows)"
+            others[name] = f"ran ({len(out)} rows, {took:.1f} s)"
         else:
-            others[name] = "ran (see its table above)" if out is None else repr(out)[:2000]
+            others[name] = f"ran (see its table above, {took:.1f} s)" if out is None else repr(out)[:2000]
     path = write_results(
         rows,
         {"only": selected, "records": args.records, "repeat": args.repeat,
-         "memory_small": args.memory_small, "memory_large": args.memory_large},
+         "memory_small": args.memory_small, "memory_large": args.memory_large, "smoke": args.smoke},
         others, env, results_dir(args.results),
     )
     print()

@@ -30,7 +30,7 @@ COMMAND = "python -m benchmarks.bench_debugging"
 def test_the_readmes_debugging_benchmark_command_runs_and_reports_every_arm(tmp_path: Path) -> None:
     assert f"`{COMMAND}`" in manual_text()
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_debugging", "--records", "20000", "--repeats", "1"],
+        [sys.executable, "-m", "benchmarks.bench_debugging", "--records", "2000", "--repeats", "1", "--smoke"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
         env={**os.environ, "BENCH_DIR": str(tmp_path / "bench")},
     )
@@ -58,7 +58,7 @@ def test_make_bench_runs_every_benchmark_and_writes_where_it_is_told(tmp_path: P
     assert re.search(r"^bench:.*\n\t\.venv/bin/python -m benchmarks\.run$", makefile, re.M), "make bench's command"
     before = _results_files()
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--records", "2000", "--repeat", "1",
+        [sys.executable, "-m", "benchmarks.run", "--records", "2000", "--repeat", "1", "--smoke",
          "--memory-small", "2000", "--memory-large", "4000"],
         cwd=REPO, capture_output=True, text=True, timeout=2300,
         env={**os.environ, "BENCH_DIR": str(tmp_path / "bench"), "BENCH_RESULTS_DIR": str(tmp_path / "results")},
@@ -66,16 +66,26 @@ def test_make_bench_runs_every_benchmark_and_writes_where_it_is_told(tmp_path: P
     assert done.returncode == 0, done.stderr[-5000:]
     (path,) = (tmp_path / "results").glob("*.json")
     (run,) = json.loads(path.read_text(encoding="utf-8"))["runs"]
-    assert run["args"]["records"] == 2000 and run["args"]["repeat"] == 1
+    assert run["args"]["records"] == 2000 and run["args"]["repeat"] == 1 and run["args"]["smoke"] is True
     assert set(run["other_benchmarks"]) == set(BENCHMARKS)
-    assert all(v.startswith("ran (") for v in run["other_benchmarks"].values()), run["other_benchmarks"]
+    assert all(re.fullmatch(r"ran \(.+, [0-9.]+ s\)", v) for v in run["other_benchmarks"].values()), run[
+        "other_benchmarks"]
     ran = {row["bench"] for row in run["rows"]}
     assert ran >= set(BENCHMARKS), sorted(set(BENCHMARKS) - ran)
     # every row in the printed table too, and every benchmark's own table above it
     for name in BENCHMARKS:
         assert f"\n## {name}\n" in done.stdout
         assert re.search(rf"^\| {name} \| .+ \| [0-9.]+ (?:s|ms|MiB) \|", done.stdout, re.M), name
+        assert re.search(rf"^{name}: [0-9.]+ s$", done.stdout, re.M), name  # where the run's time went
     assert f"results: {path}" in done.stdout
+    # every arm of the whole-process benchmarks ran once (--smoke leaves no arm out)
+    from benchmarks.bench_commands import COMMANDS
+    from benchmarks.bench_process import ARMS
+
+    for label in ("init-demo", "run", *COMMANDS):
+        assert re.search(rf"^\| commands \| quarantine {re.escape(label)} \(", done.stdout, re.M), label
+    for arm in ARMS:
+        assert re.search(rf"^\| {arm} \| [0-9.]+ \| [0-9.]+-[0-9.]+ \|", done.stdout, re.M), arm  # its table
     assert _results_files() == before, "benchmarks/results was written"
     # the manual's `python -m benchmarks.bench_expectations [--records N] [--repeat K]` is the
     # module make bench ran just now (its main, with these arguments): its three cases printed
