@@ -19,7 +19,7 @@ that do not decode.
 
 Goal (issue 39): quarantine / handwritten <= 1.25x.
 
-    python -m benchmarks.bench_protobuf [--records N] [--repeat K]
+    python -m benchmarks.bench_protobuf [--records N] [--repeat K] [--smoke]
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ def _config(source: str, out: Path, schemas: Path) -> dict[str, object]:
     }
 
 
-def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01) -> list[Row]:
-    """Measure the arms, interleaved, ``repeat`` times each; return the result rows."""
+def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01, *, smoke: bool = False) -> list[Row]:
+    """Measure the arms, interleaved, ``repeat`` times each; return the result rows (``smoke``: no warm-up)."""
     spark = bench_spark("quarantine-bench-protobuf")
     source = protobuf_source(spark, records, poison_rate)
     desc = descriptor_set(1)
@@ -176,7 +176,7 @@ def run(records: int = 1_000_000, repeat: int = 3, poison_rate: float = 0.01) ->
     arms = {"handwritten": handwritten, "quarantine": quarantine, "handwritten_noop": handwritten_noop,
             "stage_noop": stage_noop}
     samples: dict[str, list[float]] = {a: [] for a in arms}
-    for name, fn in arms.items():  # warm-up: JIT, the Delta log, the Python workers
+    for name, fn in [] if smoke else list(arms.items()):  # warm-up: JIT, the Delta log, the Python workers
         out = fresh_dir(f"protobuf-{name}")
         try:
             timed(lambda fn=fn, out=out: fn(out))  # type: ignore[misc]
