@@ -18,10 +18,11 @@ Databricks); paths only one machine can read are not tested here.
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,14 @@ import yaml
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from tests.support import ProducedRecord, ledger
+from tests.support import KafkaBroker, ProducedRecord, kafka_pipeline_conf, ledger, order_records, produce
 from tests.support.cluster import StandaloneCluster
-from tests.support.crash import write_conf
+from tests.support.crash import run_to_completion, run_with_kills, write_conf
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 400
+#: Four micro-batches of 500 for the stream; a kill in two of them.
+STREAM_RECORDS = 2_000
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +84,14 @@ def _source_records(spark: Any, path: str) -> list[ProducedRecord]:
     ]
 
 
-def _ran_on_executors(cluster: StandaloneCluster, before: int) -> None:
-    """A driver since ``before`` executor dirs ran executors on both workers (not a local master)."""
-    dirs = cluster.executor_dirs()[before:]
+def _new_executors(cluster: StandaloneCluster, before: set[Path]) -> list[Path]:
+    """The executor dirs the cluster has that ``before`` (an earlier :meth:`executor_dirs`) has not."""
+    return [p for p in cluster.executor_dirs() if p not in before]
+
+
+def _ran_on_executors(cluster: StandaloneCluster, before: set[Path]) -> None:
+    """The drivers since ``before`` ran executors on both workers (not under a local master)."""
+    dirs = _new_executors(cluster, before)
     assert {p.parents[2].name for p in dirs} == {"worker-0", "worker-1"}, dirs
 
 
@@ -97,7 +105,7 @@ def test_the_demo_and_its_replay_run_on_a_cluster(spark: Any, cluster: Standalon
     conf = write_conf(_on(cluster, raw), demo / "cluster.yml")
     config = load_config(conf)
     produced = _source_records(spark, str(config.source.path))
-    before = len(cluster.executor_dirs())
+    before = set(cluster.executor_dirs())
 
     out = _quarantine(cluster, "run", "--conf", str(conf))
     _ran_on_executors(cluster, before)
@@ -118,3 +126,119 @@ def test_the_demo_and_its_replay_run_on_a_cluster(spark: Any, cluster: Standalon
     book = ledger(spark, produced, target=str(config.target.table), quarantine=str(config.errors.dlq_table_name),
                   pipeline=config.pipeline, statuses=["open"])
     assert book.exactly_once, book.describe()
+
+
+def _executor_commands(cluster: StandaloneCluster, before: set[Path]) -> list[str]:
+    """The command line of each executor started since ``before`` (the header of its stderr)."""
+    heads = [(p / "stderr").read_text(errors="replace").split("\n", 1)[0] for p in _new_executors(cluster, before)]
+    assert heads and all(h.startswith("Spark Executor Command: ") for h in heads), heads
+    return heads
+
+
+def _python_values() -> list[bytes]:
+    """Amounts as text: a poison for the row stage (not a number) every 37th, one for the vectorized
+    stage (a negative amount, which fails its whole Arrow batch) every 53rd."""
+    return [b"oops" if i % 37 == 5 else f"{-i if i % 53 == 7 else i}.5".encode() for i in range(RECORDS)]
+
+
+def test_python_stages_row_and_vectorized_run_in_the_executors_python_workers(
+    spark: Any, cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    """A user function by dotted path, row and vectorized (with poison), runs in executors' Python
+    workers of another process than the driver; each poison record is its own error, in its stage.
+    The executors' JVMs get the library's JIT options as the driver's does (JVM_OPTIONS)."""
+    from quarantine.session import JVM_OPTIONS
+    from tests.helpers import kafka_df
+
+    values = _python_values()
+    kafka_df(spark, values[: RECORDS // 2]).union(
+        kafka_df(spark, values[RECORDS // 2:], partition=1, start_offset=RECORDS // 2)
+    ).write.format("delta").save(str(tmp_path / "source"))
+    raw = {
+        "pipeline": "python_on_a_cluster",
+        "source": {"format": "delta", "path": str(tmp_path / "source")},
+        "target": {"table": str(tmp_path / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(tmp_path / "quarantine")},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "amount", "type": "python",
+             "options": {"function": "tests.fixtures_py_stage.parse_amount", "returns": "DOUBLE", "mode": "row"}},
+            {"name": "taxed", "type": "python",
+             "options": {"function": "tests.fixtures_py_stage.add_tax_vectorized", "returns": "DOUBLE",
+                         "mode": "vectorized"}},
+        ],
+    }
+    conf = write_conf(_on(cluster, raw), tmp_path / "python.yml")
+    before = set(cluster.executor_dirs())
+    _quarantine(cluster, "run", "--conf", str(conf))
+    _ran_on_executors(cluster, before)
+    for command in _executor_commands(cluster, before):
+        assert all(option in command for option in JVM_OPTIONS), command
+
+    produced = _source_records(spark, str(tmp_path / "source"))
+    book = ledger(spark, produced, target=str(tmp_path / "target"), quarantine=str(tmp_path / "quarantine"),
+                  pipeline="python_on_a_cluster")
+    assert book.exactly_once, book.describe()
+    errors = {
+        (r["partition"], r["offset"]): (r["stage"], r["error_class"], r["message"])
+        for r in spark.read.format("delta").load(str(tmp_path / "quarantine")).collect()
+    }
+    expected = {
+        (i // (RECORDS // 2), i): ("amount", "ValueError", "could not convert string to float: 'oops'")
+        if v == b"oops" else ("taxed", "ValueError", f"negative amount in batch: [{float(v)}]")
+        for i, v in enumerate(values) if v == b"oops" or v.startswith(b"-")
+    }
+    assert errors == expected
+
+
+def test_the_avro_demo_runs_on_a_cluster(spark: Any, cluster: StandaloneCluster, tmp_path: Path) -> None:
+    """The Avro stage (its writer schemas read from files by the driver, decoded in the executors):
+    every poison kind in quarantine by class, every record in exactly one table."""
+    from quarantine.demo_avro import AVRO_DEMO_CONFIG
+
+    demo = tmp_path / "avro-demo"
+    assert main(["init-demo", "--format", "avro", "--out", str(demo), "--records", str(RECORDS),
+                 "--poison-rate", "0.3"]) == 0
+    raw = yaml.safe_load((demo / AVRO_DEMO_CONFIG).read_text())
+    raw["mlflow"] = {"enabled": False}
+    conf = write_conf(_on(cluster, raw), demo / "cluster.yml")
+    config = load_config(conf)
+    produced = _source_records(spark, str(config.source.path))
+    before = set(cluster.executor_dirs())
+    _quarantine(cluster, "run", "--conf", str(conf))
+    _ran_on_executors(cluster, before)
+    book = ledger(spark, produced, target=str(config.target.table), quarantine=str(config.errors.dlq_table_name),
+                  pipeline=config.pipeline)
+    assert book.exactly_once, book.describe()
+    quarantine = spark.read.format("delta").load(config.errors.dlq_table_name)
+    classes = {r["error_class"] for r in quarantine.select("error_class").distinct().collect()}
+    assert classes == {"BadMagicByte", "UnknownSchemaId", "UndecodableAvro", "IncompatibleReaderSchema",
+                       "NullInput", "range"}, classes
+
+
+@pytest.mark.timeout(1800)
+def test_a_kafka_stream_on_a_cluster_survives_a_sigkill_of_its_driver_exactly_once(
+    spark: Any, cluster: StandaloneCluster, kafka_broker: KafkaBroker, new_topics: Callable[..., list[str]],
+    tmp_path: Path,
+) -> None:
+    """The Kafka source's consumers run in the executors (the Kafka jars reach them from the driver);
+    the driver is SIGKILLed mid-batch twice and restarted from its checkpoint, each time a new
+    application on the cluster: every record in exactly one table, the quarantine byte-exact."""
+    topics = new_topics("cluster-orders", partitions=2)
+    produced = produce(kafka_broker.bootstrap, order_records(topics, 2, STREAM_RECORDS, seed=39))
+    stream = _on(cluster, kafka_pipeline_conf(
+        kafka_broker.bootstrap, tmp_path, topics=topics, processing_time="1 second",
+        max_offsets_per_trigger=STREAM_RECORDS // 4,
+    ))
+    stream_yml = write_conf(stream, tmp_path / "stream.yml")
+    final_yml = write_conf({**stream, "trigger": "available_now"}, tmp_path / "final.yml")
+    before = set(cluster.executor_dirs())
+
+    crashes = run_with_kills(stream_yml, tmp_path / "checkpoint", kills=2, log=tmp_path / "pipeline.log",
+                             rng=random.Random(39), max_delay_s=3.0, stall_timeout_s=420)
+    run_to_completion(final_yml, tmp_path / "pipeline.log", timeout_s=600)
+    assert crashes.kills == 2 and len(crashes.kill_points) == 2
+    _ran_on_executors(cluster, before)
+    book = ledger(spark, produced, target=str(tmp_path / "target"), quarantine=str(tmp_path / "quarantine"),
+                  pipeline="orders_kafka_test")
+    assert book.exactly_once and book.in_quarantine > 0, book.describe()
