@@ -251,9 +251,15 @@ def _local_settings(conf: Mapping[str, str] | None, *, read_only: bool = False) 
     # the stream's thread, where the added-jar class loader is not always the context one.
     settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
     settings.update(conf or {})
-    options = settings["spark.driver.extraJavaOptions"]
-    options = _with_jvm_options(options, READ_ONLY_JVM_OPTIONS if read_only else JVM_OPTIONS)
+    ours = READ_ONLY_JVM_OPTIONS if read_only else JVM_OPTIONS
+    options = _with_jvm_options(settings["spark.driver.extraJavaOptions"], ours)
     settings["spark.driver.extraJavaOptions"] = _with_log_config(options)
+    # The stages' generated code runs where the tasks run: in the driver's JVM under a
+    # local master, in the executors' JVMs under a cluster master (``spark://…``), which
+    # the driver's options never reach (tests/e2e/test_cluster.py). Local mode ignores it.
+    settings["spark.executor.extraJavaOptions"] = _with_jvm_options(
+        settings.get("spark.executor.extraJavaOptions", ""), ours
+    )
     return settings
 
 

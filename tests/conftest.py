@@ -41,6 +41,7 @@ TIERS = ("unit", "spark", "kafka", "e2e")
 # Test modules whose tests start processes of their own (see the module docstring); a
 # test that asks for the ``child_drivers`` fixture joins them wherever it lives.
 PROCESS_MODULES = frozenset({
+    "tests/e2e/test_cluster.py",  # a standalone Spark cluster (master, two workers) and its drivers
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_declarative_pipeline.py",  # spark-pipelines and its Spark Connect server
     "tests/e2e/test_demo_quiet.py",  # the demo's commands as processes, each its own driver

@@ -72,3 +72,17 @@ def test_a_read_only_session_starts_a_c1_only_jvm_with_small_shuffles_and_the_us
     assert settings["spark.sql.shuffle.partitions"] == "8"  # the pipeline's spark.conf wins
     assert settings["spark.sql.adaptive.coalescePartitions.initialPartitionNum"] == "2"
     assert set(JVM_OPTIONS) <= set(_local_settings(None)["spark.driver.extraJavaOptions"].split())
+
+
+def test_the_executors_get_the_jit_options_too_and_keep_the_users_own() -> None:
+    """Under a cluster master the tasks (the stages' generated code) run in executor JVMs,
+    which spark.driver.extraJavaOptions never reaches (tests/e2e/test_cluster.py failed first)."""
+    from quarantine.session import READ_ONLY_JVM_OPTIONS, _local_settings
+
+    assert set(JVM_OPTIONS) <= set(_local_settings(None)["spark.executor.extraJavaOptions"].split())
+    users = _local_settings({"spark.executor.extraJavaOptions": "-Dx=1 -XX:MaxNodeLimit=100000"})
+    options = users["spark.executor.extraJavaOptions"].split()
+    # the user's own flag wins, and its linked flag is left to HotSpot's default with it
+    assert options == ["-Dx=1", "-XX:MaxNodeLimit=100000", "-XX:-DontCompileHugeMethods"]
+    read_only = _local_settings(None, read_only=True)["spark.executor.extraJavaOptions"].split()
+    assert read_only == list(READ_ONLY_JVM_OPTIONS)
