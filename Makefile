@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first.
 .PHONY: setup setup-matrix browser demo test test-matrix test-fast lint bench kafka-demo docs reference clean
 
-# Every jar the repository resolves stays in .cache/jars (quarantine.jars' spark-<version>/,
+# Every jar the repository resolves stays in .cache/jars (quarantine.spark.jars' spark-<version>/,
 # scripts/resolve_jars.sh's spark/ and kafka/); a user's install uses ~/.cache/quarantine/jars.
 export QUARANTINE_JAR_CACHE ?= $(CURDIR)/.cache/jars
 

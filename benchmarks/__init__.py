@@ -80,18 +80,18 @@ def drop_dir(d: Path) -> None:
 
 def bench_spark(app: str = "quarantine-bench", conf: dict[str, str] | None = None) -> SparkSession:
     """The local Delta session for benchmarks (``local[2]``, Spark UI off)."""
-    from quarantine.session import get_spark
+    from quarantine.spark.session import get_spark
 
     return get_spark(app, {**BENCH_CONF, **(conf or {})})
 
 
 def ensure_source(spark: SparkSession, records: int, poison_rate: float) -> str:
-    """Path of a Delta table of :func:`quarantine.demo.orders_source` records.
+    """Path of a Delta table of :func:`quarantine.demo.orders.orders_source` records.
 
     Written once per ``(records, poison_rate)`` and reused: a marker file is
     written after the Delta commit, so a half-written table is rewritten.
     """
-    from quarantine.demo import orders_source
+    from quarantine.demo.orders import orders_source
 
     name = f"source-{records}-p{round(poison_rate * 1000):04d}"
     path = bench_dir() / "sources" / name

@@ -5,7 +5,7 @@
 PySpark 4 sends the Python call site of every Column call to the JVM while
 ``spark.python.sql.dataFrameDebugging.enabled`` is true (Spark's default): about eight
 Py4J round trips a call instead of one. Local sessions from ``get_spark()`` turn it
-off (``quarantine.session.LOCAL_DEFAULTS``); this module measures both ways in one
+off (``quarantine.spark.session.LOCAL_DEFAULTS``); this module measures both ways in one
 process. PySpark reads the setting once per process, so each arm sets PySpark's cached
 answer (``pyspark.errors.utils._enable_debugging_cache``) for its run: a benchmark's
 switch, not something the library does.
@@ -16,7 +16,7 @@ Two parts, medians reported:
   (:mod:`benchmarks.bench_pipeline`), interleaved: the plain arm, a batch run
   (``listeners=[]``) with debugging off (the library's way), and with it on;
 * **micro-batch columns** — the Python side of one Kafka micro-batch that
-  :meth:`Run.process_batch <quarantine.run.Run.process_batch>` builds per batch (its
+  :meth:`Run.process_batch <quarantine.batch.run.Run.process_batch>` builds per batch (its
   observed counts, the quarantine rows with their redaction, the target rows), over a
   staged frame of the streaming benchmark's stages, built 20 times each way; no job runs.
 """
@@ -35,10 +35,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.bench_pipeline import _interleaved, run_plain, run_quarantine, standalone_setup, warm_up
+from quarantine.batch.writes import Batch, BatchMode
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
 from quarantine.schema import ERROR
-from quarantine.writes import Batch, BatchMode
 
 __all__ = ["main", "micro_batch_columns"]
 

@@ -125,8 +125,8 @@ def run(records: int = 1_000_000, repeat: int = 3, *, smoke: bool = False) -> li
     root = bench_dir() / "declarative"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    from quarantine.demo import write_demo_source
-    from quarantine.session import get_spark
+    from quarantine.demo.orders import write_demo_source
+    from quarantine.spark.session import get_spark
 
     source = root / "source"
     write_demo_source(get_spark("bench:declarative"), str(source), records, poison_rate=0.1, seed=38)

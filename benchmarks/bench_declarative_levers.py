@@ -48,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, list[float]]:
     root = bench_dir() / "declarative-levers"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    from quarantine.demo import write_demo_source
-    from quarantine.session import get_spark
+    from quarantine.demo.orders import write_demo_source
+    from quarantine.spark.session import get_spark
 
     source = root / "source"
     spark = get_spark("bench:declarative-levers")

@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from benchmarks import Row, add_smoke, bench_spark, drop_dir, ensure_source, fresh_dir, markdown_table, median, timed
 from quarantine.config import parse_config
-from quarantine.demo import ORDER_SCHEMA_DDL
+from quarantine.demo.orders import ORDER_SCHEMA_DDL
 from quarantine.pipeline import Pipeline
 
 __all__ = ["DQX_CHECKS", "QUARANTINE_RULES", "NetworkGuard", "OfflineWorkspaceClient", "main", "run"]

@@ -15,7 +15,7 @@ quarantine MERGE, target append) on one batch:
 A fourth row is a size, not a time: the routing arm's persisted batch (``DISK_ONLY``,
 from Spark's storage info) with the stage's input carried for every row that reached
 it (as before 2026-11-26) against carried only where the stage failed the row (the
-stage is last and its result is its input: :func:`quarantine.verdict.carried_columns`).
+stage is last and its result is its input: :func:`quarantine.batch.verdict.carried_columns`).
 
 Goal (issue 5): routing adds <= 25% to the baseline's batch time. The GX
 validation is reported, not held to a goal (it is a cadence knob:
@@ -35,11 +35,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, median, standard_main, timed
 from benchmarks.bench_pipeline import available_stages, demo_config
+from quarantine.batch.writes import BatchMode
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import Suite, load_suite
 from quarantine.pipeline import Pipeline
 from quarantine.runners import read_source
-from quarantine.writes import BatchMode
 
 __all__ = ["GOAL", "main", "run"]
 

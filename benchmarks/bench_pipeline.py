@@ -43,9 +43,9 @@ from benchmarks import (
     timed,
 )
 from quarantine.config import PipelineConfig, StageSpec, load_config
-from quarantine.metric_columns import observed_counts
+from quarantine.listeners.events import RunListener
+from quarantine.metrics.columns import observed_counts
 from quarantine.pipeline import Pipeline, default_listeners
-from quarantine.report import RunListener
 from quarantine.stage import Stage
 
 __all__ = ["DEMO_CONF", "PlainStep", "available_stages", "demo_config", "main", "plain_target", "profile", "run"]

@@ -20,7 +20,7 @@ The source is Kafka-shaped Delta, written once per size beforehand by
 * **handwritten_good_only** — :mod:`benchmarks.handwritten.good_only`: parse once, keep
   the good rows, append them; bad rows are lost.
 
-All three build their session with :func:`quarantine.session.get_spark` (same jars,
+All three build their session with :func:`quarantine.spark.session.get_spark` (same jars,
 settings and JVM options) and keep the same rows: every run's target row count (and
 quarantine row count, where an arm writes one) is checked against the others' (read from
 the Delta log, without Spark).
@@ -131,7 +131,7 @@ def ensure_demo_source(records: int, poison_rate: float, *, in_process: bool = F
               + ("in this process" if in_process else "with init-demo"), file=sys.stderr, flush=True)
         if in_process:
             from benchmarks import bench_spark
-            from quarantine.demo import write_demo_source
+            from quarantine.demo.orders import write_demo_source
 
             write_demo_source(bench_spark("bench-process"), str(out / "source"), records, poison_rate=poison_rate)
         else:

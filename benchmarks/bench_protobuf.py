@@ -1,7 +1,7 @@
 """The ``protobuf`` stage against the same decode by hand: 1M wire-format records, 1 % poison.
 
 The source is Kafka-shaped Delta: the Protobuf demo's order message
-(:mod:`quarantine.demo_protobuf`, six fields, one a ``google.protobuf.Timestamp``)
+(:mod:`quarantine.demo.protobuf`, six fields, one a ``google.protobuf.Timestamp``)
 serialized by the ``protobuf`` package under schema id 1 and framed in the
 schema-registry wire format (magic byte, id, message indexes ``[0]``); one record in 100
 is poison, in turn JSON on the topic (bad magic byte), an unknown schema id, and bytes
@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from benchmarks import Row, bench_dir, bench_spark, drop_dir, fresh_dir, median, standard_main, timed
 from quarantine.config import parse_config
-from quarantine.demo_protobuf import MESSAGE, descriptor_set, encode_udf
+from quarantine.demo.protobuf import MESSAGE, descriptor_set, encode_udf
 from quarantine.pipeline import Pipeline
 
 __all__ = ["GOAL", "handwritten_udf", "main", "protobuf_source", "run"]

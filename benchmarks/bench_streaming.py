@@ -16,7 +16,7 @@ trigger and the same ``maxOffsetsPerTrigger``, into fresh tables:
 * **serial** (reported, no goal) — the quarantine arm with every micro-batch
   written while counted, the way before 2026-11-26: the target append, then the
   quarantine write from its cache. Today a micro-batch after one with failed
-  records is counted first and makes both commits at once (:mod:`quarantine.run`);
+  records is counted first and makes both commits at once (:mod:`quarantine.batch.run`);
   this arm keeps that lever's effect measurable side by side.
 * **scattered** (reported, no goal) — the quarantine arm with each micro-batch's
   failed records written as they lie, one file per partition of the batch (four
@@ -45,9 +45,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from benchmarks import Row
+from quarantine.batch.run import Run
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.run import Run
 from quarantine.runners.streaming import run_stream
 from quarantine.sinks.quarantine import QuarantineWriter
 from tests.support import (
@@ -127,7 +127,7 @@ def run_serial(spark: SparkSession, bootstrap: str, out: Path, max_offsets: int)
     """The quarantine arm with every micro-batch written while counted (the way before 2026-11-26).
 
     A run that forgets its last batch had failed records writes the next one while
-    counting it (:meth:`quarantine.run.Run.process_batch`), as every batch was written then.
+    counting it (:meth:`quarantine.batch.run.Run.process_batch`), as every batch was written then.
     """
     real = Run.process_batch
 

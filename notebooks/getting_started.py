@@ -61,8 +61,8 @@ def table(name: str) -> str:
 
 import shutil
 
-from quarantine.demo import write_demo_source, write_demo_table
-from quarantine.session import get_spark
+from quarantine.demo.orders import write_demo_source, write_demo_table
+from quarantine.spark.session import get_spark
 
 spark = get_spark("quarantine:getting-started")
 for name in ("source", "orders", "quarantine", "metrics"):  # start afresh
@@ -158,7 +158,7 @@ import tempfile
 
 import yaml
 
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 
 stages = yaml.safe_load(Path(conf_path).read_text(encoding="utf-8"))["stages"]
 expect_order = next(s for s in stages if s["name"] == "expect_order")

@@ -52,7 +52,7 @@ overrides_text = widget("overrides", "", "overrides: key=value per line")
 # COMMAND ----------
 
 from quarantine.config import load_config
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 overrides = {}
 for line in overrides_text.splitlines():

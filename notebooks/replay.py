@@ -5,7 +5,7 @@
 # MAGIC Re-runs the pipeline's **open** quarantine rows — their raw bytes as read — through the
 # MAGIC pipeline's *current* stages (after a parser fix or a widened check). Records that now pass
 # MAGIC go to the target and become `replayed`; records that still fail stay `open` with the new
-# MAGIC failure appended to `error_history`. A thin wrapper over `quarantine.replay.replay`.
+# MAGIC failure appended to `error_history`. A thin wrapper over `quarantine.runners.replay.replay`.
 # MAGIC
 # MAGIC With `apply` = `false` (the default) nothing is written: the notebook previews how many
 # MAGIC selected records would pass now, by stage.
@@ -63,7 +63,7 @@ apply = widget("apply", "false", "apply (true writes)").strip().lower() == "true
 
 from quarantine.config import load_config
 from quarantine.pipeline import Pipeline
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 config = load_config(conf_path)
 if catalog:
@@ -85,7 +85,7 @@ print(f"pipeline {config.pipeline}: replaying open rows of {pipeline.quarantine_
 
 from pyspark.sql import functions as F
 
-from quarantine.replay import open_records
+from quarantine.runners.replay import open_records
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
 selected = open_records(pipeline, where or None)
@@ -104,7 +104,7 @@ show(preview.groupBy("outcome", "failing_stage", "error_class").count().orderBy(
 
 # COMMAND ----------
 
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 
 if apply:
     result = replay(pipeline, where or None)

@@ -64,7 +64,7 @@ source_ref = table_ref(catalog, schema, quarantine_table)
 
 # COMMAND ----------
 
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 spark = get_spark("quarantine:triage")
 # One view of this pipeline's rows; every query below is plain SQL over it.

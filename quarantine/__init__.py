@@ -6,14 +6,14 @@ The names a notebook or job reaches for::
     summary = Pipeline.from_config(load_config("conf/orders.yml")).run()
 
 Everything else lives in its own module (``quarantine.stages.json``,
-``quarantine.retry``, ``quarantine.tolerance`` …) and is importable from there.
+``quarantine.errorhandling.retry``, ``quarantine.errorhandling.tolerance`` …) and is importable from there.
 """
 
 from __future__ import annotations
 
-from quarantine.breach import Breach
-from quarantine.chain import apply_stages, final_error, final_result
+from quarantine.batch.chain import apply_stages, final_error, final_result
 from quarantine.config import PipelineConfig, load_config, parse_config
+from quarantine.errorhandling.breach import Breach
 from quarantine.errors import (
     ConfigError,
     HandlerError,
@@ -24,13 +24,13 @@ from quarantine.errors import (
     StageDefinitionError,
     ToleranceExceededError,
 )
-from quarantine.metrics import MetricNames
+from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus, RunSummary
+from quarantine.metrics.cells import MetricNames
 from quarantine.pipeline import Pipeline
-from quarantine.replay import ReplayResult, discard, replay
-from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus, RunSummary
-from quarantine.reporter import ErrantRecordReporter
+from quarantine.runners.errant import ErrantRecordReporter
+from quarantine.runners.replay import ReplayResult, discard, replay
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 from quarantine.stage import Stage, StageContext
 from quarantine.stages.python import python_stage
 

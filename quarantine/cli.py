@@ -194,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="a Spark setting on top of a local session's, e.g. spark.sql.warehouse.dir=/data/wh")
     sch = command("schema")
     sch.add_argument("--out", default=None, metavar="FILE", help="write it to FILE instead of printing it")
-    from quarantine import triage
+    from quarantine.ops import triage
 
     for name in triage.COMMANDS:
         triage.add_arguments(name, command(name))
@@ -247,7 +247,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.command == "init-demo":
             return _init_demo(args)
         if args.command == "connect-server":
-            from quarantine.connect_server import serve
+            from quarantine.spark.connect_server import serve
 
             bad = [p for p in args.spark_conf if "=" not in p]
             if bad:
@@ -257,7 +257,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.command == "schema":
             return _schema(args.out)
         if args.command in ("inspect", "stats", "sql", "views"):
-            from quarantine.triage import run_command
+            from quarantine.ops.triage import run_command
 
             _start_reader(args)
             return run_command(args, _overrides(args.set))
@@ -283,28 +283,28 @@ def _command(args: argparse.Namespace) -> int:
                 print(f"not checked: {not_checked}")
             return 0
         if args.command == "replay":
-            from quarantine.replay import preview_replay, replay
+            from quarantine.runners.replay import preview_replay, replay
 
             if args.dry_run:
                 print(preview_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
                 return 0
             if config.target.written_by is WrittenBy.PIPELINE:  # the pipeline's next update replays them
-                from quarantine.replay_queue import queue_replay
+                from quarantine.declarative.replay_queue import queue_replay
 
                 print(queue_replay(Pipeline.from_config(config, listeners=[]), _predicate(args.where)).render())
                 return 0
             print(replay(Pipeline.from_config(config), _predicate(args.where)).render())
             return 0
         if args.command == "metrics":
-            from quarantine.pipeline_metrics import record_pipeline_metrics
-            from quarantine.session import get_spark
+            from quarantine.declarative.metrics import record_pipeline_metrics
+            from quarantine.spark.session import get_spark
 
             spark = get_spark(f"quarantine:metrics:{config.pipeline}", config.spark_conf)
             n = record_pipeline_metrics(spark, config)
             print(f"recorded {n:,} new batch(es) of pipeline {config.pipeline} in {config.metrics.table}")
             return 0
         if args.command == "discard":
-            from quarantine.replay import discard, preview_discard
+            from quarantine.runners.replay import discard, preview_discard
 
             if args.dry_run:
                 print(preview_discard(Pipeline.from_config(config, listeners=[]), args.where).render())
@@ -313,14 +313,14 @@ def _command(args: argparse.Namespace) -> int:
             print(f"discarded {n:,} open record(s) (run_kind discard)")
             return 0
         if args.command == "rebuild-target":
-            from quarantine.rebuild import rebuild_target
+            from quarantine.ops.rebuild import rebuild_target
 
             print(rebuild_target(Pipeline.from_config(config, listeners=[] if args.dry_run else None),
                                  dry_run=args.dry_run).render())
             return 0
         if args.command == "maintain":
-            from quarantine.maintain import maintain
-            from quarantine.session import get_spark
+            from quarantine.ops.maintain import maintain
+            from quarantine.spark.session import get_spark
 
             print(maintain(get_spark(f"quarantine:maintain:{config.pipeline}", config.spark_conf), config).render())
             return 0
@@ -351,7 +351,7 @@ def _command(args: argparse.Namespace) -> int:
 def _start_reader(args: argparse.Namespace) -> None:
     """Start the lean session of a command that reads tables (``get_spark(read_only=True)``).
 
-    :mod:`quarantine.triage` then gets it as the active session. Nothing starts when the
+    :mod:`quarantine.ops.triage` then gets it as the active session. Nothing starts when the
     command needs no Spark (``sql`` without a name, ``views --print``) or cannot run (no ``--conf``, an
     unknown query, a bad config): triage reports those as before.
     """
@@ -360,7 +360,7 @@ def _start_reader(args: argparse.Namespace) -> None:
     if args.command == "views" and args.print_sql:  # prints the statements; reads nothing
         return
     from quarantine.config import load_config
-    from quarantine.session import get_spark
+    from quarantine.spark.session import get_spark
 
     try:
         if args.command == "sql":
@@ -399,8 +399,8 @@ def _report(config: PipelineConfig, out: str, since: str | None = None) -> int:
         ConfigError: ``--since`` is not an ISO date or date-time.
         ReportDependencyError: Plotly (the ``report`` extra) is not installed.
     """
-    from quarantine.html_report import require_plotly, write_report
-    from quarantine.session import get_spark
+    from quarantine.ops.report_page import require_plotly, write_report
+    from quarantine.spark.session import get_spark
 
     when = parse_since(since) if since else None
     require_plotly()
@@ -417,14 +417,14 @@ def _report(config: PipelineConfig, out: str, since: str | None = None) -> int:
 def _stop_retries_on_sigterm() -> None:
     """SIGTERM (a job cancelled, a container stopping) ends retries, then the run, cleanly.
 
-    Retries — even ``errors.retry.timeout: -1`` — give up (:func:`quarantine.retry.stop_retries`)
+    Retries — even ``errors.retry.timeout: -1`` — give up (:func:`quarantine.errorhandling.retry.stop_retries`)
     and the run stops with ``KeyboardInterrupt``: the batch in flight is not committed,
     listeners see the run end, and a restart resumes from the last committed batch.
     """
     import signal
     import threading
 
-    from quarantine.retry import stop_retries
+    from quarantine.errorhandling.retry import stop_retries
 
     def on_term(signum: int, frame: object) -> None:
         stop_retries()
@@ -452,8 +452,8 @@ def _schema(out: str | None) -> int:
 
 
 def _init_demo(args: argparse.Namespace) -> int:
-    from quarantine.demo import write_demo_config, write_demo_source, write_demo_table
-    from quarantine.session import get_spark
+    from quarantine.demo.orders import write_demo_config, write_demo_source, write_demo_table
+    from quarantine.spark.session import get_spark
 
     if not 0.0 <= args.poison_rate <= 1.0:
         raise ConfigError("--poison-rate", args.poison_rate, "a fraction in [0, 1]")
@@ -465,9 +465,9 @@ def _init_demo(args: argparse.Namespace) -> int:
     spark = get_spark("quarantine:init-demo")
     if args.format != "json":  # avro / protobuf: the source, the writer schemas beside it, the config
         if args.format == "avro":
-            from quarantine.demo_avro import write_avro_demo as writer
+            from quarantine.demo.avro import write_avro_demo as writer
         else:
-            from quarantine.demo_protobuf import write_protobuf_demo as writer
+            from quarantine.demo.protobuf import write_protobuf_demo as writer
         conf = writer(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate, seed=args.seed)
         name = {"avro": "Avro", "protobuf": "Protobuf"}[args.format]
         print(f"wrote {args.records:,} {name} order events ({args.poison_rate:.0%} poison) to "

@@ -6,7 +6,7 @@ import logging
 import os
 
 from quarantine.listeners.error_log import ErrorContextTally
-from quarantine.session import LOG_LEVEL_ENV
+from quarantine.spark.session import LOG_LEVEL_ENV
 
 __all__ = ["configure_logging"]
 
@@ -25,7 +25,7 @@ def configure_logging(verbose: bool) -> ErrorContextTally | None:
 
     Without ``verbose``: Python log lines of the ``quarantine.*`` loggers from INFO, other
     projects' from WARNING; the local JVM's from ERROR (``$QUARANTINE_SPARK_LOG_LEVEL``,
-    read from the JVM's start: :data:`quarantine.session.LOG_CONFIG`); error-context
+    read from the JVM's start: :data:`quarantine.spark.session.LOG_CONFIG`); error-context
     lines counted, not shown, for the summary the command ends with. With ``verbose``:
     other projects' INFO lines, Spark's WARN lines, each error-context line. Called
     before Spark or MLflow start (each reads its variable once); a variable the user set stands.

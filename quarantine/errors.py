@@ -142,7 +142,7 @@ class ExpectationBreachError(ToleranceExceededError):
 
     Raised after the batch's quarantine rows are durable and before its good
     rows and offsets are committed. ``breaches`` holds the
-    :class:`quarantine.report.Breach` es (with GX's result JSON) for listeners.
+    :class:`quarantine.listeners.events.Breach` es (with GX's result JSON) for listeners.
     """
 
     def __init__(self, message: str, *, breaches: tuple[object, ...] = (), count: int = 0) -> None:

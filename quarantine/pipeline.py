@@ -1,11 +1,11 @@
 """The facade: a pipeline built from its config that runs itself.
 
 ``Pipeline.from_config(config).run()`` is the whole of a job: :class:`Pipeline`
-is a :class:`~quarantine.plan.Plan` (the config, the session, the built stages,
+is a :class:`~quarantine.batch.plan.Plan` (the config, the session, the built stages,
 the listeners, the error policy and the pure functions a batch runs through)
 that picks its runner: :func:`~quarantine.runners.batch.run_batch`, or
 :func:`~quarantine.runners.streaming.run_stream` for a streaming source. The
-runners and the run (:mod:`quarantine.run`) read the plan and never come back
+runners and the run (:mod:`quarantine.batch.run`) read the plan and never come back
 up here.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quarantine.batch.plan import Plan, default_listeners
+from quarantine.batch.run import Run, start_run
 from quarantine.config import WrittenBy
 from quarantine.errors import ConfigError
-from quarantine.plan import Plan, default_listeners
-from quarantine.report import Listeners, RunKind, RunSummary
-from quarantine.run import Run, start_run
+from quarantine.listeners.events import Listeners, RunKind, RunSummary
 from quarantine.runners import run_batch, run_stream
 
 __all__ = ["Pipeline", "default_listeners", "refuse_pipeline_tables"]
@@ -34,7 +34,7 @@ def refuse_pipeline_tables(plan: Plan, command: str) -> None:
 
 @dataclass
 class Pipeline(Plan):
-    """A configured pipeline, ready to run (its plan's attributes are :class:`~quarantine.plan.Plan`'s).
+    """A configured pipeline, ready to run (its plan's attributes are :class:`~quarantine.batch.plan.Plan`'s).
 
     Build with :meth:`from_config`. Stages may be replaced with Python-built
     ones (:meth:`with_stages`) for notebooks.
@@ -43,7 +43,7 @@ class Pipeline(Plan):
     def start_run(
         self, run_id: str | None = None, *, listeners: Listeners | None = None, kind: RunKind = RunKind.RUN
     ) -> Run:
-        """A new run of this pipeline (:func:`quarantine.run.start_run`)."""
+        """A new run of this pipeline (:func:`quarantine.batch.run.start_run`)."""
         return start_run(self, run_id, listeners=listeners, kind=kind)
 
     def run(self) -> RunSummary:

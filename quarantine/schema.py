@@ -81,12 +81,12 @@ ERROR = "_q_error"
 OPEN = "_q_open"
 #: Observed count: records open in quarantine that passed in this batch (their rows get closed).
 CLOSING = "records_closing"
-#: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.coordinates`).
+#: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.batch.coordinates`).
 VARIANTS = "_q_variants"
 #: The stage (the error's ``stage``) that fails records whose coordinates other content shares
 #: (:class:`quarantine.stages.source.SourceCheck`).
 SOURCE_STAGE = "source"
-#: A record's content fingerprint in a batch (:func:`quarantine.coordinates.fingerprint`).
+#: A record's content fingerprint in a batch (:func:`quarantine.batch.coordinates.fingerprint`).
 FINGERPRINT = "_q_fingerprint"
 #: Where the record's coordinates are held by an earlier record with other content (a sentence), else NULL.
 REUSED = "_q_reused"
@@ -102,7 +102,7 @@ TARGET_KEY: tuple[str, ...] = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 #: The fingerprint's column in the quarantine table, and in the target (with the coordinates).
 QUARANTINE_FINGERPRINT = "fingerprint"
 TARGET_FINGERPRINT = "_source_fingerprint"
-#: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.verdict`).
+#: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.batch.verdict`).
 CHECK_INPUT_PREFIX = "_q_check_"
 #: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).
 HIDDEN_PREFIX = "__q_"
@@ -214,7 +214,7 @@ QUARANTINE_SCHEMA = StructType(
         StructField("resolved_at", TimestampType()),
         StructField("resolution", StringType()),
         StructField("first_seen_date", DateType()),
-        # the record's content (quarantine.coordinates.fingerprint); NULL in rows written before it
+        # the record's content (quarantine.batch.coordinates.fingerprint); NULL in rows written before it
         # existed (computed from their raw bytes when read) and in rows a custom sink reported
         StructField("fingerprint", LongType()),
     ]
@@ -223,7 +223,7 @@ QUARANTINE_SCHEMA = StructType(
 QUARANTINE_KEY: tuple[str, ...] = ("pipeline", "topic", "partition", "offset")
 
 #: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
-#: (:class:`~quarantine.report.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
+#: (:class:`~quarantine.listeners.events.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
 METRICS_SCHEMA = StructType(
     [
         StructField("pipeline", StringType(), False),

@@ -7,7 +7,7 @@ one declared exception: a stage built with ``nullable: true`` (``decode_utf8`` o
 an optional Kafka key, a ``python`` stage) passes a NULL input on as a NULL
 result with a NULL error. ``error IS NULL`` always means success.
 
-Chaining rule (applied by :func:`quarantine.chain.apply_stages`): a record whose
+Chaining rule (applied by :func:`quarantine.batch.chain.apply_stages`): a record whose
 earlier stage failed is not run again. Its column for every later stage carries
 the *first* error unchanged (same ``stage``, ``kind``, ``message``) and a null
 result, so the last stage's ``error`` is the error that sends the record to
@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.breach import Breach
+from quarantine.errorhandling.breach import Breach
 from quarantine.errors import QuarantineError
 from quarantine.schema import (
     DRIFT_PREFIX,
@@ -42,7 +42,7 @@ from quarantine.schema import (
 )
 
 if TYPE_CHECKING:
-    from quarantine.retry import RetryPolicy
+    from quarantine.errorhandling.retry import RetryPolicy
 
 __all__ = [
     "HIDDEN_PREFIX",
@@ -82,7 +82,7 @@ class StageContext:
             Python stages must not call user code for those rows.
         stacktrace: keep stack traces in the error struct
             (``errors.deadletterqueue.context.stacktrace.enable``).
-        retry: the :class:`quarantine.retry.RetryPolicy` for retriable Python-stage
+        retry: the :class:`quarantine.errorhandling.retry.RetryPolicy` for retriable Python-stage
             failures (``errors.retry.*``), or None.
         hoist: set by :func:`apply_stages`; receives ``(label, expr)`` and returns a
             reference to ``expr`` computed once per row (see :meth:`once`).
@@ -164,7 +164,7 @@ class Stage(ABC):
     input: str | None = None
     #: Whether the stage gives every record the same outcome each time it runs (pure
     #: expressions of the record). The runner may then run it twice over a batch instead
-    #: of caching the batch (:mod:`quarantine.run`); False (the default, and the python
+    #: of caching the batch (:mod:`quarantine.batch.run`); False (the default, and the python
     #: stage's: user code, retries) keeps the batch cached so both writes see one outcome.
     deterministic: bool = False
 
@@ -247,7 +247,7 @@ class ReportsRetries(Protocol):
     ``retries(column)`` gets the stage's own result column and returns an
     integer Column: the retries (attempts beyond the first) the stage made for
     that row, successes included; 0 or NULL when none. Used by
-    :func:`~quarantine.metric_columns.observed_counts` so that retried successes count in ``total-retries``
+    :func:`~quarantine.metrics.columns.observed_counts` so that retried successes count in ``total-retries``
     and ``total-record-failures``.
     """
 
@@ -264,8 +264,8 @@ class ReportsDrift(Protocol):
     ``undeclared(column)`` gets the stage's own result column and returns an
     ``ARRAY<STRING>`` Column: the undeclared field names the row held, NULL or empty
     when none (and for rows the stage did not run: an earlier stage failed). Used by
-    :func:`~quarantine.metric_columns.observed_counts` for ``schema-drift-records`` and
-    :func:`~quarantine.observed_metrics.schema_drift`.
+    :func:`~quarantine.metrics.columns.observed_counts` for ``schema-drift-records`` and
+    :func:`~quarantine.metrics.observed.schema_drift`.
     """
 
     name: str
@@ -282,10 +282,10 @@ def retry_column(stage: str) -> str:
 def retry_columns(stages: Sequence[Any]) -> list[Column]:
     """Per-row retry counts of the stages that :class:`ReportsRetries` (usually none).
 
-    Pure. :func:`quarantine.chain.apply_stages` adds them beside each such stage's
+    Pure. :func:`quarantine.batch.chain.apply_stages` adds them beside each such stage's
     column (a stage may read its hidden columns there); the runner's projection of
     the staged frame keeps them by name (:func:`retry_column_names`), so that
-    :func:`~quarantine.metric_columns.observed_counts` can sum them in the one pass.
+    :func:`~quarantine.metrics.columns.observed_counts` can sum them in the one pass.
     """
     return [
         s.retries(F.col(s.name)).cast("bigint").alias(retry_column(s.name))
@@ -308,9 +308,9 @@ def drift_columns(stages: Sequence[Any]) -> list[Column]:
     """Per-row undeclared fields of the stages that :class:`ReportsDrift`: one STRING column
     each, the sorted names joined by a separator (NULL when none).
 
-    Pure. :func:`quarantine.chain.apply_stages` adds them beside each such stage's column;
+    Pure. :func:`quarantine.batch.chain.apply_stages` adds them beside each such stage's column;
     the runner's projection of the staged frame keeps them by name (:func:`drift_column_names`),
-    so that :func:`~quarantine.metric_columns.observed_counts` counts them in the one pass.
+    so that :func:`~quarantine.metrics.columns.observed_counts` counts them in the one pass.
     """
     out = []
     for s in stages:

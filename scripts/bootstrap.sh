@@ -24,4 +24,4 @@ export QUARANTINE_JAR_CACHE="${QUARANTINE_JAR_CACHE:-$here/.cache/jars}"
 bash scripts/resolve_jars.sh
 # The jars a local session downloads itself (quarantine/jars.toml), resolved now rather
 # than by the first test or demo that starts Spark.
-.venv/bin/python -c 'from quarantine.jars import local_jars, spark_jar_dir; local_jars(); print("quarantine.jars: spark ->", spark_jar_dir())'
+.venv/bin/python -c 'from quarantine.spark.jars import local_jars, spark_jar_dir; local_jars(); print("quarantine.spark.jars: spark ->", spark_jar_dir())'

@@ -26,4 +26,4 @@ fi
 export QUARANTINE_JAR_CACHE="${QUARANTINE_JAR_CACHE:-$here/.cache/jars}"
 # The broker's jars (tests' kafka_broker) are the same for both pairs.
 bash scripts/resolve_jars.sh
-"$venv/bin/python" -c 'import sys, pyspark, delta; from quarantine.jars import local_jars, spark_jar_dir; local_jars(); print(f"matrix: python {sys.version.split()[0]}, pyspark {pyspark.__version__}, jars -> {spark_jar_dir()}")'
+"$venv/bin/python" -c 'import sys, pyspark, delta; from quarantine.spark.jars import local_jars, spark_jar_dir; local_jars(); print(f"matrix: python {sys.version.split()[0]}, pyspark {pyspark.__version__}, jars -> {spark_jar_dir()}")'

@@ -47,7 +47,7 @@ from typing import Any
 # Run as a script: the repository root (tests.support, tests.e2e) is importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 from tests.support import (
     KafkaBroker,
     create_topics,

@@ -147,14 +147,14 @@ INTERPRETED: dict[str, str] = (
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from quarantine.session import get_spark
+    from quarantine.spark.session import get_spark
 
     session = get_spark(
         "quarantine-tests",
         {
             "spark.sql.shuffle.partitions": "2",
             # test data is small: shuffles start at 2 partitions, not the library's 64 (sized for
-            # 5M-record batches, quarantine.session); 22 % off a module of MERGE-heavy tests
+            # 5M-record batches, quarantine.spark.session); 22 % off a module of MERGE-heavy tests
             "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "3g",

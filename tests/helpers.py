@@ -76,7 +76,7 @@ def report_run(spark: Any, d: Any) -> Any:
     from quarantine.config import parse_config
     from quarantine.errors import ToleranceExceededError
     from quarantine.pipeline import Pipeline
-    from quarantine.replay import discard, replay
+    from quarantine.runners.replay import discard, replay
 
     rows = [r for p, values in REPORT_SOURCE.items() for r in kafka_rows(values, partition=p, start_offset=100 * p)]
     spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))

@@ -5,7 +5,7 @@
 Reads the Kafka-shaped Delta source, decodes and parses each record once
 (:mod:`benchmarks.handwritten.rules`), drops the bad rows and appends the good ones
 (the order's fields and the coordinates) to ``--target``. Bad rows are lost. The
-session is built as ``quarantine run`` builds its own (:func:`quarantine.session.get_spark`).
+session is built as ``quarantine run`` builds its own (:func:`quarantine.spark.session.get_spark`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 
 from benchmarks.handwritten.rules import COORDINATES, good_columns, parsed, reason
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,7 +6,7 @@ Reads the Kafka-shaped Delta source, decodes and parses each record once
 (:mod:`benchmarks.handwritten.rules`), caches the checked rows, appends the good ones
 (the order's fields and the coordinates) to ``--target`` and the bad ones (raw key,
 value and headers, topic/partition/offset/timestamp and a reason) to ``--quarantine``.
-The session is built as ``quarantine run`` builds its own (:func:`quarantine.session.get_spark`).
+The session is built as ``quarantine run`` builds its own (:func:`quarantine.spark.session.get_spark`).
 No exactly-once re-run, no error struct, no metrics.
 """
 
@@ -19,7 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from benchmarks.handwritten.rules import COORDINATES, good_columns, parsed, reason
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -40,8 +40,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction, StageSpec
+from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
 from quarantine.expectations.translate import (
@@ -62,7 +62,7 @@ __all__ = ["ExpectationStage", "from_spec"]
 
 @dataclass(frozen=True, repr=False)
 class ExpectationStage(JudgingStage):
-    """Row-level routing for a GX suite, and GX's verdict on the batch (:mod:`quarantine.verdict`).
+    """Row-level routing for a GX suite, and GX's verdict on the batch (:mod:`quarantine.batch.verdict`).
 
     Attributes:
         name: the stage's name.

@@ -4,7 +4,7 @@ GX is the source of truth for the aggregate: counts, observed values, success,
 ``mostly``. :func:`validate_batch` runs GX 1.x on a Spark DataFrame (an
 ephemeral context, a Spark datasource that does not persist, a dataframe asset,
 a whole-dataframe batch definition) and turns every failed expectation into a
-:class:`~quarantine.report.Breach` whose action comes from the
+:class:`~quarantine.listeners.events.Breach` whose action comes from the
 :class:`BreachPolicy`:
 
 * ``warn`` — log it and go on;
@@ -32,8 +32,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction
+from quarantine.errorhandling.breach import Breach
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.redaction import redact_text
 

@@ -8,7 +8,7 @@ A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
 row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
 run's or a day's total is a plain ``GROUP BY metric`` over the rows where
 ``stage IS NULL AND topic IS NULL`` (see the README, "Error metrics").
-``run_kind`` says which kind of run wrote the row (:class:`~quarantine.report.RunKind`):
+``run_kind`` says which kind of run wrote the row (:class:`~quarantine.listeners.events.RunKind`):
 ``run``, ``replay`` (its records counted again: leave it out of error rates) or
 ``discard`` (one ``records-discarded`` row). A table of an older version, without
 ``run_kind``, gets the column on first use (its old rows: NULL, i.e. ``run``).
@@ -49,7 +49,7 @@ publishes the breaching batch's report before it fails, so its rows (``tolerance
 among them) carry that batch's ``batch_id``; :meth:`MetricsTableListener.on_run_end`
 writes nothing.
 
-Listener contract (:mod:`quarantine.report`): a write that still fails after its
+Listener contract (:mod:`quarantine.listeners.events`): a write that still fails after its
 retries is logged with the number of rows lost and never fails the data path.
 """
 
@@ -66,10 +66,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, TimestampType
 
 from quarantine.config import PipelineConfig
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import describe_failure
-from quarantine.metrics import BatchMetrics, MetricNames, MetricPoint
-from quarantine.report import BatchReport, RunInfo, RunListener, RunStatus
-from quarantine.retry import RetryWithToleranceOperator
+from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
+from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
 from quarantine.schema import METRICS_SCHEMA
 from quarantine.sinks import add_missing_columns, create_table, read_table, save, table_exists
 
@@ -82,7 +82,7 @@ __all__ = [
     "metrics_listener",
 ]
 
-log = logging.getLogger("quarantine.metrics")
+log = logging.getLogger("quarantine.metrics.cells")
 
 Row = tuple[Any, ...]
 
@@ -114,7 +114,7 @@ _checked: set[str] = set()
 def metric_rows(report: BatchReport) -> list[Row]:
     """The metrics table rows of one batch report (pure).
 
-    One row per :class:`~quarantine.metrics.MetricPoint` in ``report.metrics``;
+    One row per :class:`~quarantine.metrics.cells.MetricPoint` in ``report.metrics``;
     keys that are not metrics are skipped. ``tolerance-breaches`` adds up to at least
     the number of breaches the report carries: its cells (a judging stage's, the error
     limit's) as reported, and breaches beyond them in the batch's own cell.
@@ -224,7 +224,7 @@ class MetricsTableListener:
         """Nothing: a breach that ends a run is in its batch's report already.
 
         The batch that breaches tolerance publishes its report (``tolerance-breaches``
-        included) before it raises (:meth:`quarantine.run.Run.process_batch`); a row
+        included) before it raises (:meth:`quarantine.batch.run.Run.process_batch`); a row
         written here as well counted one breach twice.
         """
 

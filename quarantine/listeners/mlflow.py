@@ -1,4 +1,4 @@
-"""MLflow tracking as a :class:`~quarantine.report.RunListener`, buffered through outages.
+"""MLflow tracking as a :class:`~quarantine.listeners.events.RunListener`, buffered through outages.
 
 One MLflow run per pipeline run (per run of a streaming query), with:
 
@@ -38,11 +38,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quarantine.breach import Breach
 from quarantine.config import MlflowConfig, PipelineConfig
+from quarantine.errorhandling.breach import Breach
+from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunListener, RunStatus
 from quarantine.redaction import redact, redact_text
-from quarantine.report import BatchReport, RunInfo, RunKind, RunListener, RunStatus
-from quarantine.runtime import on_databricks
+from quarantine.spark.runtime import on_databricks
 
 __all__ = [
     "ARTIFACT_BUFFER",

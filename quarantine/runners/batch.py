@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
+from quarantine.batch.plan import Plan
+from quarantine.batch.run import start_run
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
-from quarantine.plan import Plan
+from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.progress import Progress
-from quarantine.report import RunStatus, RunSummary
-from quarantine.run import start_run
 from quarantine.schema import check_kafka_shaped
 from quarantine.sinks import read_table_pinned
 
@@ -39,7 +39,7 @@ def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
             assert source.path is not None
             df = spark.read.parquet(source.path)
         else:
-            # pinned: the runner may read the batch twice (quarantine.run), and must see one version
+            # pinned: the runner may read the batch twice (quarantine.batch.run), and must see one version
             df = read_table_pinned(spark, source.path or source.table or "")
     except AnalysisException as exc:
         key = "source.path" if source.path else "source.table"

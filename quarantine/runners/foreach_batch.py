@@ -3,7 +3,7 @@
 :class:`BatchRunner` is the function in the client's process: it waits for the query's
 id (the run's id, stable across restarts from the same checkpoint), keeps the run and
 the reports, and for a Kafka source the offset watermarks that say when a micro-batch
-may append (:class:`~quarantine.offset_watermark.OffsetWatermark`). Over Spark Connect
+may append (:class:`~quarantine.sinks.offset_watermark.OffsetWatermark`). Over Spark Connect
 the function runs in a Python worker the server starts: :class:`ConnectBatches` is sent
 there (its stages checked to pickle first: :func:`shippable_stages`) and runs a
 :class:`BatchRunner` of its own, whose reports reach the client through
@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from quarantine.batch.plan import Plan
+from quarantine.batch.run import Run, start_run
+from quarantine.batch.writes import BatchMode
 from quarantine.config import SourceFormat
 from quarantine.errors import QuarantineError, SourceError
-from quarantine.offset_watermark import OffsetWatermark
-from quarantine.plan import Plan
-from quarantine.report import BatchReport
-from quarantine.run import Run, start_run
+from quarantine.listeners.events import BatchReport
 from quarantine.runners.relay import RelayListener, relay_prefix
+from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.target import highest_offsets
-from quarantine.writes import BatchMode
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig

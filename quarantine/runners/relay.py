@@ -3,12 +3,12 @@
 Over Spark Connect, ``foreachBatch`` runs its function in a Python worker that the
 server starts (on Databricks serverless and shared clusters, on the cluster's
 driver), attached to the client's session. The worker runs every batch
-(:meth:`Run.process_batch <quarantine.run.Run.process_batch>`: stages, both writes,
+(:meth:`Run.process_batch <quarantine.batch.run.Run.process_batch>`: stages, both writes,
 tolerance), but the run's listeners (MLflow, the metrics table, logs) and its
 summary belong to the client, which started the run and ends it.
 
 They meet in the one place both sides reach: the session's settings. The worker
-publishes each :class:`~quarantine.report.BatchReport` under
+publishes each :class:`~quarantine.listeners.events.BatchReport` under
 ``spark.quarantine.relay.<query run id>.<n>`` and the count under ``….last``; a
 failure of the pipeline under ``….error``. The client reads them while the query
 runs (:class:`RelayReader`), hands each report to its listeners and removes the
@@ -31,7 +31,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from quarantine.errors import QuarantineError
-from quarantine.report import BatchReport, RunInfo, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 
 __all__ = ["RelayListener", "RelayReader", "relay_prefix"]
 
@@ -66,7 +66,7 @@ def _portable(exc: BaseException) -> BaseException:
 
 @dataclass
 class RelayListener:
-    """Worker side: a :class:`~quarantine.report.RunListener` that publishes each batch's report.
+    """Worker side: a :class:`~quarantine.listeners.events.RunListener` that publishes each batch's report.
 
     The run's start and end are the client's; this listener relays batches only.
     """

@@ -2,7 +2,7 @@
 
 ``run_stream(pipeline)`` reads the source with ``readStream``, and for every
 micro-batch calls :meth:`Run.process_batch(df, batch_id, BatchMode.micro_batch(…))
-<quarantine.run.Run.process_batch>`, which splits the batch once and
+<quarantine.batch.run.Run.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
 
 Exactly-once contract, and what it rests on:
@@ -44,12 +44,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from quarantine.agreement import check_target_holds_replayed
+from quarantine.batch.agreement import check_target_holds_replayed
+from quarantine.batch.plan import Plan
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
-from quarantine.plan import Plan
+from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
-from quarantine.report import RunStatus, RunSummary
 from quarantine.runners.foreach_batch import BatchRunner, ConnectBatches, shippable_stages
 from quarantine.runners.relay import RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped

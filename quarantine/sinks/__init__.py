@@ -134,7 +134,7 @@ def create_table(
     concurrent creator: losing that race returns False once the winner's table
     is there. A location that is not a Delta table yet still holds files of a
     creator that has not committed raises ``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``,
-    which the write retry policy retries (:func:`quarantine.retriable.is_table_creation_race`).
+    which the write retry policy retries (:func:`quarantine.errorhandling.retriable.is_table_creation_race`).
     """
     if table_exists(spark, name):
         return False

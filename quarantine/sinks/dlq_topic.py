@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.errorhandling.retriable import RetriableClassifier
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import RetriesExhaustedError, describe_failure
 from quarantine.redaction import redact_text, unlogged_jvm_calls
-from quarantine.retriable import RetriableClassifier
-from quarantine.retry import RetryWithToleranceOperator
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig

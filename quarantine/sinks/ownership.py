@@ -8,7 +8,7 @@ per topic, the pipeline that writes it: the table property
 ``quarantine.writer.topic.<topic> = <pipeline>`` (``SHOW TBLPROPERTIES`` shows it), and
 each pipeline that writes it: ``quarantine.writer.pipeline.<pipeline> = writer``. A
 target without its pipeline's record is new to the pipeline: rebuilt by other means,
-or written before writers were recorded (:func:`quarantine.agreement.check_target_holds_replayed`
+or written before writers were recorded (:func:`quarantine.batch.agreement.check_target_holds_replayed`
 tells the two apart before the pipeline claims it).
 A pipeline about to write a topic another pipeline owns in the same target is
 refused before it writes anything (:func:`check_owners`), unless its config says

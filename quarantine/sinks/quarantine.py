@@ -21,10 +21,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.coordinates import fingerprint, null_safe_key_match
+from quarantine.batch.coordinates import fingerprint, null_safe_key_match
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.redaction import redact_error
-from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import (
     ERROR,
     FINGERPRINT,
@@ -161,7 +161,7 @@ def _history(existing: Column, new: Column) -> Column:
 
 def stored_fingerprint(col: Any = F.col) -> Column:
     """A quarantine row's fingerprint: its ``fingerprint``, or for a row written before that
-    column existed, the :func:`~quarantine.coordinates.fingerprint` of its raw bytes (kept byte
+    column existed, the :func:`~quarantine.batch.coordinates.fingerprint` of its raw bytes (kept byte
     for byte); NULL for a row a custom sink reported (kind ``sink``: its bytes are not the source's).
 
     Args:
@@ -204,7 +204,7 @@ def _key_match(name: str, pipeline: str) -> Column:
 def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str) -> None:
     """MERGE quarantine rows into the table on ``(pipeline, topic, partition, offset)``.
 
-    ``rows`` must hold each key at most once (:func:`quarantine.coordinates.identify`
+    ``rows`` must hold each key at most once (:func:`quarantine.batch.coordinates.identify`
     guarantees it for a batch). For a key already in the table:
 
     * an ``open`` row last written by this same ``(run_id, batch_id)`` with the same
@@ -320,7 +320,7 @@ class QuarantineWriter:
             error: the error struct column of ``failed``.
             action: what the write is called in its failure message.
             append: the caller knows no key of ``failed`` can be in the table yet (see
-                :class:`~quarantine.offset_watermark.OffsetWatermark`): a plain append instead
+                :class:`~quarantine.sinks.offset_watermark.OffsetWatermark`): a plain append instead
                 of a MERGE, no join against the table.
             records: how many rows ``failed`` holds, when the caller knows: they are
                 written from at most ``ceil(records / ROWS_PER_FILE)`` partitions, not
@@ -382,7 +382,7 @@ def append_quarantine(spark: SparkSession, name: str, rows: DataFrame) -> None:
     """Append quarantine rows whose keys are new to the table.
 
     Only for rows no key of which can be in the table
-    (:class:`~quarantine.offset_watermark.OffsetWatermark` says when): the append does not
+    (:class:`~quarantine.sinks.offset_watermark.OffsetWatermark` says when): the append does not
     look. Once-only needs no Delta transaction id here (checking one reconstructs the
     table's transactions, ~0.5 s a write): a micro-batch is only run again after its query
     restarted, and a restarted query MERGEs until it is past every offset the table holds,
@@ -453,7 +453,7 @@ def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
 
 def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
     """This pipeline's quarantined records in the shape of
-    :func:`quarantine.coordinates.against_settled`'s ``settled`` (None: no table yet).
+    :func:`quarantine.batch.coordinates.against_settled`'s ``settled`` (None: no table yet).
 
     ``_s_fp`` is :func:`stored_fingerprint`, ``_s_where`` names the table, the row's
     status and when it was first seen.

@@ -33,7 +33,7 @@ from quarantine.sinks.ownership import claim_written_topics
 __all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows", "txn_app_id"]
 
 #: The source record kept in the target (when ``target.source_columns``): its coordinates,
-#: timestamp and content fingerprint (:func:`quarantine.coordinates.fingerprint`).
+#: timestamp and content fingerprint (:func:`quarantine.batch.coordinates.fingerprint`).
 SOURCE_COLUMNS: tuple[str, ...] = (
     TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET, TARGET_TIMESTAMP, TARGET_FINGERPRINT,
 )

@@ -49,11 +49,19 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from quarantine.config import StageSpec
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.retry import RetryPolicy
 from quarantine.schema import ErrorKind
-from quarantine.schema_registry import RegistrySource, SubjectVersion, avro_writers, registry_retry, replace_message
-from quarantine.schema_sources import (
+from quarantine.stage import Stage, StageContext, outcome
+from quarantine.stage_types import AvroOptions, RegistryOptions
+from quarantine.stages.schema_registry import (
+    RegistrySource,
+    SubjectVersion,
+    avro_writers,
+    registry_retry,
+    replace_message,
+)
+from quarantine.stages.schema_sources import (
     HEADER_BYTES,
     FolderSchemas,
     RegistryAuthError,
@@ -61,8 +69,6 @@ from quarantine.schema_sources import (
     UnknownSchemaIdError,
     UnknownSubjectError,
 )
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import AvroOptions, RegistryOptions
 
 log = logging.getLogger("quarantine")
 

@@ -147,7 +147,7 @@ def test_python_stages_row_and_vectorized_run_in_the_executors_python_workers(
     """A user function by dotted path, row and vectorized (with poison), runs in executors' Python
     workers of another process than the driver; each poison record is its own error, in its stage.
     The executors' JVMs get the library's JIT options as the driver's does (JVM_OPTIONS)."""
-    from quarantine.session import JVM_OPTIONS
+    from quarantine.spark.session import JVM_OPTIONS
     from tests.helpers import kafka_df
 
     values = _python_values()
@@ -194,7 +194,7 @@ def test_python_stages_row_and_vectorized_run_in_the_executors_python_workers(
 def test_the_avro_demo_runs_on_a_cluster(spark: Any, cluster: StandaloneCluster, tmp_path: Path) -> None:
     """The Avro stage (its writer schemas read from files by the driver, decoded in the executors):
     every poison kind in quarantine by class, every record in exactly one table."""
-    from quarantine.demo_avro import AVRO_DEMO_CONFIG
+    from quarantine.demo.avro import AVRO_DEMO_CONFIG
 
     demo = tmp_path / "avro-demo"
     assert main(["init-demo", "--format", "avro", "--out", str(demo), "--records", str(RECORDS),

@@ -23,7 +23,7 @@ import pytest
 
 from quarantine.config import load_config, parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from tests.integration.test_concurrent_writers import assert_replay_resolved_correctly
 from tests.support import KafkaBroker, ProducedRecord, kafka_pipeline_conf, order_records, produce
 from tests.support.crash import batch_files, write_conf

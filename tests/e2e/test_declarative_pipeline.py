@@ -185,7 +185,7 @@ def test_tolerance_none_fails_the_update_naming_the_stage_and_the_record(
 ) -> None:
     connect, root = server
     project = _project(root, "orders_none", tolerance="none")
-    from quarantine.demo import write_demo_source
+    from quarantine.demo.orders import write_demo_source
 
     write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=39)
     done = _pipelines_run(connect, project)
@@ -200,7 +200,7 @@ def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_sta
 ) -> None:
     connect, root = server
     project = _project(root, "orders_replay", tolerance="all")
-    from quarantine.demo import write_demo_source
+    from quarantine.demo.orders import write_demo_source
 
     write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.2, seed=40)
     assert _pipelines_run(connect, project).returncode == 0
@@ -257,7 +257,7 @@ def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_sta
 
 
 def _records(spark: Any, topic: str, n: int, seed: int) -> list[Any]:
-    from quarantine.demo import orders_source
+    from quarantine.demo.orders import orders_source
     from tests.support import Record
 
     rows = orders_source(spark, n, poison_rate=0.1, seed=seed).collect()

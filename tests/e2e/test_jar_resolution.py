@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from quarantine.jars import MAVEN_CENTRAL, local_jars, spark_jar_dir, spark_jars
+from quarantine.spark.jars import MAVEN_CENTRAL, local_jars, spark_jar_dir, spark_jars
 
 REPO = Path(__file__).resolve().parents[2]
 

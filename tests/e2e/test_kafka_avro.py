@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from quarantine.runners.streaming import run_stream
 from quarantine.stages.avro import AvroDecode
 from tests.support import KafkaBroker, Record, kafka_pipeline_conf, ledger, produce

@@ -156,7 +156,7 @@ def test_a_stream_from_a_new_checkpoint_over_a_settled_topic_writes_no_record_tw
     """A checkpoint deleted or replaced (a reset every Databricks team does) restarts the query at
     batch 0 from the earliest offsets: records already in the target are left out, open records
     run again into their own rows, a discarded one stays discarded, and new records are written once."""
-    from quarantine.replay import discard
+    from quarantine.runners.replay import discard
 
     (topic,) = new_topics("new-checkpoint")
     b = kafka_broker.bootstrap

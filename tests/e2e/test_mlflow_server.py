@@ -16,10 +16,10 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction, MlflowConfig
+from quarantine.errorhandling.breach import Breach
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.listeners.mlflow import MlflowTracker, mlflow_metrics
-from quarantine.report import BatchReport, RunInfo, RunStatus
 from tests.e2e.mlflow_fixtures import MlflowServer, mlflow_server
 
 __all__ = ["mlflow_server"]

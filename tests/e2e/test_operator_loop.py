@@ -24,7 +24,7 @@ import yaml
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from quarantine.html_report import FIGURES
+from quarantine.ops.report_page import FIGURES
 from quarantine.sinks import table_version
 from tests.e2e.conftest import open_page
 from tests.support.readme import block

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from tests.helpers import kafka_df, orders_config
 from tests.support.crash import write_conf
 
@@ -36,7 +36,7 @@ GOOD = 30
 #: the child: the replay command, stopped for the kill where its quarantine close would start
 CHILD = """
 import sys, time
-import quarantine.writes as writes
+import quarantine.batch.writes as writes
 conf, marker = sys.argv[1], sys.argv[2]
 def stop_here(*args, **kwargs):
     with open(marker, "w") as f:

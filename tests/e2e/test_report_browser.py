@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from quarantine.cli import main
-from quarantine.html_report import FIGURES
+from quarantine.ops.report_page import FIGURES
 from tests.e2e.conftest import open_page as _open
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 The venv has no access to this repository or its venv (no ``--system-site-packages``,
 no ``PYTHONPATH``, a working directory under the pytest temp dir) and a jar cache of
 its own, so the session's Delta and Kafka jars really come from Maven Central through
-:mod:`quarantine.jars`. Dependencies come from PyPI through pip's cache.
+:mod:`quarantine.spark.jars`. Dependencies come from PyPI through pip's cache.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def test_the_wheel_holds_the_library_its_data_and_metadata_only(wheel: Path) -> 
     assert {
         "quarantine/py.typed",
         "quarantine/jars.toml",
-        "quarantine/demo_conf/orders_demo.yml",
-        "quarantine/demo_conf/expectations/orders.json",
+        "quarantine/demo/conf/orders_demo.yml",
+        "quarantine/demo/conf/expectations/orders.json",
     } <= names
     # the SQL library and the views' queries, every file of them
     sql = {str(p.relative_to(REPO).as_posix()) for p in (REPO / "quarantine" / "sql").rglob("*.sql")}
@@ -146,7 +146,7 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     shown = {s for s in ("decode", "parse_order", "convert", "check_order", "expect_order") if s in looked.stdout}
     assert shown, looked.stdout  # the newest failures, by stage
 
-    from quarantine.jars import spark_jar_dir, spark_jars
+    from quarantine.spark.jars import spark_jar_dir, spark_jars
 
     folder = spark_jar_dir().relative_to(os.environ["QUARANTINE_JAR_CACHE"])  # spark-<pyspark version>
     resolved = sorted(p.relative_to(jars) for p in jars.rglob("*") if p.is_file())

@@ -1,4 +1,4 @@
-"""A stage that judges the whole batch, known to the runner by the protocol alone (quarantine.verdict).
+"""A stage that judges the whole batch, known to the runner by the protocol alone (quarantine.batch.verdict).
 
 The expectation stage is one such stage; this one is not GX at all: it passes every
 record and judges the batch by its size. The runner must act on its verdicts as it
@@ -17,11 +17,11 @@ import pytest
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction, parse_config
+from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ExpectationBreachError
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from quarantine.schema import CHECK_INPUT_PREFIX, ErrorKind
 from quarantine.stage import JudgingStage, StageContext, outcome
 from quarantine.stages import build_stages

@@ -117,7 +117,7 @@ def test_every_path_a_job_names_exists() -> None:
 
 
 def test_the_dashboard_shows_the_reports_figures_over_the_targets_schema() -> None:
-    from quarantine.html_report import FIGURES
+    from quarantine.ops.report_page import FIGURES
 
     assert dashboard_problems(REPO) == []
     (name,) = Bundle.load(REPO).dashboards()
@@ -255,7 +255,7 @@ def test_notebook_tasks_point_at_existing_source_notebooks() -> None:
 
 
 def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None:
-    from quarantine.session import JVM_OPTIONS
+    from quarantine.spark.session import JVM_OPTIONS
 
     for name, (_, job) in _jobs().items():
         for cluster in job.get("job_clusters", []):
@@ -267,7 +267,7 @@ def test_every_job_cluster_lets_the_jit_compile_huge_generated_methods() -> None
 
 def test_every_job_cluster_builds_columns_without_sending_each_call_site_to_the_jvm() -> None:
     # the driver's Python builds a batch's plan: PySpark's DataFrame debugging makes each
-    # Column call about eight Py4J round trips (quarantine/session.py: LOCAL_DEFAULTS)
+    # Column call about eight Py4J round trips (quarantine/spark/session.py: LOCAL_DEFAULTS)
     for name, (_, job) in _jobs().items():
         for cluster in job.get("job_clusters", []):
             conf = cluster["new_cluster"].get("spark_conf", {})
@@ -440,9 +440,9 @@ def test_the_readmes_databricks_commands_name_what_the_bundle_defines() -> None:
 def test_the_declarative_pipeline_loads_its_config_with_its_overrides_on_unity_catalog_tables() -> None:
     """bundles/orders_declarative.yml: its ``quarantine.set.*`` settings, as each target sets
     them, are overrides of pipelines/orders/orders.yml that load, and that a pipeline can declare."""
+    from quarantine.batch.plan import Plan
     from quarantine.config import load_config
     from quarantine.declarative import check_declarable, pipeline_overrides
-    from quarantine.plan import Plan
     from quarantine.stages import build_stages
 
     bundle = Bundle.load(REPO)

@@ -8,7 +8,7 @@ from typing import Any
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages, final_error, final_result
+from quarantine.batch.chain import apply_stages, final_error, final_result
 from quarantine.config import StageSpec
 from quarantine.stages import build_stages
 from quarantine.stages.decode import DecodeUtf8

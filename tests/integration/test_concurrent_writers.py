@@ -22,7 +22,7 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.support.crash import write_conf
 from tests.support.drivers import CHILD_SPARK, DriverPool, Job
@@ -52,7 +52,7 @@ while len(list(barrier.iterdir())) < n and time.monotonic() < deadline:
     time.sleep(0.05)
 try:
     if action == "replay":
-        from quarantine.replay import replay
+        from quarantine.runners.replay import replay
         r = replay(pipe)
         out = {"selected": r.selected, "replayed": r.replayed, "still_failing": r.still_failing}
     else:

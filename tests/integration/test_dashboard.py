@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from quarantine.config import load_config
-from quarantine.html_report import FIGURES
-from quarantine.report_data import collect_report_data
+from quarantine.ops.report_data import collect_report_data
+from quarantine.ops.report_page import FIGURES
 from tests.support.bundle_checks import Bundle, dashboard_definition, dataset_sql
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from quarantine.demo_protobuf import PROTOBUF_DEMO_CONFIG
+from quarantine.demo.protobuf import PROTOBUF_DEMO_CONFIG
 from tests.support.readme import block
 
 RECORDS = 700

@@ -20,7 +20,7 @@ import yaml
 from quarantine.config import parse_config
 from quarantine.errors import CoordinatesReusedError
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.helpers import kafka_rows, orders_config
 
@@ -302,7 +302,7 @@ def test_a_target_written_before_writers_were_recorded_is_claimed_on_first_use(s
 def test_a_deleted_quarantine_table_starts_a_new_one_says_so_and_duplicates_nothing(
     spark: Any, table_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from quarantine.replay import discard
+    from quarantine.runners.replay import discard
 
     _settled_target(spark, table_dir)
     fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])

@@ -15,9 +15,9 @@ import pytest
 from quarantine.cli import main
 from quarantine.config import parse_config
 from quarantine.errors import QuarantineError
-from quarantine.maintain import maintain
+from quarantine.ops.maintain import maintain
 from quarantine.pipeline import Pipeline
-from quarantine.replay import discard, replay
+from quarantine.runners.replay import discard, replay
 from tests.helpers import kafka_df, orders_config
 from tests.support.crash import write_conf
 

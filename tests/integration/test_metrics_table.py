@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
+from quarantine.batch.writes import BatchMode
 from quarantine.config import ErrorsConfig, parse_config
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ToleranceExceededError
+from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunStatus
 from quarantine.listeners.metrics_table import MetricsTableListener, NoMetricsTable, metric_rows
-from quarantine.metrics import MetricNames, metric_key
+from quarantine.metrics.cells import MetricNames, metric_key
 from quarantine.pipeline import Pipeline, default_listeners
-from quarantine.report import BatchReport, RunInfo, RunKind, RunStatus
-from quarantine.retry import RetryWithToleranceOperator
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.writes import BatchMode
 from tests.helpers import kafka_df
 
 GOOD = b'{"order_id":"a","amount":1}'

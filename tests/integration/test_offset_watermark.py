@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from quarantine.offset_watermark import OffsetWatermark
+from quarantine.sinks.offset_watermark import OffsetWatermark
 from tests.helpers import kafka_df
 
 

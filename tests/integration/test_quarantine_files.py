@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql import functions as F
 
 import quarantine.sinks.quarantine as sink
+from quarantine.batch.writes import BatchMode
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.writes import BatchMode
 from tests.helpers import kafka_df
 from tests.support import kafka_pipeline_conf
 

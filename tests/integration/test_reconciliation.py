@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from quarantine.batch.coordinates import fingerprint
 from quarantine.config import parse_config
-from quarantine.coordinates import fingerprint
 from quarantine.errors import TablesDisagreeError
+from quarantine.ops.rebuild import rebuild_target
 from quarantine.pipeline import Pipeline
-from quarantine.rebuild import rebuild_target
-from quarantine.replay import replay
+from quarantine.runners.replay import replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.helpers import kafka_rows, orders_config
 

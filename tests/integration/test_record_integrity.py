@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.errors import TableWriteError, ToleranceExceededError
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.pipeline import Pipeline
-from quarantine.replay import discard, replay
-from quarantine.report import BatchReport, RunInfo, RunStatus
+from quarantine.runners.replay import discard, replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks.quarantine import HISTORY_FIRST, HISTORY_LATEST, merge_quarantine, quarantine_rows
 from tests.helpers import kafka_df, kafka_rows

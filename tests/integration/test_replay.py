@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from quarantine.config import parse_config
 from quarantine.errors import QuarantineError
 from quarantine.pipeline import Pipeline
-from quarantine.replay import discard, replay
+from quarantine.runners.replay import discard, replay
 from tests.helpers import kafka_df
 
 

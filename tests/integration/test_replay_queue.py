@@ -10,11 +10,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
+from quarantine.declarative.replay_queue import QUEUE_SCHEMA, queue_replay, queue_table
 from quarantine.errors import ConfigError
+from quarantine.ops.rebuild import rebuild_target
 from quarantine.pipeline import Pipeline
-from quarantine.rebuild import rebuild_target
-from quarantine.replay import replay
-from quarantine.replay_queue import QUEUE_SCHEMA, queue_replay, queue_table
+from quarantine.runners.replay import replay
 from tests.helpers import kafka_df
 
 VALUES = [b'{"id":"1","n":1}', b'{"id":"2","n":2.5}', b'{"id":"3","n":3.5}', b"\xff", None]

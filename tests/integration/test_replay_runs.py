@@ -18,7 +18,7 @@ from quarantine.cli import main
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline
-from quarantine.replay import check_predicate, preview_discard, preview_replay, replay
+from quarantine.runners.replay import check_predicate, preview_discard, preview_replay, replay
 from quarantine.schema import METRICS_SCHEMA
 from quarantine.sinks import table_version
 from tests.helpers import kafka_df, orders_config

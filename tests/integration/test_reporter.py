@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from quarantine.batch.run import Run
 from quarantine.config import parse_config
 from quarantine.errors import SourceError, ToleranceExceededError
-from quarantine.metrics import MetricNames
+from quarantine.metrics.cells import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.redaction import REDACTED
-from quarantine.reporter import ErrantRecordReporter
-from quarantine.run import Run
+from quarantine.runners.errant import ErrantRecordReporter
 from tests.helpers import kafka_df
 
 SECRET = "s3cr3t-Passw0rd"

@@ -2,7 +2,7 @@
 
 Concurrent writers to one quarantine table lose nothing; a quarantine table
 that cannot be written fails the batch. The target write is made at the same
-time as the quarantine write (quarantine.run): it may commit, once, and a re-run
+time as the quarantine write (quarantine.batch.run): it may commit, once, and a re-run
 adds nothing to it.
 """
 
@@ -18,9 +18,9 @@ import pytest
 from delta.tables import DeltaTable
 
 from quarantine.config import parse_config
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ConfigError, QuarantineWriteError
 from quarantine.pipeline import Pipeline
-from quarantine.retry import RetryWithToleranceOperator
 from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import ensure_quarantine_table
 from tests.helpers import kafka_df
@@ -72,7 +72,7 @@ def _pipeline(
 _WRITER = """
 import json, sys, time
 from pathlib import Path
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 from tests.helpers import kafka_df
 from tests.integration.test_retry_writes import BAD, GOOD, RetryLog, _pipeline
 

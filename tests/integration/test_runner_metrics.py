@@ -10,8 +10,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
-from quarantine.metrics import MetricNames
-from quarantine.observed_metrics import OTHER_TOPIC
+from quarantine.metrics.cells import MetricNames
+from quarantine.metrics.observed import OTHER_TOPIC
 from quarantine.pipeline import Pipeline
 from quarantine.stage import ReportsRetries
 from quarantine.stages import build_stage as decode_from_spec
@@ -194,8 +194,8 @@ def test_per_topic_counts_without_approx_top_k_are_exact_and_merge_across_partit
     ``observe`` as the pipeline uses it, with NULLs (rows a CASE WHEN filtered out) left out."""
     from pyspark.sql import Observation
 
-    from quarantine.metric_columns import _exact_items, _observed_items
-    from quarantine.observed_metrics import _items
+    from quarantine.metrics.columns import _exact_items, _observed_items
+    from quarantine.metrics.observed import _items
 
     topics = ["orders"] * 700 + ["refunds"] * 29 + [None] * 11 + ["a.b-c_d"] * 3 + ["ünï"]
     df = spark.createDataFrame([(t,) for t in topics], "topic STRING").repartition(4)

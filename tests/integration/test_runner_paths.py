@@ -1,4 +1,4 @@
-"""The runner's ways through a batch give the same tables and reports (quarantine.run, quarantine.writes).
+"""The runner's ways through a batch give the same tables and reports (quarantine.batch.run, quarantine.batch.writes).
 
 A policy that may stop a batch counts it first (a noop pass builds the cache),
 then writes; one that goes on whatever the counts (``errors.tolerance=all``, no
@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-import quarantine.writes as writes_module
+import quarantine.batch.writes as writes_module
+from quarantine.batch.writes import BatchMode, BatchWriter
 from quarantine.config import parse_config
 from quarantine.errors import InconsistentBatchError
+from quarantine.listeners.events import BatchReport
 from quarantine.pipeline import Pipeline
-from quarantine.report import BatchReport
 from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
-from quarantine.writes import BatchMode, BatchWriter
 from tests.helpers import kafka_df, orders_config
 
 GOOD = [b'{"order_id":"a","amount":1.5}', b'{"order_id":"b","amount":2}']

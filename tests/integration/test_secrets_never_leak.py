@@ -239,7 +239,7 @@ def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
 def test_secrets_canary_batch_and_replay_leave_no_trace(
     spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from quarantine.replay import replay
+    from quarantine.runners.replay import replay
 
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     write_canary_source(spark, table_dir)

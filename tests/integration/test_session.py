@@ -36,7 +36,7 @@ def test_a_large_batch_is_shuffled_into_partitions_of_bounded_size(spark: Any) -
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from quarantine.session import LOCAL_DEFAULTS
+    from quarantine.spark.session import LOCAL_DEFAULTS
 
     # the library's default, which the test session lowers to 2 for its small data (tests/conftest.py)
     initial = "spark.sql.adaptive.coalescePartitions.initialPartitionNum"
@@ -64,7 +64,7 @@ def test_the_test_session_evaluates_interpreted_unless_the_matrix_asks_for_gener
     # (tests/unit/test_tiers.py checks it does); the library's own sessions never set these.
     import os
 
-    from quarantine.session import LOCAL_DEFAULTS
+    from quarantine.spark.session import LOCAL_DEFAULTS
 
     generated = os.environ.get("QUARANTINE_TEST_CODEGEN") == "1"
     assert spark.conf.get("spark.sql.codegen.wholeStage") == ("true" if generated else "false")

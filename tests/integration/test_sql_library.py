@@ -21,11 +21,11 @@ from pyspark.sql import functions as F
 from quarantine.cli import main
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError
+from quarantine.ops.views import create_views
 from quarantine.pipeline import Pipeline
-from quarantine.replay import discard, replay
+from quarantine.runners.replay import discard, replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sql import bind, catalogue, get_query, run_query
-from quarantine.views import create_views
 from tests.helpers import kafka_rows, orders_config
 from tests.support.readme import block
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import load_config
 from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline

@@ -22,9 +22,9 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import replay
-from quarantine.schema_sources import wire_encode
+from quarantine.runners.replay import replay
 from quarantine.stages.avro import AvroDecode
+from quarantine.stages.schema_sources import wire_encode
 from tests.helpers import kafka_df
 from tests.support.registry import Failure, RegistryStandIn, registry_stand_in
 

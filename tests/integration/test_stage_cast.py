@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.stages import build_stage as from_spec
 from tests.helpers import kafka_df

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.stages import build_stage as from_spec

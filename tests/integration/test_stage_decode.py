@@ -8,7 +8,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.schema import ERROR_STRUCT, result_struct
 from quarantine.stages.decode import DecodeUtf8
 from tests.helpers import kafka_df

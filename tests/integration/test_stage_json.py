@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse
 from tests.helpers import kafka_df

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec, parse_config
 from quarantine.errors import ConfigError
-from quarantine.metrics import MetricNames
+from quarantine.metrics.cells import MetricNames
 from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.stages import build_stage as from_spec

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.stages import build_stage as from_spec

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec, load_config
 from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
-from quarantine.retriable import RetriableClassifier
-from quarantine.retry import RetryPolicy
+from quarantine.errorhandling.retriable import RetriableClassifier
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.stage import Stage, StageContext
 from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
+from quarantine.errorhandling.handlers import HandlerContext, HandlerResponse
+from quarantine.errorhandling.tolerance import window_state_table
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
-from quarantine.handlers import HandlerContext, HandlerResponse
 from quarantine.pipeline import Pipeline
 from quarantine.sinks import table_exists
-from quarantine.tolerance import window_state_table
 from tests.helpers import kafka_df
 
 SCHEMA = "order_id STRING, amount DOUBLE"

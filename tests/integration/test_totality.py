@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.expectations.stage import ExpectationStage

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.chain import apply_stages
+from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.expectations import TRANSLATED_TYPES
 from quarantine.expectations.stage import ExpectationStage

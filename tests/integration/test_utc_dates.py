@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
+from quarantine.ops.report_data import quarantined_over_time
 from quarantine.pipeline import Pipeline
-from quarantine.replay import preview_replay, replay
-from quarantine.report_data import quarantined_over_time
+from quarantine.runners.replay import preview_replay, replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sql import run_query
 from tests.helpers import kafka_rows, orders_config

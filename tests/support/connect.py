@@ -5,7 +5,7 @@ Connect server of its own: a JVM, a SparkContext and the Connect plugin, 20-50 s
 two busy cores. A test that runs many commands over Connect (the demo, its stats,
 replay, upkeep and operator commands) pays that once with a :class:`ConnectServer`:
 a child process that starts the same server a ``local[2]`` remote starts (same jars,
-same settings: :func:`quarantine.session._local_settings`) on a port of its own and
+same settings: :func:`quarantine.spark.session._local_settings`) on a port of its own and
 keeps it up until closed. Its clients connect with ``sc://localhost:<port>``
 (:attr:`ConnectServer.remote`), as a notebook on Databricks Connect reaches a cluster
 that outlives it; each client gets a session of its own on the server.
@@ -33,7 +33,7 @@ __all__ = ["ConnectServer"]
 _SERVER = r"""
 import json, sys
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-from quarantine.session import _local_settings
+from quarantine.spark.session import _local_settings
 
 opts = _local_settings(json.loads(sys.argv[1]))
 opts["spark.connect.grpc.binding.port"] = sys.argv[2]

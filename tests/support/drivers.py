@@ -30,7 +30,7 @@ __all__ = ["CHILD_SPARK", "DriverPool", "Job", "JobResult"]
 CHILD_SPARK: dict[str, str] = {
     "spark.driver.memory": "1g",
     "spark.sql.shuffle.partitions": "2",
-    # test data is small: shuffles start at 2 partitions, not the library's 64 (quarantine.session)
+    # test data is small: shuffles start at 2 partitions, not the library's 64 (quarantine.spark.session)
     "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
@@ -39,7 +39,7 @@ CHILD_SPARK: dict[str, str] = {
 # The child: build the session once, then run jobs from stdin, one JSON line each.
 _CHILD = r"""
 import io, json, os, sys, traceback
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 
 spark = get_spark("child-driver", json.loads(sys.argv[1]))
 spark.range(10).count()

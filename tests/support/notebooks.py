@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quarantine.session import session_setting
+from quarantine.spark.session import session_setting
 
 __all__ = [
     "HEADER",

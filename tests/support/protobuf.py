@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from quarantine.schema_sources import wire_encode
 from quarantine.stages.protobuf.descriptors import encode_message_indexes, pool_of
+from quarantine.stages.schema_sources import wire_encode
 
 __all__ = ["compile_proto", "framed", "message_class"]
 

@@ -1,7 +1,7 @@
 """A stand-in for the Confluent Schema Registry REST API: an in-process HTTP server for tests.
 
 It is not a schema registry. No registry product runs where these tests run, so this
-server answers the requests the client (:class:`quarantine.schema_registry.RegistrySchemas`)
+server answers the requests the client (:class:`quarantine.stages.schema_registry.RegistrySchemas`)
 makes, the way the API's reference documents them (Confluent's "Schema Registry API
 Reference", and its OpenAPI spec: ``getSchema``, ``listVersions``, ``getSchemaByVersion``),
 including their failures. It has no storage, no compatibility checks, no contexts, no modes

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from quarantine.config import StageSpec, parse_config
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.retry import RetryPolicy
-from quarantine.schema_registry import RegistrySource
-from quarantine.schema_sources import RegistryUnreachableError
 from quarantine.stages import build_stage
 from quarantine.stages.avro import AvroDecode
+from quarantine.stages.schema_registry import RegistrySource
+from quarantine.stages.schema_sources import RegistryUnreachableError
 from tests.support.registry import Failure, RegistryStandIn, registry_stand_in
 
 V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "string"}]}
@@ -245,7 +245,7 @@ def test_the_manuals_registry_example_builds_against_the_stand_in(
 def test_a_kafka_stream_with_a_registry_stage_is_staged_per_micro_batch(stand_in: RegistryStandIn) -> None:
     """So that a stage the runner refreshed is what the next micro-batch runs (a stream staged once per
     query would run the stage it started with); a folder stage keeps the once-per-query staging."""
-    from quarantine.plan import Plan
+    from quarantine.batch.plan import Plan
 
     raw = _config({"url": stand_in.url, "subject": "orders-value"})
     raw["source"] = {"format": "kafka", "bootstrap.servers": "localhost:1", "topics": ["orders"]}

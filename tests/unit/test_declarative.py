@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from quarantine.batch.plan import Plan
 from quarantine.config import load_config
 from quarantine.declarative import DeclaredPipeline, check_declarable
 from quarantine.errors import ConfigError
-from quarantine.plan import Plan
 from quarantine.stages import build_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_a_kafka_source_needs_no_checkpoint_when_a_pipeline_writes_the_tables(tm
 
 
 def test_quarantine_metrics_is_for_a_pipelines_config_with_a_metrics_table(tmp_path: Path) -> None:
-    from quarantine.pipeline_metrics import record_pipeline_metrics
+    from quarantine.declarative.metrics import record_pipeline_metrics
 
     job = _plan(tmp_path, lambda c: c["target"].pop("written_by")).config
     with pytest.raises(ConfigError, match="a job's listeners write its metrics table"):

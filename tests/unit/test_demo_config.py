@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from quarantine.config import load_config
-from quarantine.demo import DEMO_CONFIG, write_demo_config
+from quarantine.demo.orders import DEMO_CONFIG, write_demo_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def _pop(tree: Any, keys: tuple[str, ...]) -> Any:
 
 
 def test_the_packaged_demo_files_are_the_repositorys() -> None:
-    packaged = resources.files("quarantine").joinpath("demo_conf")
+    packaged = resources.files("quarantine.demo").joinpath("conf")
     assert packaged.joinpath("orders_demo.yml").read_bytes() == (REPO / "conf" / "orders_demo.yml").read_bytes()
     assert packaged.joinpath("expectations", "orders.json").read_bytes() == (
         REPO / "conf" / "expectations" / "orders.json"

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
+from quarantine.ops.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
+from quarantine.ops.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:

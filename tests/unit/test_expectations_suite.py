@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction, MlflowConfig, parse_config
+from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ConfigError
 from quarantine.expectations import BreachPolicy, load_suite, parse_suite, untranslated_reason
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.listeners.mlflow import NoopTracker, flatten_params, mlflow_metrics, resolve_tracking_uri, tracker_for
-from quarantine.report import BatchReport, RunInfo, RunStatus
 
 ORDERS = Path(__file__).resolve().parents[2] / "conf" / "expectations" / "orders.json"
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from quarantine.config import ErrorsConfig
-from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
-from quarantine.handlers import (
+from quarantine.errorhandling.handlers import (
     ErrorHandlers,
     HandlerContext,
     HandlerResponse,
     counts_by_kind,
     load_handler,
 )
+from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.schema import ErrorKind
 
 HERE = __name__

@@ -12,14 +12,14 @@ import pytest
 
 from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
-from quarantine.html_report import (
+from quarantine.ops.report_data import ReportData, time_unit
+from quarantine.ops.report_page import (
     FIGURES,
     ReportDependencyError,
     _figures,
     render_html,
     require_plotly,
 )
-from quarantine.report_data import ReportData, time_unit
 
 T0 = dt.datetime(2026, 11, 2, 10, 0)
 SRC = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)

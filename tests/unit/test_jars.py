@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from quarantine.errors import QuarantineError
-from quarantine.jars import (
+from quarantine.spark.jars import (
     MAVEN_CENTRAL,
     Jar,
     jar_cache,
@@ -279,7 +279,7 @@ def test_the_repository_is_maven_central_unless_quarantine_maven_repo_names_a_mi
 
 
 def test_a_session_on_databricks_resolves_no_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from quarantine.session import _local_settings
+    from quarantine.spark.session import _local_settings
 
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
     monkeypatch.setenv("QUARANTINE_JAR_CACHE", str(tmp_path / "cache"))
@@ -309,7 +309,7 @@ def test_local_jars_resolves_the_shipped_coordinates_into_the_folder_of_the_pysp
 def test_every_shipped_spark_has_the_same_jars_built_for_its_own_line() -> None:
     """One list per supported pyspark (4.0 for Databricks Runtime 17.3 LTS, 4.1 for 18.x):
     the same seven artifacts, spark-sql-kafka at that pyspark's version, Delta and spark-avro of its line."""
-    from quarantine.runtime import SUPPORTED_SPARK_LINES
+    from quarantine.spark.runtime import SUPPORTED_SPARK_LINES
 
     versions = supported_spark_versions()
     assert {".".join(v.split(".")[:2]) for v in versions} == set(SUPPORTED_SPARK_LINES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from quarantine.report import Listeners
+from quarantine.listeners.events import Listeners
 
 
 class Recorder:

@@ -6,7 +6,7 @@ import pytest
 
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, QuarantineError
-from quarantine.maintain import DELTA_MIN_RETENTION_HOURS, retention_hours
+from quarantine.ops.maintain import DELTA_MIN_RETENTION_HOURS, retention_hours
 
 
 def _errors(**keys: object) -> dict[str, object]:

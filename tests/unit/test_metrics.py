@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from quarantine.breach import Breach
 from quarantine.config import BreachAction
+from quarantine.errorhandling.breach import Breach
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus, RunSummary
 from quarantine.listeners.metrics_table import metric_rows
-from quarantine.metrics import (
+from quarantine.metrics.cells import (
     BatchMetrics,
     MetricNames,
     MetricPoint,
@@ -20,8 +21,7 @@ from quarantine.metrics import (
     metric_key,
     parse_metric_key,
 )
-from quarantine.observed_metrics import OTHER_TOPIC, batch_metrics, schema_drift
-from quarantine.report import BatchReport, RunInfo, RunStatus, RunSummary
+from quarantine.metrics.observed import OTHER_TOPIC, batch_metrics, schema_drift
 from quarantine.schema import ErrorKind
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -99,7 +99,7 @@ def test_notebook_imports_name_existing_library_objects(name: str) -> None:
 
 def test_replay_notebook_uses_the_library_replay_and_defaults_to_preview() -> None:
     text = (NOTEBOOKS / "replay.py").read_text(encoding="utf-8")
-    assert "from quarantine.replay import replay" in text
+    assert "from quarantine.runners.replay import replay" in text
     assert 'widget("apply", "false"' in text
 
 

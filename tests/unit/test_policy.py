@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from quarantine.config import ErrorsConfig
+from quarantine.errorhandling.handlers import ErrorHandlers
+from quarantine.errorhandling.policy import ErrorPolicy, Scope
+from quarantine.errorhandling.tolerance import MemoryWindowStore, ToleranceGuard
 from quarantine.errors import ToleranceExceededError
-from quarantine.handlers import ErrorHandlers
-from quarantine.policy import ErrorPolicy, Scope
 from quarantine.schema import ErrorKind
-from quarantine.tolerance import MemoryWindowStore, ToleranceGuard
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -106,7 +106,7 @@ def test_a_runs_batch_without_its_guard_is_a_programming_error() -> None:
 def test_may_stop_is_false_exactly_where_no_count_of_errors_fails_the_batch(
     settings: dict[str, str], scope: Scope, may_stop: bool
 ) -> None:
-    """The runner writes a batch before it counts it only when may_stop is False (quarantine.run)."""
+    """The runner writes a batch before it counts it only when may_stop is False (quarantine.batch.run)."""
     assert _policy(**settings).may_stop(scope) is may_stop
     if may_stop:
         with pytest.raises(ToleranceExceededError):

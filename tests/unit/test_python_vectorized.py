@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import DataType, DoubleType, StructField, StructType
 
-from quarantine.retriable import RetriableClassifier
-from quarantine.retry import RetryPolicy
+from quarantine.errorhandling.retriable import RetriableClassifier
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.stages.python import PythonMode, _stage_policy
 from quarantine.stages.python.arrow_batch import BatchRunner
 

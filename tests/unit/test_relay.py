@@ -15,7 +15,7 @@ from typing import Any
 
 from quarantine.config import load_config
 from quarantine.errors import ConfigError, QuarantineError, ToleranceExceededError
-from quarantine.report import BatchReport, RunInfo
+from quarantine.listeners.events import BatchReport, RunInfo
 from quarantine.runners.relay import RelayListener, RelayReader, relay_prefix
 
 

@@ -1,9 +1,9 @@
-"""``replay --dry-run``'s lines (:meth:`quarantine.replay.Preview.render`), no JVM."""
+"""``replay --dry-run``'s lines (:meth:`quarantine.runners.replay.Preview.render`), no JVM."""
 
 from __future__ import annotations
 
-from quarantine.replay import ErrorGroup, Preview
-from quarantine.report import RunKind
+from quarantine.listeners.events import RunKind
+from quarantine.runners.replay import ErrorGroup, Preview
 
 
 def test_a_dry_runs_example_message_keeps_the_value_found_and_whole_words() -> None:

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from quarantine.config import ErrorsConfig, Tolerance
-from quarantine.errors import RetriesExhaustedError
-from quarantine.retriable import RetriableClassifier
-from quarantine.retry import (
+from quarantine.errorhandling.retriable import RetriableClassifier
+from quarantine.errorhandling.retry import (
     WRITE_RETRY_TIMEOUT_MS,
     RetryPolicy,
     RetryWithToleranceOperator,
 )
+from quarantine.errors import RetriesExhaustedError
 
 
 class FakeClock:
@@ -348,7 +348,7 @@ def test_infinite_retry_stops_when_the_job_is_stopped() -> None:
     import threading
     import time
 
-    from quarantine.retry import stop_retries
+    from quarantine.errorhandling.retry import stop_retries
 
     policy = RetryPolicy.from_config(ErrorsConfig(dlq_table_name="q", retry_timeout_ms=-1, retry_delay_max_ms=50,
                                                   retry_initial_backoff_ms=10))

@@ -61,7 +61,7 @@ class _Plan:
 
 
 def test_freeing_a_batch_run_s_checkpoint_never_fails_the_batch(caplog: pytest.LogCaptureFixture) -> None:
-    from quarantine.run import _release
+    from quarantine.batch.run import _release
 
     caplog.set_level("WARNING", logger="quarantine")
     _release(cast(Any, type("Held", (), {"_jdf": _Plan()})()), streaming=False)
@@ -71,8 +71,8 @@ def test_freeing_a_batch_run_s_checkpoint_never_fails_the_batch(caplog: pytest.L
 
 
 def test_a_batch_mode_is_a_batch_run_a_replay_or_a_micro_batch_never_two() -> None:
-    from quarantine.offset_watermark import OffsetWatermark
-    from quarantine.writes import BatchMode
+    from quarantine.batch.writes import BatchMode
+    from quarantine.sinks.offset_watermark import OffsetWatermark
 
     assert (BatchMode.batch_run().streaming, BatchMode.batch_run().replaying) == (False, False)
     assert (BatchMode.replay().streaming, BatchMode.replay().replaying) == (False, True)

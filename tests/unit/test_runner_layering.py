@@ -1,7 +1,7 @@
 """The runner treats the expectation stage as a stage like any other (issue 11).
 
-A batch goes one way: the runner (``run.py``), the pipeline's pure parts
-(``pipeline.py``) and the runners know the :mod:`quarantine.verdict` protocol,
+A batch goes one way: the runner (``batch/run.py``), the pipeline's pure parts
+(``pipeline.py``) and the runners know the :mod:`quarantine.batch.verdict` protocol,
 never what is inside the expectation stage (GX, suites, translation). A stage
 that judges a batch is found by that protocol alone.
 """
@@ -15,8 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "quarantine"
 RUNNER_SIDE = [
-    "run.py", "pipeline.py", "runners/batch.py", "runners/streaming.py", "runners/foreach_batch.py",
-    "runners/relay.py", "replay.py",
+    "batch/run.py", "pipeline.py", "runners/batch.py", "runners/streaming.py", "runners/foreach_batch.py",
+    "runners/relay.py", "runners/replay.py", "runners/errant.py",
 ]
 
 
@@ -35,7 +35,7 @@ def _imports(path: Path) -> set[str]:
 def test_the_runner_side_never_imports_the_expectation_package(module: str) -> None:
     imported = _imports(PACKAGE / module)
     inside = sorted(m for m in imported if m == "quarantine.expectations" or m.startswith("quarantine.expectations."))
-    assert not inside, f"{module} imports {inside}: reach the stage through quarantine.verdict instead"
+    assert not inside, f"{module} imports {inside}: reach the stage through quarantine.batch.verdict instead"
 
 
 def test_the_expectation_stage_is_found_by_the_protocol() -> None:

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from quarantine.errors import QuarantineError
-from quarantine.jars import supported_spark_versions
-from quarantine.runtime import SUPPORTED_PYTHON, SUPPORTED_SPARK_LINES, check_runtime
+from quarantine.spark.jars import supported_spark_versions
+from quarantine.spark.runtime import SUPPORTED_PYTHON, SUPPORTED_SPARK_LINES, check_runtime
 
 
 @pytest.mark.parametrize("python", SUPPORTED_PYTHON)
@@ -78,7 +78,7 @@ def test_get_spark_refuses_an_unsupported_pyspark_before_starting_a_session() ->
         "pyspark.__version__ = '3.5.6'\n"
         "from pyspark import SparkContext\n"
         "from quarantine.errors import QuarantineError\n"
-        "from quarantine.session import get_spark\n"
+        "from quarantine.spark.session import get_spark\n"
         "try:\n"
         "    get_spark('never-started')\n"
         "except QuarantineError as exc:\n"

@@ -21,9 +21,15 @@ from typing import Any
 
 import pytest
 
-from quarantine.retry import RetryPolicy
-from quarantine.schema_registry import RegistrySchemas, RegistrySource, SubjectVersion, avro_writers, registry_retry
-from quarantine.schema_sources import (
+from quarantine.errorhandling.retry import RetryPolicy
+from quarantine.stages.schema_registry import (
+    RegistrySchemas,
+    RegistrySource,
+    SubjectVersion,
+    avro_writers,
+    registry_retry,
+)
+from quarantine.stages.schema_sources import (
     HEADER_BYTES,
     FolderSchemas,
     RegistryAuthError,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quarantine.session import JVM_CHATTER, JVM_OPTIONS, LOG_CONFIG, _relay, _with_jvm_options, _with_log_config
+from quarantine.spark.session import JVM_CHATTER, JVM_OPTIONS, LOG_CONFIG, _relay, _with_jvm_options, _with_log_config
 
 
 def test_the_jit_option_is_added_to_the_users_java_options() -> None:
@@ -64,7 +64,7 @@ def test_the_jvms_own_chatter_is_left_out_of_its_relayed_output_unless_verbose(t
 
 
 def test_a_read_only_session_starts_a_c1_only_jvm_with_small_shuffles_and_the_users_conf_on_top() -> None:
-    from quarantine.session import READ_ONLY_JVM_OPTIONS, _local_settings
+    from quarantine.spark.session import READ_ONLY_JVM_OPTIONS, _local_settings
 
     settings = _local_settings({"spark.sql.shuffle.partitions": "8"}, read_only=True)
     options = settings["spark.driver.extraJavaOptions"].split()
@@ -77,7 +77,7 @@ def test_a_read_only_session_starts_a_c1_only_jvm_with_small_shuffles_and_the_us
 def test_the_executors_get_the_jit_options_too_and_keep_the_users_own() -> None:
     """Under a cluster master the tasks (the stages' generated code) run in executor JVMs,
     which spark.driver.extraJavaOptions never reaches (tests/e2e/test_cluster.py failed first)."""
-    from quarantine.session import READ_ONLY_JVM_OPTIONS, _local_settings
+    from quarantine.spark.session import READ_ONLY_JVM_OPTIONS, _local_settings
 
     assert set(JVM_OPTIONS) <= set(_local_settings(None)["spark.executor.extraJavaOptions"].split())
     users = _local_settings({"spark.executor.extraJavaOptions": "-Dx=1 -XX:MaxNodeLimit=100000"})

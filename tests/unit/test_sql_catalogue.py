@@ -14,9 +14,9 @@ import yaml
 
 from quarantine.cli import main
 from quarantine.errors import ConfigError
+from quarantine.ops.views import view_statements
 from quarantine.sinks import sql_literal, table_ref
 from quarantine.sql import ParamType, Query, _parse, bind, catalogue, get_query, parse_params, view_sources
-from quarantine.views import view_statements
 from tests.helpers import orders_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from quarantine.config import ErrorsConfig, RateDuration
-from quarantine.errors import ToleranceExceededError
-from quarantine.tolerance import (
+from quarantine.errorhandling.tolerance import (
     MemoryWindowStore,
     ToleranceGuard,
     window_bounds,
     window_state_table,
 )
+from quarantine.errors import ToleranceExceededError
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 PER_MINUTE_3 = {"tolerance": "all", "tolerance.rate.limit": 3, "tolerance.rate.duration": "minute"}

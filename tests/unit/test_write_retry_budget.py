@@ -19,13 +19,13 @@ import pytest
 from delta.exceptions import ConcurrentAppendException
 
 from quarantine.config import ErrorsConfig
-from quarantine.errors import RetriesExhaustedError
-from quarantine.retriable import is_table_property_change
-from quarantine.retry import (
+from quarantine.errorhandling.retriable import is_table_property_change
+from quarantine.errorhandling.retry import (
     WRITE_MIN_ATTEMPTS,
     RetryPolicy,
     RetryWithToleranceOperator,
 )
+from quarantine.errors import RetriesExhaustedError
 from tests.unit.test_retry import FakeClock, _const
 
 
@@ -123,7 +123,7 @@ def test_a_write_that_lost_to_a_schema_or_table_change_is_not_retried(operation:
     ],
 )
 def test_losing_the_race_to_create_a_table_is_retried_however_delta_says_it(text: str) -> None:
-    from quarantine.retriable import is_table_creation_race
+    from quarantine.errorhandling.retriable import is_table_creation_race
 
     cause = RuntimeError(text)
     wrapped = RuntimeError("quarantine MERGE into /t/q failed")

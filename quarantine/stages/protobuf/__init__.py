@@ -42,11 +42,11 @@ from pyspark.sql.types import StructType
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError, MissingDependencyError
 from quarantine.schema import ErrorKind
-from quarantine.schema_sources import UnknownSchemaIdError
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
 from quarantine.stage_types import ProtobufOptions
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
+from quarantine.stages.schema_sources import UnknownSchemaIdError
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 

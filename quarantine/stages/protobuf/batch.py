@@ -46,7 +46,6 @@ import pyarrow as pa
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from quarantine.schema import result_struct
-from quarantine.schema_sources import HEADER_BYTES
 from quarantine.stages.protobuf.descriptors import (
     MessageIndexError,
     decode_message_indexes,
@@ -57,6 +56,7 @@ from quarantine.stages.protobuf.descriptors import (
 )
 from quarantine.stages.protobuf.types import Incompatible, columns
 from quarantine.stages.python.arrow_batch import take_rows
+from quarantine.stages.schema_sources import HEADER_BYTES
 
 __all__ = ["UNKNOWN_FIELDS", "DecodeBatch", "ProtobufErrorClass", "call_struct"]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from quarantine.errors import ConfigError
-from quarantine.schema_sources import UnknownSchemaIdError
+from quarantine.stages.schema_sources import UnknownSchemaIdError
 
 __all__ = [
     "FolderDescriptors",

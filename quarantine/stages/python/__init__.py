@@ -50,7 +50,7 @@ Chaining: Spark evaluates a UDF on every row before any ``CASE WHEN`` around it,
 so the stage passes :attr:`StageContext.skip` into the UDF and never calls the
 function on a row an earlier stage failed.
 
-Retries: when :attr:`StageContext.retry` is a :class:`quarantine.retry.RetryPolicy`
+Retries: when :attr:`StageContext.retry` is a :class:`quarantine.errorhandling.retry.RetryPolicy`
 with a budget (``errors.retry.timeout`` ≠ 0), a call that raises a retriable
 exception (the policy's classes — ``errors.retry.retriable.exceptions`` — or
 this stage's ``retriable`` classes) is retried with backoff and jitter, per row
@@ -83,8 +83,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.config import StageSpec
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.retry import RetryPolicy
 from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
 from quarantine.stage_types import PythonOptions

@@ -35,8 +35,8 @@ import pyarrow as pa
 from pyspark.sql.types import DataType, IntegerType, StructField, StructType
 
 from quarantine.config import Tolerance
+from quarantine.errorhandling.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.errors import ConfigError, message_of
-from quarantine.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.schema import ERROR_STRUCT, result_struct
 from quarantine.stages._values import type_name
 from quarantine.stages.python.bad_rows import BadRowSearch

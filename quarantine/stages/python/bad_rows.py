@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from quarantine.retry import RetryOutcome
+from quarantine.errorhandling.retry import RetryOutcome
 
 __all__ = ["BadRowSearch", "VectorizedCalls", "to_pandas"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.replay import discard
+from quarantine.runners.replay import discard
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
-from quarantine.session import get_spark
+from quarantine.spark.session import get_spark
 from tests.helpers import kafka_rows, orders_config
 
 

@@ -1,0 +1,1 @@
+"""One batch through a run: plan (pure DataFrame functions), stages chained, verdict, the writes."""

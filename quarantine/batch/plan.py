@@ -1,0 +1,478 @@
+"""A pipeline's plan: its configuration and the pure functions a batch runs through.
+
+A :class:`Plan` holds configuration (the config, the session, the built stages,
+the listeners, the error policy) and no run state: a run's id, counts and
+tolerance live in :class:`quarantine.batch.run.Run` (:func:`quarantine.batch.run.start_run`).
+The runs and the runners read a plan; the facade above them all is
+:class:`quarantine.pipeline.Pipeline`, a plan that can run itself. What is here,
+in the order a record meets it:
+
+1. :meth:`Plan.prepare` — identify the records and leave out those already
+   settled (:mod:`quarantine.batch.coordinates`);
+2. :meth:`Plan.transform` — the stages (:func:`quarantine.batch.chain.apply_stages`);
+3. :meth:`Plan.split_frame` — the projection the two writes need;
+4. :meth:`Plan.quarantine_writer` and :meth:`Plan.target_rows` — what
+   goes to quarantine and what to the target (written by the run);
+5. :meth:`Plan.policy` — the error policy that decides in between.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Self
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from quarantine.batch.agreement import check_tables_agree, check_target_holds_replayed
+from quarantine.batch.chain import StageAnalysisError, apply_stages, final_error, final_result
+from quarantine.batch.coordinates import (
+    DELIVERED,
+    VARIANTS,
+    against_settled,
+    fingerprint,
+    identified_topics,
+)
+from quarantine.batch.verdict import carried_columns, keeps_raw_bytes
+from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
+from quarantine.errorhandling.handlers import ErrorHandlers
+from quarantine.errorhandling.policy import ErrorPolicy
+from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
+from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
+from quarantine.errors import (
+    CoordinatesReusedError,
+    QuarantineWriteError,
+    RetriesExhaustedError,
+    TableWriteError,
+    describe_write_failure,
+)
+from quarantine.listeners.events import RunListener
+from quarantine.listeners.metrics_table import metrics_listener
+from quarantine.listeners.mlflow import tracker_for
+from quarantine.schema import (
+    ERROR,
+    FINGERPRINT,
+    OPEN,
+    RESULT,
+    REUSED,
+    SOURCE_KEY,
+    TARGET_FINGERPRINT,
+    TARGET_KEY,
+    TARGET_OFFSET,
+    TARGET_PARTITION,
+    TARGET_TIMESTAMP,
+    TARGET_TOPIC,
+)
+from quarantine.sinks import read_table, table_exists
+from quarantine.sinks.dlq_topic import dlq_topic
+from quarantine.sinks.ownership import check_owners, claim_topics, owners
+from quarantine.sinks.quarantine import QuarantineWriter, settled_records
+from quarantine.source_contract import check_source_contract
+from quarantine.spark.runtime import check_runtime
+from quarantine.spark.session import get_spark
+from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
+from quarantine.stages import build_stages
+from quarantine.stages.source import SourceCheck
+
+__all__ = ["Plan", "default_listeners"]
+
+log = logging.getLogger("quarantine")
+
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class Plan:
+    """A configured pipeline's plan, ready to process batches (:class:`~quarantine.pipeline.Pipeline` runs it).
+
+    Build with :meth:`from_config`. Stages may be replaced with Python-built
+    ones (:meth:`with_stages`) for notebooks.
+
+    Attributes:
+        config: the validated config.
+        spark: the session (injected; never a global).
+        stages: the built stages, in order.
+        listeners: receivers of run/batch reports.
+        clock: the wall clock (injected for tests).
+        write_retry: the retry operator for the batch's table writes; None builds
+            :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
+        error_policy: handlers and tolerance (:mod:`quarantine.errorhandling.policy`); None builds
+            it from the config on first use (:meth:`from_config` builds it up
+            front, so a bad handler path fails before any data is read).
+    """
+
+    config: PipelineConfig
+    spark: SparkSession
+    stages: list[Stage]
+    listeners: list[RunListener] = field(default_factory=list)
+    clock: Callable[[], dt.datetime] = _utcnow
+    write_retry: RetryWithToleranceOperator | None = None
+    error_policy: ErrorPolicy | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_config(
+        cls,
+        config: PipelineConfig,
+        spark: SparkSession | None = None,
+        *,
+        listeners: Iterable[RunListener] | None = None,
+        stages: Sequence[Stage] | None = None,
+    ) -> Self:
+        """Build the stages and the default listeners for a config.
+
+        Raises:
+            ConfigError: a stage option is bad (before anything is read or written).
+            QuarantineError: the session's Spark or this Python is outside the support
+                matrix (:func:`quarantine.spark.runtime.check_runtime`), before anything is read or written.
+        """
+        spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
+        check_runtime(spark.version)
+        built = list(stages) if stages is not None else build_stages(config.stages)
+        pipe = cls(
+            config=config,
+            spark=spark,
+            stages=built,
+            listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
+        )
+        pipe.error_policy = pipe.policy()
+        return pipe
+
+    @staticmethod
+    def check_config(config: PipelineConfig) -> list[Stage]:
+        """Check a config as :meth:`from_config` would, without starting Spark.
+
+        Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
+        loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
+        and the error handlers, checks a path-named Delta source's schema from its log
+        (:mod:`quarantine.source_contract`), and checks this Python and the installed
+        pyspark against the support matrix. What only Spark can check, SQL
+        expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
+        run builds its pipeline.
+
+        Returns:
+            The stages the pipeline would run.
+
+        Raises:
+            ConfigError: a stage option or handler is bad, a stage reads a column no earlier
+                stage declares, or the source is not Kafka-shaped (naming its key).
+            QuarantineError: this Python or pyspark is outside the support matrix.
+        """
+        import pyspark
+
+        check_runtime(pyspark.__version__)
+        stages = build_stages(config.stages)
+        ErrorHandlers.from_config(config.errors, config.secrets())
+        check_source_contract(config.source)
+        return stages
+
+    def with_stages(self, stages: Sequence[Stage]) -> Self:
+        """A copy of this pipeline running ``stages`` instead."""
+        return replace(self, stages=list(stages))
+
+    @property
+    def quarantine_table(self) -> str:
+        return self.config.errors.dlq_table_name
+
+    @property
+    def target_table(self) -> str:
+        return self.config.target.table
+
+    # ------------------------------------------------------------------ pure parts
+
+    def chain(self, df: DataFrame) -> list[Stage]:
+        """The stages a frame runs through: :class:`SourceCheck` first when ``df`` was identified
+        (unless ``errors.coordinates.reused: process``)."""
+        if VARIANTS not in df.columns or self.config.errors.coordinates_reused is ReusedCoordinates.PROCESS:
+            return list(self.stages)
+        return [SourceCheck(reads_reused=REUSED in df.columns), *self.stages]
+
+    def transform(self, df: DataFrame) -> DataFrame:
+        """Apply the stages: ``df`` plus one result column per stage (no I/O).
+
+        Raises:
+            ConfigError: Spark cannot analyse a stage (an ``expr`` rule naming a column the
+                row does not have…), named by the stage's config key (``stages[2].options.rules[1].expr``).
+        """
+        try:
+            return apply_stages(
+                df, self.chain(df),
+                stacktrace=self.config.errors.dlq_context_stacktrace_enable,
+                retry=RetryPolicy.from_config(self.config.errors),
+            )
+        except StageAnalysisError as exc:
+            index = next((s.index for s in self.config.stages if s.name == exc.stage), None)
+            if index is None:  # a stage built in Python (with_stages): named by its name
+                raise
+            raise exc.keyed(index) from exc
+
+    def split_frame(self, df: DataFrame) -> DataFrame:
+        """The staged batch, projected to what the two writes need.
+
+        Columns: the source coordinates, the raw ``key``/``value``/``headers``
+        (only for failed rows — good rows do not need them, which keeps the
+        persisted batch small), the chain's result ``_q_result`` and error ``_q_error``,
+        ``_q_open`` (the record is open in quarantine) and the record's content
+        fingerprint ``_q_fingerprint``.
+        """
+        staged = self.transform(df)
+        chain = self.chain(df)
+        err = final_error(chain)
+        # a judging stage's breach (on_breach=quarantine_batch) may send every row to quarantine
+        failed = err.isNotNull() | F.lit(keeps_raw_bytes(chain))
+        return staged.select(
+            "topic", "partition", "offset", "timestamp", "timestampType",
+            F.when(failed, F.col("key")).alias("key"),
+            F.when(failed, F.col("value")).alias("value"),
+            F.when(failed, F.col("headers")).alias("headers"),
+            final_result(chain).alias(RESULT),
+            err.alias(ERROR),
+            (F.col(OPEN) if OPEN in df.columns else F.lit(False)).alias(OPEN),
+            (F.col(FINGERPRINT) if FINGERPRINT in df.columns else fingerprint()).alias(FINGERPRINT),
+            *retry_column_names(chain),  # retried successes, for total-retries (metrics/)
+            *drift_column_names(chain),  # undeclared fields, for schema-drift-records (metrics/)
+            *carried_columns(chain),  # judging stages' input, for their verdicts (batch/verdict.py)
+        )
+
+    def stage_stream(self, stream: DataFrame) -> DataFrame | None:
+        """A Kafka stream's :meth:`split_frame`, built once for the query (None: stage per batch).
+
+        Building the staged plan takes thousands of Py4J calls (every stage's
+        expressions, every error message); on the streaming DataFrame that is
+        once per query instead of once per micro-batch. Only for Kafka sources,
+        whose micro-batches need no :meth:`prepare` (offsets are new, coordinates
+        unique); other streams are identified per batch first, and so is a stream with
+        a stage that counts over the batch (``unique``: :class:`BatchWideStageError`)
+        or a stage that may be refreshed between micro-batches (:meth:`refresh`: an
+        ``avro`` stage reading a registry), so that a refreshed stage runs from the next one.
+        """
+        if self.config.source.format is not SourceFormat.KAFKA or any(s.refreshes() for s in self.stages):
+            return None
+        try:
+            return self.split_frame(self.prepare(stream, streaming=True))
+        except BatchWideStageError:  # a stage counts over the batch (unique): per micro-batch
+            return None
+
+    def refresh(self, names: Iterable[str]) -> list[str]:
+        """Refresh the stages named (:meth:`Stage.refreshed <quarantine.stage.Stage.refreshed>`), in place.
+
+        The streaming runner calls it between micro-batches, with the stages whose records
+        failed in a way a refresh may mend (:attr:`~quarantine.listeners.events.BatchReport.stale_stages`).
+        Each stage is asked once, under the ``errors.retry.*`` policy; a stage that has nothing
+        new, or cannot reach its source, stays as it is. :attr:`stages` is changed in place, so
+        the run and the runner holding this plan run the refreshed stages from the next batch;
+        nothing else of the plan changes.
+
+        Returns:
+            The names of the stages replaced.
+        """
+        wanted = set(names)
+        policy = RetryPolicy.from_config(self.config.errors)
+        replaced: list[str] = []
+        for i, stage in enumerate(self.stages):
+            if stage.name in wanted and stage.refreshes():
+                fresh = stage.refreshed(policy)
+                if fresh is not None:
+                    self.stages[i] = fresh
+                    replaced.append(stage.name)
+        return replaced
+
+    def target_rows(self, split: DataFrame, *, result_type: DataType | None = None) -> DataFrame:
+        """Good rows in the target's shape: the final result's fields + source coordinates.
+
+        ``result_type``: the type of ``split``'s result column, when the caller knows it (None:
+        ``split`` is analysed for it; a declarative pipeline's query function may not)."""
+        from pyspark.sql.types import StructType
+
+        res_type = split.schema[RESULT].dataType if result_type is None else result_type
+
+        if isinstance(res_type, StructType):
+            payload = [F.col(f"{RESULT}.{f.name}").alias(f.name) for f in res_type.fields]
+        else:
+            payload = [F.col(RESULT).alias(self.stages[-1].name)]
+        extra: list[Column] = []
+        if self.config.target.source_columns:
+            extra = [
+                F.col("topic").alias(TARGET_TOPIC),
+                F.col("partition").alias(TARGET_PARTITION),
+                F.col("offset").alias(TARGET_OFFSET),
+                F.col("timestamp").alias(TARGET_TIMESTAMP),
+                F.col(FINGERPRINT).alias(TARGET_FINGERPRINT),
+            ]
+        return split.where(F.col(ERROR).isNull()).select(*payload, *extra)
+
+    # ------------------------------------------------------------------ the batch
+
+    def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
+        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.batch.coordinates`).
+
+        * Not a Kafka topic (or a replay): coordinates made total, copies of one
+          record dropped (:func:`~quarantine.batch.coordinates.identified`: one narrow job
+          checks the coordinates; only a batch with duplicates or unkeyed records is
+          shuffled).
+        * A batch run or a replay: records already in the target, or closed in
+          quarantine (``replayed``, ``discarded``), are left out: a re-run does not
+          run them again, so the two tables stay disjoint. A record is the same
+          record when its coordinates and its content's fingerprint are
+          (:func:`~quarantine.batch.coordinates.against_settled`); ``_q_open`` marks
+          records open in quarantine, which are closed once their good row is in
+          the target, and ``_q_reused`` records whose coordinates an earlier record
+          with other content holds.
+        * A micro-batch of a stream: offsets are new, nothing is looked up.
+
+        Raises:
+            TablesDisagreeError: the target does not exist while the quarantine table
+                says records of this pipeline were replayed into it
+                (:func:`~quarantine.batch.agreement.check_tables_agree`), or a target that
+                has no record of this pipeline writing it lacks some of them
+                (:func:`~quarantine.batch.agreement.check_target_holds_replayed`), or another pipeline
+                writes one of the batch's topics into the target
+                (:mod:`quarantine.sinks.ownership`; not with ``target.shared``).
+            CoordinatesReusedError: ``errors.coordinates.reused: fail`` and a record's
+                coordinates are held by other content (one Spark job looks, under
+                ``fail`` only), before anything is written.
+        """
+        topics: frozenset[str | None] = frozenset()
+        if self.config.source.format is not SourceFormat.KAFKA or not streaming:
+            df, topics = identified_topics(df)
+        if streaming:
+            return df
+        df = df.withColumn(FINGERPRINT, fingerprint())
+        quarantined = settled_records(self.spark, self.quarantine_table, self.config.pipeline)
+        delivered = self._delivered()
+        check_tables_agree(self.spark, self.config, target_exists=delivered is not None,
+                           quarantine_exists=quarantined is not None)
+        if delivered is not None:
+            target, name = self.target_table, self.config.pipeline
+            known = owners(self.spark, target)
+            new = check_owners(target, name, topics, known.topics, shared=self.config.target.shared)
+            first = not known.writes(name)
+            if first and quarantined is not None:
+                check_target_holds_replayed(self.spark, self.config)
+            if new or first:
+                self.write("target claim", target, 0, lambda: claim_topics(self.spark, target, name, new))
+        settled = _union(quarantined, delivered)
+        if settled is None:
+            df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
+        else:
+            df = against_settled(df, settled)
+        if self.config.errors.coordinates_reused is ReusedCoordinates.FAIL:
+            self._refuse_reused(df)
+        return df
+
+    def unsettled(self, split: DataFrame) -> DataFrame:
+        """A Kafka stream's staged micro-batch less the records the tables already settled.
+
+        For a query started from a new checkpoint (a reset, or after a topic was
+        recreated) over tables that hold records of its topics: until the stream
+        has read past them (the runner's overlap :class:`OffsetWatermark`), each
+        micro-batch is compared with them as a batch run's records are
+        (:func:`~quarantine.batch.coordinates.against_settled`): records in the target or
+        closed in quarantine are left out, open ones run again into their own rows
+        (``_q_open``: closed once they pass), and records whose coordinates other
+        content holds (``_q_reused``) run as new records.
+        """
+        settled = _union(settled_records(self.spark, self.quarantine_table, self.config.pipeline), self._delivered())
+        return split if settled is None else against_settled(split.drop(OPEN), settled)
+
+    def _delivered(self) -> DataFrame | None:
+        """The target's records in :func:`~quarantine.batch.coordinates.against_settled`'s ``settled`` shape."""
+        if not table_exists(self.spark, self.target_table):
+            return None
+        target = read_table(self.spark, self.target_table)
+        fp = F.col(TARGET_FINGERPRINT) if TARGET_FINGERPRINT in target.columns else F.lit(None).cast("bigint")
+        return target.select(
+            *[F.col(t).alias(c) for t, c in zip(TARGET_KEY, SOURCE_KEY, strict=True)],
+            fp.alias("_s_fp"), F.col(TARGET_TIMESTAMP).alias("_s_ts"),
+            F.lit(DELIVERED).alias("_s_status"), F.lit(None).cast("timestamp").alias("_s_first"),
+            F.lit(f"in the target table {self.target_table}").alias("_s_where"),
+        )
+
+    def _refuse_reused(self, df: DataFrame) -> None:
+        """Raise :class:`CoordinatesReusedError` naming a record of ``df`` whose coordinates other content shares."""
+        shared = F.col(REUSED).isNotNull() | (F.col(VARIANTS) > 1 if VARIANTS in df.columns else F.lit(False))
+        found = df.where(shared).select("topic", "partition", "offset", REUSED).limit(1).collect()
+        if found:
+            r = found[0]
+            where = r[REUSED] or "in this read, with other content"
+            raise CoordinatesReusedError(
+                f"errors.coordinates.reused is fail: the record at topic={r['topic']} partition={r['partition']} "
+                f"offset={r['offset']} has other content than the record {where}; nothing was written. "
+                "If the topic was recreated or the source rewritten, set errors.coordinates.reused to "
+                "quarantine (the default: such records are quarantined as CoordinatesReused) or process "
+                "(they are taken as new records)"
+            )
+
+    def quarantine_writer(self, retry: RetryWithToleranceOperator | None = None) -> QuarantineWriter:
+        """The pipeline's quarantine writer (its batches and its errant record reporters use it).
+
+        Args:
+            retry: the write retry operator; by default :attr:`write_retry`, else
+                :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
+        """
+        cfg = self.config
+        return QuarantineWriter(
+            spark=self.spark,
+            table=self.quarantine_table,
+            pipeline=cfg.pipeline,
+            retry=retry or self.write_retry or RetryWithToleranceOperator.for_writes(cfg.errors),
+            secrets=cfg.secrets(),
+            stacktrace=cfg.errors.dlq_context_stacktrace_enable,
+            topic=dlq_topic(cfg),
+        )
+
+    def write(
+        self, action: str, table: str, batch_id: int, write: Callable[[], None], *, quarantine: bool = False
+    ) -> int:
+        """Run a table write under the write retry policy (see :mod:`quarantine.errorhandling.retry`).
+
+        Returns the attempts made. A write that still fails raises a
+        :class:`TableWriteError` (:class:`QuarantineWriteError` for the quarantine
+        table) whose message names the table, the batch, Delta's/Spark's reason in
+        one line and what to do (:func:`quarantine.errors.describe_write_failure`);
+        the Java stack stays on ``__cause__``.
+        """
+        retry = self.write_retry or RetryWithToleranceOperator.for_writes(self.config.errors)
+        try:
+            _, attempts = retry.call(write, name=f"{action} into {table}")
+        except RetriesExhaustedError as exc:
+            kind = QuarantineWriteError if quarantine else TableWriteError
+            raise kind(
+                describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts),
+                attempts=exc.attempts,
+            ) from exc.last
+        return attempts
+
+    def policy(self) -> ErrorPolicy:
+        """The pipeline's :class:`~quarantine.errorhandling.policy.ErrorPolicy` (built on first use)."""
+        if self.error_policy is None:
+            cfg = self.config.errors
+            self.error_policy = ErrorPolicy(
+                cfg, self.config.pipeline, ErrorHandlers.from_config(cfg, self.config.secrets()),
+                window_store=(
+                    DeltaWindowStore(self.spark, window_state_table(cfg.dlq_table_name))
+                    if cfg.tolerance_rate_limit >= 0 else None
+                ),
+            )
+        return self.error_policy
+
+
+def _union(quarantined: DataFrame | None, delivered: DataFrame | None) -> DataFrame | None:
+    """The settled records of both tables (:meth:`Plan._delivered`'s shape), None when neither exists."""
+    if quarantined is None or delivered is None:
+        return quarantined if delivered is None else delivered
+    return quarantined.unionByName(delivered)
+
+
+def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
+    """The listeners a config asks for (metrics table, MLflow, error log)."""
+    return [metrics_listener(config, spark), tracker_for(config)]
+

@@ -1,0 +1,288 @@
+"""One run of a pipeline: its id, its counts, and the batches it processes.
+
+A :class:`~quarantine.batch.plan.Plan` is configuration and pure DataFrame
+functions; everything that belongs to one run lives here: the run's id and
+:class:`~quarantine.listeners.events.RunInfo`, its metric totals, its tolerance count
+(:class:`~quarantine.errorhandling.tolerance.ToleranceGuard`) and its error-context log. A
+runner starts a run (:func:`start_run`) and hands it each batch; the
+streaming runner starts one per query id (stable across restarts from the same
+checkpoint), so nothing changes the pipeline under a running query but a stage the
+runner refreshes between micro-batches (:meth:`Plan.refresh <quarantine.batch.plan.Plan.refresh>`).
+
+Order of a batch (:meth:`Run.process_batch`), and why. The stages run and the
+batch is projected to what the two writes need (raw bytes kept only for failed
+rows), then persisted, so every record's outcome is computed once and both
+writes see the same one. Then it goes one of two ways to its two tables
+(:mod:`quarantine.batch.writes`), chosen by whether the policy could stop the batch at
+all: *count, decide, write*, or *write while counting*. Either way both writes
+are durable, and records open in quarantine that passed are closed, before
+:meth:`Run.process_batch` returns, i.e. before a stream commits the batch's
+offsets. Then the listeners (metrics table, MLflow, logs) get the batch report.
+
+A crash anywhere leaves the offsets uncommitted; the replayed batch rewrites
+nothing twice (see :mod:`quarantine.sinks`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from quarantine.batch.plan import Plan
+from quarantine.batch.verdict import judging, quarantined_by_check
+from quarantine.batch.writes import Batch, BatchMode, BatchWriter
+from quarantine.errorhandling.policy import Scope
+from quarantine.errorhandling.tolerance import ToleranceGuard
+from quarantine.errors import ExpectationBreachError
+from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunKind, RunStatus
+from quarantine.metrics.cells import MetricNames, RunMetrics
+from quarantine.metrics.columns import stage_key
+from quarantine.metrics.observed import batch_metrics, schema_drift
+from quarantine.redaction import redact_text
+from quarantine.sinks import table_exists
+
+__all__ = ["Run", "start_run"]
+
+log = logging.getLogger("quarantine")
+
+#: the default :class:`BatchMode` of :meth:`Run.process_batch` (frozen: safe to share)
+_BATCH_RUN = BatchMode.batch_run()
+
+
+def _hold(split: DataFrame, streaming: bool) -> DataFrame:
+    """``split`` kept as its first pass computes it, for every later read of the batch.
+
+    A batch run's (or a replay's) batch reads the tables it writes: records already
+    delivered or closed are left out (:meth:`Plan.prepare`). A cache of it is
+    dropped when either table commits (Spark re-caches a plan whose source changed),
+    so the write that comes second, or the close of passed records, would run the
+    batch again over the new tables, and a stage that is not deterministic would
+    give some records no table or two (``test_a_batch_keeps_its_outcomes_whichever_
+    table_commits_first``). Such a batch is local-checkpointed instead: its plan no
+    longer reads the tables, and its blocks are computed once. If an executor holding
+    them is lost, reading them fails the batch (before a commit, or with a re-run
+    that writes nothing twice); it is never computed again.
+
+    A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
+    columnar and compressed); not one from a new checkpoint that is compared with the
+    tables (:meth:`Plan.unsettled`): it reads them, and is checkpointed.
+
+    A batch run's checkpoint is on disk only (``DISK_ONLY``): a batch run reads its whole
+    source at once, so its size is the source's, not a trigger's: a read streams a block
+    from its file, never copies it back into the heap whole (why, measured:
+    benchmarks/README.md, memory).
+    """
+    if streaming:
+        return split.persist(StorageLevel.MEMORY_AND_DISK)
+    return split.localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY)
+
+
+def _release(held: DataFrame, streaming: bool) -> None:
+    """Free what :func:`_hold` kept (Spark Connect frees a checkpoint when its frame is collected)."""
+    if streaming:
+        held.unpersist()
+        return
+    jdf = getattr(held, "_jdf", None)
+    if jdf is None:
+        return
+    try:
+        jdf.logicalPlan().rdd().unpersist(False)
+    except Exception as exc:  # the blocks go when the frame is collected; never fail a batch for it
+        log.warning("could not free the batch's checkpoint blocks now (freed later by Spark): %s", exc)
+
+
+@dataclass
+class Run:
+    """One run of a pipeline (a batch run, one streaming query, a replay).
+
+    Build with :func:`start_run`.
+    Not thread safe: one batch at a time.
+
+    Attributes:
+        pipeline: the pipeline's plan (configuration and pure functions; no run state).
+        info: the run's id, pipeline, source, redacted config and start time.
+        metrics: the run's metric totals so far (errant record reporters add theirs).
+        tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
+        listeners: the pipeline's listeners, as this run calls them (:class:`Listeners`).
+    """
+
+    pipeline: Plan
+    info: RunInfo
+    metrics: RunMetrics
+    tolerance: ToleranceGuard
+    listeners: Listeners
+    #: the run's writes of its batches (and its error-context log)
+    _writer: BatchWriter = field(init=False, repr=False)
+    #: whether this run's last batch had failed records (None before its first; see process_batch)
+    _last_failed: bool | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._writer = BatchWriter(self.pipeline, self.info.run_id, self.tolerance)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (a streaming query's id: stable across restarts)."""
+        return self.info.run_id
+
+    def begin(self) -> None:
+        """Tell the listeners the run started; they handle it while the first batch runs."""
+        self.listeners.start("on_run_start", self.info)
+
+    def end(self, status: RunStatus, error: BaseException | None = None) -> None:
+        """Tell the listeners the run ended; returns once they all have handled it."""
+        self._warn(self.listeners.call("on_run_end", self.info, status, error), "at the run's end")
+        self.listeners.close()
+
+    def report_batch(self, report: BatchReport) -> None:
+        """Send a report of work done outside :meth:`process_batch` (a discard's) to the listeners."""
+        self._warn(self.listeners.call("on_batch", report), f"on batch {report.batch_id}")
+
+    def _warn(self, problems: Sequence[BaseException], when: str) -> None:
+        for problem in problems:
+            log.warning("listener failed %s: %s", when, redact_text(str(problem), self.pipeline.config.secrets()))
+
+    def process_batch(self, df: DataFrame, batch_id: int, mode: BatchMode = _BATCH_RUN) -> BatchReport:
+        """Split one batch and write both tables from one read of it.
+
+        Args:
+            df: the batch, Kafka-shaped (or staged: :meth:`BatchMode.micro_batch`).
+            batch_id: the micro-batch id (0 for a batch run).
+            mode: how the batch is written: :meth:`BatchMode.batch_run` (the default),
+                :meth:`BatchMode.replay` or :meth:`BatchMode.micro_batch`.
+
+        Returns:
+            The batch report (also sent to the listeners, also when the batch fails
+            on tolerance: its metrics are published first, then it raises).
+
+        Raises:
+            ToleranceExceededError: after the quarantine write; the target is not written.
+            TableWriteError: a write failed after its retries (``QuarantineWriteError``
+                for the quarantine table, raised first when both failed); the other
+                write may have committed; records open in quarantine are not closed.
+        """
+        run = self.info
+        now = self.pipeline.clock()
+        streaming, overlap = mode.streaming, mode.overlap
+        prepared = df if mode.staged else self.pipeline.prepare(df, streaming=streaming)
+        chain = self.pipeline.chain(prepared)
+        split = prepared if mode.staged else self.pipeline.split_frame(prepared)
+        # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
+        # a start (it may be a batch whose writes were made before a crash) into a target appended
+        # plainly: compared with the tables (reads them)
+        settling = (overlap is not None and not overlap.passed) or (
+            mode.resumed and self.pipeline.config.target.source_columns
+        )
+        if settling:
+            split = self.pipeline.unsettled(split)
+        scope = Scope.REPLAY if mode.replaying else Scope.RUN
+        count_first = mode.resumed or self.pipeline.policy().may_stop(scope) or bool(judging(chain))
+        # Without a cache, the stages run again for the quarantine write: only where they give
+        # every record the same outcome, and only after a clean batch of this run. A bet: a clean
+        # batch saves the cache, a batch with failed records pays the stages twice (measured:
+        # benchmarks/README.md, where a clean batch's time goes).
+        rerun = (
+            not count_first and not settling and self._last_failed is False and all(s.deterministic for s in chain)
+        )
+        # A cached batch is built by a plain job: Delta's MERGE (a batch run's target write) plans
+        # its source anew and does not fill the cache, so a stage that is not deterministic would
+        # give the MERGE and the quarantine write different outcomes (records lost; see
+        # tests/integration/test_runner_paths.py). Appends (a stream's, or a batch run's into a
+        # target it creates) build it as they write.
+        # A stream's batch after one that failed records most likely fails some too. Counted
+        # first (a noop pass over the cache), its target and quarantine commits are made at once
+        # and it pays one commit's latency; written while counted, the quarantine write waits for
+        # the target's commit (measured: benchmarks/README.md, streaming).
+        # A batch run that creates the target appends to it plainly: the append builds the
+        # checkpoint as it writes and observes the counts on the way, so where the policy cannot
+        # stop the batch there is no counting pass (issue 36; benchmarks/README.md).
+        creates_target = (
+            not streaming and not mode.replaying and not table_exists(self.pipeline.spark, self.pipeline.target_table)
+        )
+        count_first = count_first or (
+            not rerun and ((not streaming and not creates_target) or self._last_failed is True)
+        )
+        # a stream's batch compared with the tables reads them, as a batch run's does: checkpointed
+        persisted = None if rerun else _hold(split, streaming and not settling)
+        batch = Batch(
+            split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
+            mode=mode, append=mode.watermark is not None and mode.watermark.passed, cached=persisted is not None,
+            overlap=overlap if overlap is not None and not overlap.passed else None,
+        )
+        try:
+            outcome = self._writer.write(batch, count_first=count_first)
+        finally:
+            if persisted is not None:
+                _release(persisted, streaming and not settling)
+        self._last_failed = outcome.quarantined > 0
+        counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
+        logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
+
+        # a tolerance/handler breach is one more breach than the judging stages found (the batch's cell)
+        broke = failure is not None and not isinstance(failure, ExpectationBreachError)
+        metrics = batch_metrics(
+            counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
+            topic_attempts=outcome.topic.attempts if outcome.topic else 0,
+            topic_failed_attempts=outcome.topic.failed_attempts if outcome.topic else 0,
+            breaches={**{stage: len(found) for stage, found in verdicts.judged}, None: int(broke)},
+        )
+        self.metrics.add(metrics)
+        records_in = int(counts["records_in"])
+        by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in chain}
+        passed = records_in - quarantined
+        # what this batch's own commit wrote: records that passed but were in the target already
+        # (another writer, or an earlier run that crashed before closing them) are said apart
+        written = passed if batch.inserted is None or failure is not None else min(passed, batch.inserted)
+        report = BatchReport(
+            run=run,
+            batch_id=batch_id,
+            records_in=records_in,
+            records_ok=written,
+            already_in_target=passed - written if failure is None else 0,
+            records_quarantined=quarantined,
+            quarantined_by_stage={k: v for k, v in by_stage.items() if v},
+            quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),
+            quarantined_by_expectation=quarantined_by_check(chain, counts),
+            schema_drift=schema_drift(chain, counts),
+            metrics=metrics.as_report(),
+            breaches=verdicts.breaches,
+            untranslated_expectations=verdicts.notes,
+            finished_at=self.pipeline.clock(),
+            stale_stages=tuple(s.name for s in chain if int(counts.get(stage_key("refresh", s.name)) or 0)),
+        )
+        self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
+        if failure is not None:
+            raise failure
+        return report
+
+
+def start_run(
+    plan: Plan, run_id: str | None = None, *, listeners: Listeners | None = None, kind: RunKind = RunKind.RUN
+) -> Run:
+    """A new run of ``plan``: its id (a new one by default), counts and tolerance.
+
+    The batch runner starts one per run, the streaming runner one per query id
+    (stable across restarts), a replay one per replay; an
+    :class:`~quarantine.runners.errant.ErrantRecordReporter` reports into one.
+
+    Args:
+        plan: the pipeline's plan (a :class:`~quarantine.pipeline.Pipeline` is one).
+        run_id: the run's id (a new one by default).
+        listeners: the listeners' dispatch to go on with (a restarted query's run);
+            by default a new one over the plan's listeners.
+        kind: what the run does (a replay and a discard are runs of their own kind).
+    """
+    rid = run_id or uuid.uuid4().hex
+    config = plan.config
+    info = RunInfo(
+        pipeline=config.pipeline, run_id=rid, source=config.source.location,
+        config=config.redacted(), started_at=plan.clock(), kind=kind,
+    )
+    return Run(
+        pipeline=plan, info=info, metrics=RunMetrics(run_id=rid), tolerance=plan.policy().tolerance(rid),
+        listeners=listeners or Listeners(plan.listeners),
+    )

@@ -1,0 +1,1 @@
+"""`quarantine init-demo`: the demo's sources (JSON, Avro, Protobuf) with poison, and its config."""

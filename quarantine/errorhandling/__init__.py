@@ -1,0 +1,1 @@
+"""Kafka Connect's error handling for Spark: tolerance, handlers, the policy, breaches, retries."""

@@ -1,0 +1,270 @@
+"""A pipeline's report data: the quarantine and metrics tables aggregated in Spark, collected small.
+
+Each figure of the report page (:mod:`quarantine.ops.report_page`) has one pure aggregation here
+over the quarantine table (:data:`~quarantine.schema.QUARANTINE_SCHEMA`) or the metrics table
+(:data:`~quarantine.schema.METRICS_SCHEMA`), filtered to one pipeline. :func:`collect_report_data`
+reads each table at one version and collects the aggregates (a few hundred rows at most) into
+a :class:`ReportData`, which the page draws and ``quarantine report`` summarises.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from quarantine.listeners.events import RunKind
+from quarantine.metrics.cells import MetricNames
+from quarantine.schema import QuarantineStatus
+from quarantine.sinks import read_table_pinned, table_exists
+from quarantine.sinks.quarantine import read_quarantine
+
+__all__ = [
+    "STATUSES",
+    "TOP_ERROR_CLASSES",
+    "ReportData",
+    "Rows",
+    "breaches_per_run",
+    "collect_report_data",
+    "error_classes",
+    "offsets_per_partition",
+    "pipeline_runs",
+    "quarantined_over_time",
+    "replay_history",
+    "status_counts",
+    "time_unit",
+]
+
+#: How many error classes the ``error_classes`` figure shows.
+TOP_ERROR_CLASSES = 10
+#: The newest runs (breaches) and resolutions (replays) a figure shows.
+_LATEST = 200
+#: Past this span of ``first_seen_at``, ``over_time`` buckets by the day instead of the hour.
+_HOURLY_SPAN = dt.timedelta(days=3)
+#: Every status, in the order the summary lists them.
+STATUSES = tuple(s.value for s in QuarantineStatus)
+
+Rows = list[tuple[Any, ...]]
+
+
+# --------------------------------------------------------------------------- aggregations (pure)
+
+
+def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
+    """``hour`` for a span of ``first_seen_at`` up to three days (or none), else ``day``."""
+    if first is None or last is None or last - first <= _HOURLY_SPAN:
+        return "hour"
+    return "day"
+
+
+def _records() -> Column:
+    return F.count(F.lit(1)).alias("records")
+
+
+def pipeline_runs() -> Column:
+    """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
+    column existed), not of a replay or a discard."""
+    return F.coalesce(F.col("run_kind"), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
+
+
+def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
+    """``bucket`` (``first_seen_at`` truncated to ``unit``, ``hour`` or ``day``, in UTC whatever the
+    session's time zone), ``stage``, ``records``; by bucket, stage."""
+    # epoch arithmetic, not date_trunc (which truncates in the session's time zone)
+    seconds = {"hour": 3600, "day": 86400}[unit]
+    bucket = F.timestamp_seconds(F.floor(F.unix_seconds(F.col("first_seen_at")) / seconds) * seconds).alias("bucket")
+    return quarantine.groupBy(bucket, F.col("stage")).agg(_records()).orderBy("bucket", "stage")
+
+
+def error_classes(quarantine: DataFrame, top: int = TOP_ERROR_CLASSES) -> DataFrame:
+    """The ``top`` error classes: ``error_class``, ``records``, ``open_records``; most records first."""
+    is_open = (F.col("status") == QuarantineStatus.OPEN.value).cast("long")
+    return (
+        quarantine.groupBy("error_class")
+        .agg(_records(), F.sum(is_open).alias("open_records"))
+        .orderBy(F.desc("records"), F.asc_nulls_last("error_class"))
+        .limit(top)
+    )
+
+
+def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
+    """Records and offsets per partition, all of them and split into open and closed ones.
+
+    ``topic``, ``partition``, ``records``, ``min_offset``, ``max_offset`` (every status), then
+    ``open_records``, ``open_min_offset``, ``open_max_offset``, ``closed_min_offset``,
+    ``closed_max_offset`` (NULL where the partition has none); by topic, partition.
+    """
+    is_open = F.col("status") == QuarantineStatus.OPEN.value
+    open_offset = F.when(is_open, F.col("offset"))
+    closed_offset = F.when(~is_open, F.col("offset"))
+    return (
+        quarantine.groupBy("topic", "partition")
+        .agg(
+            _records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
+            F.sum(is_open.cast("long")).alias("open_records"),
+            F.min(open_offset).alias("open_min_offset"), F.max(open_offset).alias("open_max_offset"),
+            F.min(closed_offset).alias("closed_min_offset"), F.max(closed_offset).alias("closed_max_offset"),
+        )
+        .orderBy("topic", "partition")
+    )
+
+
+def status_counts(quarantine: DataFrame) -> DataFrame:
+    """``status``, ``records``."""
+    return quarantine.groupBy("status").agg(_records()).orderBy("status")
+
+
+def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
+    """``run_id``, ``at`` (the run's first breach row), ``breaches``, ``stage``: per run and kind of
+    breach, the latest runs with a breach, oldest first.
+
+    ``stage`` is the kind: NULL for an error limit's breach (``errors.tolerance*``, a ``fail``
+    handler), a judging stage's name for its aggregate expectations' breaches (any
+    ``on_breach`` action, ``warn`` included). Sums the ``tolerance-breaches`` rows (a metric's
+    rows partition its batch total, so a sum never double counts), the run-end row of a breach
+    that ended a run (``batch_id`` NULL) included.
+    """
+    rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col("value") > 0))
+    first = F.min("recorded_at").over(Window.partitionBy("run_id"))
+    per_kind = rows.withColumn("at", first).groupBy("run_id", "at", "stage").agg(
+        F.sum("value").cast("long").alias("breaches")
+    )
+    runs = per_kind.select("run_id", "at").distinct().orderBy(F.desc("at"), "run_id").limit(latest)
+    return (
+        per_kind.join(runs, ["run_id", "at"])
+        .select("run_id", "at", "breaches", "stage")
+        .orderBy("at", "run_id", F.asc_nulls_first("stage"))
+    )
+
+
+def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
+    """``resolved_at``, ``status``, ``resolution``, ``records``: the latest resolutions, oldest first.
+
+    A replay (or discard) closes its rows with one ``resolved_at`` and one
+    ``resolution`` (``replayed by run …`` / ``discarded: <reason>``), so each
+    group is one replay or discard.
+    """
+    closed = quarantine.where((F.col("status") != QuarantineStatus.OPEN.value) & F.col("resolved_at").isNotNull())
+    groups = closed.groupBy("resolved_at", "status", "resolution").agg(_records())
+    return groups.orderBy(F.desc("resolved_at")).limit(latest).orderBy("resolved_at", "status", "resolution")
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The collected aggregates of one report (small: a few hundred rows at most).
+
+    Each figure's rows are plain tuples in the column order of its aggregation
+    function; ``missing`` says, per figure id, why it has no source at all
+    (no quarantine table yet, no metrics table configured). ``records_in`` is the
+    source records the pipeline's runs read (``records-in`` of :func:`pipeline_runs`:
+    a replay's selection is not counted again); None without a metrics table.
+    """
+
+    pipeline: str
+    generated_at: dt.datetime
+    quarantine_table: str
+    metrics_table: str | None
+    since: dt.datetime | None = None
+    unit: str = "hour"
+    over_time: Rows = field(default_factory=list)
+    error_classes: Rows = field(default_factory=list)
+    partitions: Rows = field(default_factory=list)
+    statuses: Rows = field(default_factory=list)
+    breaches: Rows = field(default_factory=list)
+    replays: Rows = field(default_factory=list)
+    records_in: int | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        """Records in ``status``."""
+        return sum(int(n) for s, n in self.statuses if s == status)
+
+    def summary_lines(self) -> list[str]:
+        """The few lines ``quarantine report`` prints."""
+        total = sum(int(n) for _, n in self.statuses)
+        since = f" since {self.since.isoformat()}" if self.since else ""
+        lines = [f"pipeline {self.pipeline}: {total:,} quarantined record(s){since}"]
+        if self.records_in is not None:
+            lines.append(f"  records in (runs)      {self.records_in:,}")
+        lines.extend(f"  {s:<22} {self.count(s):,}" for s in STATUSES)
+        limits = sum(int(r[2]) for r in self.breaches if r[3] is None)
+        expectations = sum(int(r[2]) for r in self.breaches if r[3] is not None)
+        runs = len({r[0] for r in self.breaches})
+        lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
+                     f"error limits {limits:,}, expectations {expectations:,}")
+        lines.append(f"  replays and discards   {len(self.replays):,}")
+        return lines
+
+
+def _tuples(df: DataFrame) -> Rows:
+    return [tuple(r) for r in df.collect()]
+
+
+def collect_report_data(
+    spark: SparkSession,
+    *,
+    pipeline: str,
+    quarantine_table: str,
+    metrics_table: str | None,
+    since: dt.datetime | None = None,
+    now: dt.datetime | None = None,
+) -> ReportData:
+    """Aggregate both tables in Spark and collect the figures' rows.
+
+    Each table is read at one version (pinned), so the figures agree with each
+    other while a pipeline writes; one small Spark job per figure.
+
+    Args:
+        spark: the session.
+        pipeline: the pipeline whose rows are reported.
+        quarantine_table: ``errors.deadletterqueue.table.name`` (may not exist yet).
+        metrics_table: ``metrics.table``, or None when the config has none.
+        since: keep only records first seen, breaches recorded and rows resolved at or after it.
+        now: the report's time stamp (injected for tests).
+
+    Raises:
+        ConfigError: ``quarantine_table`` is not a quarantine table.
+    """
+    at = now or dt.datetime.now(dt.UTC)
+    data: dict[str, Any] = {"missing": {}}
+    if table_exists(spark, quarantine_table):
+        read_quarantine(spark, quarantine_table)  # its columns checked: a wrong table is a ConfigError
+        q = read_table_pinned(spark, quarantine_table).where(F.col("pipeline") == F.lit(pipeline))
+        seen = q if since is None else q.where(F.col("first_seen_at") >= F.lit(since))
+        span = seen.agg(F.min("first_seen_at"), F.max("first_seen_at")).first()
+        unit = time_unit(*(span if span is not None else (None, None)))
+        resolved = q if since is None else q.where(F.col("resolved_at") >= F.lit(since))
+        data |= {
+            "unit": unit,
+            "over_time": _tuples(quarantined_over_time(seen, unit)),
+            "error_classes": _tuples(error_classes(seen)),
+            "partitions": _tuples(offsets_per_partition(seen)),
+            "statuses": _tuples(status_counts(seen)),
+            "replays": _tuples(replay_history(resolved)),
+        }
+    else:
+        for fig in ("over_time", "error_classes", "partitions", "statuses", "replays"):
+            data["missing"][fig] = f"the quarantine table {quarantine_table} does not exist yet"
+    if metrics_table is None:
+        data["missing"]["breaches"] = "the config has no metrics.table"
+    elif not table_exists(spark, metrics_table):
+        data["missing"]["breaches"] = f"the metrics table {metrics_table} does not exist yet"
+    else:
+        m = read_table_pinned(spark, metrics_table).where(F.col("pipeline") == F.lit(pipeline))
+        if since is not None:
+            m = m.where(F.col("recorded_at") >= F.lit(since))
+        data["breaches"] = _tuples(breaches_per_run(m))
+        # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
+        # runs only (a replay's records-in are records it selected from quarantine: counted twice)
+        total = m.where((F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()).agg(F.sum("value")).first()
+        data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
+    return ReportData(
+        pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,
+        metrics_table=metrics_table, since=since, **data,
+    )
