@@ -39,12 +39,19 @@ __all__ = [
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
     "FINGERPRINT",
+    "HEADERS",
     "HEADERS_TYPE",
+    "HEADER_KEY",
+    "HEADER_VALUE",
     "HIDDEN_PREFIX",
     "ITEM_SEP",
     "KAFKA_SOURCE_SCHEMA",
+    "KEY",
     "METRICS_SCHEMA",
+    "METRIC_VALUE",
+    "OFFSET",
     "OPEN",
+    "PARTITION",
     "QUARANTINE_FINGERPRINT",
     "QUARANTINE_KEY",
     "QUARANTINE_SCHEMA",
@@ -52,6 +59,7 @@ __all__ = [
     "RETRIES_PREFIX",
     "REUSED",
     "SOURCE_KEY",
+    "SOURCE_PAYLOAD",
     "SOURCE_STAGE",
     "TARGET_FINGERPRINT",
     "TARGET_KEY",
@@ -60,6 +68,10 @@ __all__ = [
     "TARGET_SOURCE_PREFIX",
     "TARGET_TIMESTAMP",
     "TARGET_TOPIC",
+    "TIMESTAMP",
+    "TIMESTAMP_TYPE",
+    "TOPIC",
+    "VALUE",
     "VARIANTS",
     "WATERMARK_PREFIX",
     "ErrorKind",
@@ -135,27 +147,49 @@ class QuarantineStatus(StrEnum):
     DISCARDED = "discarded"
 
 
+# ----------------------------------------------------------------- Kafka's source columns
+# The names Spark's Kafka source gives its columns; the quarantine table keeps them (its raw
+# record), the demo sources and the errant record reporter produce them.
+
+#: The record's key and value bytes.
+KEY = "key"
+VALUE = "value"
+#: A record's coordinates: topic, partition, offset (:data:`SOURCE_KEY`).
+TOPIC = "topic"
+PARTITION = "partition"
+OFFSET = "offset"
+#: The record's timestamp and its kind (0 create time, 1 log append time).
+TIMESTAMP = "timestamp"
+TIMESTAMP_TYPE = "timestampType"
+#: The record's headers: an array of :data:`HEADER_KEY` / :data:`HEADER_VALUE` structs.
+HEADERS = "headers"
+#: The fields of one header (Kafka's header struct, also the DLQ topic's headers).
+HEADER_KEY = "key"
+HEADER_VALUE = "value"
+
 HEADERS_TYPE = ArrayType(
-    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    StructType([StructField(HEADER_KEY, StringType()), StructField(HEADER_VALUE, BinaryType())])
 )
 
 #: The columns exactly as ``spark.readStream.format("kafka")`` gives them
 #: (with ``includeHeaders=true``). Batch sources must have these columns.
 KAFKA_SOURCE_SCHEMA = StructType(
     [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField("headers", HEADERS_TYPE),
+        StructField(KEY, BinaryType()),
+        StructField(VALUE, BinaryType()),
+        StructField(TOPIC, StringType()),
+        StructField(PARTITION, IntegerType()),
+        StructField(OFFSET, LongType()),
+        StructField(TIMESTAMP, TimestampType()),
+        StructField(TIMESTAMP_TYPE, IntegerType()),
+        StructField(HEADERS, HEADERS_TYPE),
     ]
 )
 
 #: A source record's identity.
-SOURCE_KEY: tuple[str, ...] = ("topic", "partition", "offset")
+SOURCE_KEY: tuple[str, ...] = (TOPIC, PARTITION, OFFSET)
+#: A source record's raw content: what the quarantine keeps (and the target does not).
+SOURCE_PAYLOAD: tuple[str, ...] = (KEY, VALUE, HEADERS)
 
 #: The error half of every stage's result column. ``stacktrace`` is null unless
 #: ``errors.deadletterqueue.context.stacktrace.enable`` is true.
@@ -201,7 +235,7 @@ QUARANTINE_SCHEMA = StructType(
     [
         StructField("pipeline", StringType(), False),
         # where the record came from, and its raw bytes: the Kafka source's own fields
-        *[KAFKA_SOURCE_SCHEMA[name] for name in (*SOURCE_KEY, "timestamp", "timestampType", "key", "value", "headers")],
+        *[KAFKA_SOURCE_SCHEMA[name] for name in (*SOURCE_KEY, TIMESTAMP, TIMESTAMP_TYPE, *SOURCE_PAYLOAD)],
         # the latest failure: the error struct's fields
         *ERROR_STRUCT.fields,
         StructField("error_history", ArrayType(ERROR_HISTORY_ENTRY)),
@@ -220,7 +254,10 @@ QUARANTINE_SCHEMA = StructType(
     ]
 )
 
-QUARANTINE_KEY: tuple[str, ...] = ("pipeline", "topic", "partition", "offset")
+QUARANTINE_KEY: tuple[str, ...] = ("pipeline", *SOURCE_KEY)
+
+#: The metrics table's measurement column (not Kafka's :data:`VALUE`, though spelled alike).
+METRIC_VALUE = "value"
 
 #: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
 #: (:class:`~quarantine.listeners.events.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
@@ -232,8 +269,8 @@ METRICS_SCHEMA = StructType(
         StructField("recorded_at", TimestampType()),
         StructField("metric", StringType(), False),
         StructField("stage", StringType()),
-        StructField("topic", StringType()),
-        StructField("value", DoubleType()),
+        StructField(TOPIC, StringType()),
+        StructField(METRIC_VALUE, DoubleType()),
         StructField("run_kind", StringType()),
     ]
 )
