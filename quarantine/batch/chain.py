@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from quarantine.errors import ConfigError, StageDefinitionError
-from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA
+from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, VALUE
 from quarantine.stage import (
     BatchWideStageError,
     ReportsDrift,
@@ -46,7 +46,7 @@ def stage_input(stage: Stage, previous: str | None, earlier: Collection[str]) ->
     """
     src = stage.input if stage.input is not None else previous
     if src is None:
-        return F.col("value")
+        return F.col(VALUE)
     return F.col(src).getField("result") if src in earlier else F.col(src)
 
 

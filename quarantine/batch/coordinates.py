@@ -39,7 +39,21 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import FINGERPRINT, OPEN, REUSED, SOURCE_STAGE, VARIANTS
+from quarantine.schema import (
+    FINGERPRINT,
+    HEADERS,
+    KEY,
+    OFFSET,
+    OPEN,
+    PARTITION,
+    REUSED,
+    SOURCE_KEY,
+    SOURCE_STAGE,
+    TIMESTAMP,
+    TOPIC,
+    VALUE,
+    VARIANTS,
+)
 
 __all__ = [
     "DELIVERED",
@@ -63,9 +77,9 @@ _MAX_LONG = 0x7FFFFFFFFFFFFFFF
 
 def synthetic_offset() -> Column:
     """The offset of a record: its own, or the stable synthetic one when unkeyed (see module doc)."""
-    h = F.xxhash64(F.col("topic"), F.col("partition"), F.col("key"), F.col("value"), F.col("headers"))
+    h = F.xxhash64(F.col(TOPIC), F.col(PARTITION), F.col(KEY), F.col(VALUE), F.col(HEADERS))
     synthetic = F.lit(-1) - h.bitwiseAND(F.lit(_MAX_LONG))
-    return F.when(F.col("partition").isNull() | F.col("offset").isNull(), synthetic).otherwise(F.col("offset"))
+    return F.when(F.col(PARTITION).isNull() | F.col(OFFSET).isNull(), synthetic).otherwise(F.col(OFFSET))
 
 
 def fingerprint(col: Callable[[str], Column] = F.col) -> Column:
@@ -79,7 +93,7 @@ def fingerprint(col: Callable[[str], Column] = F.col) -> Column:
         col: how to reach a column by name (``F.col`` for a frame; a table's
             columns in a MERGE condition).
     """
-    key, value, headers, ts = (col(c) for c in ("key", "value", "headers", "timestamp"))
+    key, value, headers, ts = (col(c) for c in (KEY, VALUE, HEADERS, TIMESTAMP))
     return F.xxhash64(key, value, headers, ts, key.isNull(), value.isNull(), headers.isNull(), ts.isNull())
 
 
@@ -92,13 +106,13 @@ def identify(df: DataFrame) -> DataFrame:
         number of records with other content that share the row's coordinates,
         each of which is kept) for :class:`SourceCheck`.
     """
-    keyed = df.withColumn("offset", synthetic_offset()).withColumn("_q_content", fingerprint())
-    by_key = Window.partitionBy("topic", "partition", "offset")
+    keyed = df.withColumn(OFFSET, synthetic_offset()).withColumn("_q_content", fingerprint())
+    by_key = Window.partitionBy(*SOURCE_KEY)
     by_content = by_key.orderBy("_q_content")
     ranked = keyed.select(
         "*",
         F.dense_rank().over(by_content).alias("_q_variant"),
-        F.row_number().over(Window.partitionBy("topic", "partition", "offset", "_q_content").orderBy(
+        F.row_number().over(Window.partitionBy(*SOURCE_KEY, "_q_content").orderBy(
             "_q_content")).alias("_q_copy"),
     )
     return (
@@ -123,15 +137,15 @@ def coordinate_groups(df: DataFrame) -> DataFrame:
         whether the identity rules would change something in the group (its
         ``partition`` or an offset is NULL, or it holds fewer distinct offsets than rows).
     """
-    offset = F.col("offset")
-    per_bucket = df.groupBy("topic", "partition", F.bitmap_bucket_number(offset).alias("_q_bucket")).agg(
+    offset = F.col(OFFSET)
+    per_bucket = df.groupBy(TOPIC, PARTITION, F.bitmap_bucket_number(offset).alias("_q_bucket")).agg(
         F.count(F.lit(1)).alias("_q_rows"),
         F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(offset))).alias("_q_offsets"),
         F.max(offset.isNull()).alias("_q_unkeyed"),
     )
     return per_bucket.withColumn(
         "_q_suspect",
-        F.col("partition").isNull() | F.col("_q_unkeyed") | (F.col("_q_rows") != F.col("_q_offsets")),
+        F.col(PARTITION).isNull() | F.col("_q_unkeyed") | (F.col("_q_rows") != F.col("_q_offsets")),
     )
 
 
@@ -151,8 +165,8 @@ def unique_coordinates(df: DataFrame) -> bool:
 
 def identified_topics(df: DataFrame) -> tuple[DataFrame, frozenset[str | None]]:
     """:func:`identified`'s frame, and the topics ``df`` holds, from the same one job."""
-    rows = coordinate_groups(df).groupBy("topic").agg(F.max("_q_suspect").alias("s")).collect()
-    topics = frozenset(r["topic"] for r in rows)
+    rows = coordinate_groups(df).groupBy(TOPIC).agg(F.max("_q_suspect").alias("s")).collect()
+    topics = frozenset(r[TOPIC] for r in rows)
     if not any(r["s"] for r in rows):
         return df.withColumn(VARIANTS, F.lit(1)), topics
     return identify(df), topics
@@ -208,7 +222,7 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
         ``settled`` is grouped by coordinates first, so ``df``'s rows are joined once
         each and its bytes are not shuffled by the grouping.
     """
-    fp, ts = F.col(FINGERPRINT), F.col("timestamp")
+    fp, ts = F.col(FINGERPRINT), F.col(TIMESTAMP)
 
     def same(status: Column) -> list[Column]:
         both = F.col("_s_fp").isNotNull()
@@ -224,13 +238,13 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
     for g, cond in groups.items():
         fps, tss, any_ = same(cond)
         aggs += [fps.alias(f"_s_{g}_fp"), tss.alias(f"_s_{g}_ts"), any_.alias(f"_s_{g}_any")]
-    per_key = settled.groupBy(*[F.col(c).alias(f"_s_{c}") for c in ("topic", "partition", "offset")]).agg(
+    per_key = settled.groupBy(*[F.col(c).alias(f"_s_{c}") for c in SOURCE_KEY]).agg(
         *aggs,
         F.collect_list(F.struct(F.col("_s_fp").alias("fp"), F.col("_s_ts").alias("ts"),
                                 F.col("_s_first").alias("first"), F.col("_s_where").alias("where"))).alias("_s_all"),
     )
     joined = df.join(
-        per_key, [df[c].eqNullSafe(per_key[f"_s_{c}"]) for c in ("topic", "partition", "offset")], "left"
+        per_key, [df[c].eqNullSafe(per_key[f"_s_{c}"]) for c in SOURCE_KEY], "left"
     )
 
     def held(g: str) -> Column:

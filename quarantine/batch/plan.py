@@ -56,7 +56,11 @@ from quarantine.listeners.mlflow import tracker_for
 from quarantine.schema import (
     ERROR,
     FINGERPRINT,
+    HEADERS,
+    KEY,
+    OFFSET,
     OPEN,
+    PARTITION,
     RESULT,
     REUSED,
     SOURCE_KEY,
@@ -66,6 +70,10 @@ from quarantine.schema import (
     TARGET_PARTITION,
     TARGET_TIMESTAMP,
     TARGET_TOPIC,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
 )
 from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
@@ -229,10 +237,10 @@ class Plan:
         # a judging stage's breach (on_breach=quarantine_batch) may send every row to quarantine
         failed = err.isNotNull() | F.lit(keeps_raw_bytes(chain))
         return staged.select(
-            "topic", "partition", "offset", "timestamp", "timestampType",
-            F.when(failed, F.col("key")).alias("key"),
-            F.when(failed, F.col("value")).alias("value"),
-            F.when(failed, F.col("headers")).alias("headers"),
+            TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE,
+            F.when(failed, F.col(KEY)).alias(KEY),
+            F.when(failed, F.col(VALUE)).alias(VALUE),
+            F.when(failed, F.col(HEADERS)).alias(HEADERS),
             final_result(chain).alias(RESULT),
             err.alias(ERROR),
             (F.col(OPEN) if OPEN in df.columns else F.lit(False)).alias(OPEN),
@@ -301,10 +309,10 @@ class Plan:
         extra: list[Column] = []
         if self.config.target.source_columns:
             extra = [
-                F.col("topic").alias(TARGET_TOPIC),
-                F.col("partition").alias(TARGET_PARTITION),
-                F.col("offset").alias(TARGET_OFFSET),
-                F.col("timestamp").alias(TARGET_TIMESTAMP),
+                F.col(TOPIC).alias(TARGET_TOPIC),
+                F.col(PARTITION).alias(TARGET_PARTITION),
+                F.col(OFFSET).alias(TARGET_OFFSET),
+                F.col(TIMESTAMP).alias(TARGET_TIMESTAMP),
                 F.col(FINGERPRINT).alias(TARGET_FINGERPRINT),
             ]
         return split.where(F.col(ERROR).isNull()).select(*payload, *extra)
@@ -399,13 +407,13 @@ class Plan:
     def _refuse_reused(self, df: DataFrame) -> None:
         """Raise :class:`CoordinatesReusedError` naming a record of ``df`` whose coordinates other content shares."""
         shared = F.col(REUSED).isNotNull() | (F.col(VARIANTS) > 1 if VARIANTS in df.columns else F.lit(False))
-        found = df.where(shared).select("topic", "partition", "offset", REUSED).limit(1).collect()
+        found = df.where(shared).select(*SOURCE_KEY, REUSED).limit(1).collect()
         if found:
             r = found[0]
             where = r[REUSED] or "in this read, with other content"
             raise CoordinatesReusedError(
-                f"errors.coordinates.reused is fail: the record at topic={r['topic']} partition={r['partition']} "
-                f"offset={r['offset']} has other content than the record {where}; nothing was written. "
+                f"errors.coordinates.reused is fail: the record at topic={r[TOPIC]} partition={r[PARTITION]} "
+                f"offset={r[OFFSET]} has other content than the record {where}; nothing was written. "
                 "If the topic was recreated or the source rewritten, set errors.coordinates.reused to "
                 "quarantine (the default: such records are quarantined as CoordinatesReused) or process "
                 "(they are taken as new records)"

@@ -59,7 +59,15 @@ from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
 from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
 from quarantine.metrics.columns import observed_counts, observed_row
-from quarantine.schema import CLOSING, ERROR, FINGERPRINT, OPEN, REUSED, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import (
+    CLOSING,
+    ERROR,
+    FINGERPRINT,
+    OPEN,
+    REUSED,
+    SOURCE_KEY,
+    QuarantineStatus,
+)
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records
@@ -94,7 +102,7 @@ _REUSED_RECORDS = "_q_reused_records"
 
 def _fingerprint(where: Column) -> Column:
     """An order-free fingerprint of the coordinates of the rows ``where`` holds: a sum of 32-bit hashes."""
-    h = F.xxhash64("topic", "partition", "offset").bitwiseAND(F.lit(0xFFFFFFFF))
+    h = F.xxhash64(*SOURCE_KEY).bitwiseAND(F.lit(0xFFFFFFFF))
     return F.sum(F.when(where, h))
 
 

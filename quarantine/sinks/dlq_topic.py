@@ -39,6 +39,7 @@ from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import RetriesExhaustedError, describe_failure
 from quarantine.redaction import redact_text, unlogged_jvm_calls
+from quarantine.schema import HEADER_KEY, HEADER_VALUE, HEADERS, HEADERS_TYPE, KEY, OFFSET, PARTITION, TOPIC, VALUE
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -49,9 +50,9 @@ log = logging.getLogger("quarantine.sinks.dlq_topic")
 
 #: Kafka Connect's DLQ context headers (``DeadLetterQueueReporter``), by the quarantine column each holds.
 CONNECT_HEADERS: tuple[tuple[str, str], ...] = (
-    ("__connect.errors.topic", "topic"),
-    ("__connect.errors.partition", "partition"),
-    ("__connect.errors.offset", "offset"),
+    ("__connect.errors.topic", TOPIC),
+    ("__connect.errors.partition", PARTITION),
+    ("__connect.errors.offset", OFFSET),
     ("__connect.errors.connector.name", "pipeline"),
     ("__connect.errors.stage", "stage"),
     ("__connect.errors.class.name", "kind"),
@@ -68,15 +69,16 @@ def dlq_records(rows: DataFrame, *, context_headers: bool = True) -> DataFrame:
     order and unchanged (NULL values kept); Connect's follow, a NULL one (no stack
     trace) left out.
     """
-    original = F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>"))
+    original = F.coalesce(F.col(HEADERS), F.array().cast(HEADERS_TYPE))
     if not context_headers:
-        return rows.select("key", "value", original.alias("headers"))
+        return rows.select(KEY, VALUE, original.alias(HEADERS))
 
     def header(name: str, column: str) -> Column:
-        return F.struct(F.lit(name).alias("key"), F.encode(F.col(column).cast("string"), "UTF-8").alias("value"))
+        text = F.encode(F.col(column).cast("string"), "UTF-8")
+        return F.struct(F.lit(name).alias(HEADER_KEY), text.alias(HEADER_VALUE))
 
-    added = F.filter(F.array(*[header(n, c) for n, c in CONNECT_HEADERS]), lambda h: h["value"].isNotNull())
-    return rows.select("key", "value", F.concat(original, added).alias("headers"))
+    added = F.filter(F.array(*[header(n, c) for n, c in CONNECT_HEADERS]), lambda h: h[HEADER_VALUE].isNotNull())
+    return rows.select(KEY, VALUE, F.concat(original, added).alias(HEADERS))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import WATERMARK_PREFIX
+from quarantine.schema import OFFSET, PARTITION, TOPIC, WATERMARK_PREFIX
 from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import read_quarantine
 
@@ -56,12 +56,12 @@ class OffsetWatermark:
             return cls()
         rows = (
             read_quarantine(spark, name)
-            .where((F.col("pipeline") == F.lit(pipeline)) & F.col("partition").isNotNull())
-            .groupBy("topic", "partition")
-            .agg(F.max("offset").alias("offset"))
+            .where((F.col("pipeline") == F.lit(pipeline)) & F.col(PARTITION).isNotNull())
+            .groupBy(TOPIC, PARTITION)
+            .agg(F.max(OFFSET).alias(OFFSET))
             .collect()
         )
-        return cls({(r["topic"], int(r["partition"])): int(r["offset"]) for r in rows if r["offset"] is not None})
+        return cls({(r[TOPIC], int(r[PARTITION])): int(r[OFFSET]) for r in rows if r[OFFSET] is not None})
 
     @property
     def passed(self) -> bool:
@@ -72,7 +72,7 @@ class OffsetWatermark:
         """Aggregates for the batch's observed pass: its highest offset per topic-partition still ahead."""
         self._order = tuple(sorted(self.ahead))
         return [
-            F.max(F.when((F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p)), F.col("offset")))
+            F.max(F.when((F.col(TOPIC) == F.lit(t)) & (F.col(PARTITION) == F.lit(p)), F.col(OFFSET)))
             .alias(f"{self.prefix}{i}")
             for i, (t, p) in enumerate(self._order)
         ]

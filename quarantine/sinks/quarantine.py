@@ -28,9 +28,17 @@ from quarantine.redaction import redact_error
 from quarantine.schema import (
     ERROR,
     FINGERPRINT,
+    HEADERS,
+    KEY,
+    OFFSET,
+    PARTITION,
     QUARANTINE_FINGERPRINT,
     QUARANTINE_SCHEMA,
     SOURCE_KEY,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
     ErrorKind,
     QuarantineStatus,
 )
@@ -88,7 +96,7 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
     return create_table(
         spark, name, QUARANTINE_SCHEMA,
         comment="quarantine: failed records with their raw bytes and the reason",
-        cluster_by=("pipeline", "topic", "first_seen_date"),
+        cluster_by=("pipeline", TOPIC, "first_seen_date"),
         properties={"delta.enableChangeDataFeed": "true"},
     )
 
@@ -122,9 +130,9 @@ def quarantine_rows(
     at = F.lit(now).cast("timestamp")
     cols: list[Column] = [
         F.lit(pipeline).alias("pipeline"),
-        F.col("topic"), F.col("partition"), F.col("offset"),
-        F.col("timestamp"), F.col("timestampType"),
-        F.col("key"), F.col("value"), F.col("headers"),
+        F.col(TOPIC), F.col(PARTITION), F.col(OFFSET),
+        F.col(TIMESTAMP), F.col(TIMESTAMP_TYPE),
+        F.col(KEY), F.col(VALUE), F.col(HEADERS),
         *[err.getField(c).alias(c) for c in _LATEST],
         F.array(
             F.struct(
@@ -468,7 +476,7 @@ def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame 
         F.lit(name), F.col("status"), F.date_format(first_seen, "yyyy-MM-dd HH:mm:ss"),
     )
     return df.select(
-        *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), col("timestamp").alias("_s_ts"),
+        *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), col(TIMESTAMP).alias("_s_ts"),
         F.col("status").alias("_s_status"), col("first_seen_at").alias("_s_first"), where.alias("_s_where"),
     )
 

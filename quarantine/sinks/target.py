@@ -26,7 +26,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from quarantine.schema import TARGET_FINGERPRINT, TARGET_OFFSET, TARGET_PARTITION, TARGET_TIMESTAMP, TARGET_TOPIC
+from quarantine.schema import (
+    OFFSET,
+    TARGET_FINGERPRINT,
+    TARGET_OFFSET,
+    TARGET_PARTITION,
+    TARGET_TIMESTAMP,
+    TARGET_TOPIC,
+)
 from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
 from quarantine.sinks.ownership import claim_written_topics
 
@@ -135,7 +142,7 @@ def highest_offsets(spark: SparkSession, table: str) -> dict[tuple[str, int], in
     found = (
         rows.where(F.col(TARGET_TOPIC).isNotNull() & F.col(TARGET_PARTITION).isNotNull())
         .groupBy(TARGET_TOPIC, TARGET_PARTITION)
-        .agg(F.max(TARGET_OFFSET).alias("offset"))
+        .agg(F.max(TARGET_OFFSET).alias(OFFSET))
         .collect()
     )
-    return {(r[0], int(r[1])): int(r["offset"]) for r in found if r["offset"] is not None}
+    return {(r[0], int(r[1])): int(r[OFFSET]) for r in found if r[OFFSET] is not None}
