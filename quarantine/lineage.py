@@ -42,7 +42,7 @@ from pyspark.sql.types import (
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, VALUE
 from quarantine.stage import Stage
 
 __all__ = ["Produced", "check_lineage"]
@@ -76,8 +76,8 @@ def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
     previous: str | None = None
     for spec, stage in zip(specs, stages, strict=True):
         source = stage.input if stage.input is not None else previous
-        read = _input(source or "value", produced)
-        _check_stage(spec, stage, source or "value", read)
+        read = _input(source or VALUE, produced)
+        _check_stage(spec, stage, source or VALUE, read)
         produced[stage.name] = Produced(f"stage '{stage.name}' ({spec.type})", _output(spec.type, stage, read))
         previous = stage.name
 

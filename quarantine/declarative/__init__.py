@@ -52,7 +52,7 @@ from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy
 from quarantine.declarative.replay_queue import queue_table
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.runners.streaming import read_stream
-from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA, RESULT
+from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA, OFFSET, PARTITION, RESULT, TOPIC
 from quarantine.stage import JudgingStage
 
 __all__ = [
@@ -143,8 +143,8 @@ def staged_frame(plan: Plan, source: DataFrame, *, replay: bool = False) -> Data
         message = F.concat(
             F.lit(f"quarantine: pipeline {plan.config.pipeline}: errors.tolerance is none and stage "),
             err.getField("stage"), F.lit(" failed the record at "),
-            F.col("topic"), F.lit("/"), F.col("partition").cast("string"), F.lit("/"),
-            F.col("offset").cast("string"), F.lit(": "), err.getField("error_class"), F.lit(": "),
+            F.col(TOPIC), F.lit("/"), F.col(PARTITION).cast("string"), F.lit("/"),
+            F.col(OFFSET).cast("string"), F.lit(": "), err.getField("error_class"), F.lit(": "),
             F.coalesce(err.getField("message"), F.lit("")),
         )
         # evaluated on every row, before anything filters on the error: a failed one raises

@@ -41,6 +41,7 @@ from quarantine.errors import ConfigError
 from quarantine.listeners.events import RunKind
 from quarantine.listeners.metrics_table import ensure_metrics_table, metrics_frame
 from quarantine.metrics.cells import MetricNames
+from quarantine.schema import TOPIC
 from quarantine.sinks import read_table, save, table_exists, table_ref
 
 __all__ = ["record_pipeline_metrics"]
@@ -57,7 +58,7 @@ def _quarantine_rows(spark: SparkSession, config: PipelineConfig, now: dt.dateti
     run_id = f"{RUN_ID}:{name}"
     rows = read_table(spark, name).where((F.col("pipeline") == config.pipeline) & (F.col("run_id") == RUN_ID))
     batch = (F.unix_micros(F.col("first_seen_at")) / 1000).cast("bigint")
-    counts = rows.groupBy(batch.alias("batch_id"), "stage", "topic").agg(F.count(F.lit(1)).alias("n")).collect()
+    counts = rows.groupBy(batch.alias("batch_id"), "stage", TOPIC).agg(F.count(F.lit(1)).alias("n")).collect()
     out: list[tuple[object, ...]] = []
     totals: dict[int, int] = {}
     by_stage: dict[tuple[int, str], int] = {}
@@ -66,7 +67,7 @@ def _quarantine_rows(spark: SparkSession, config: PipelineConfig, now: dt.dateti
         totals[b] = totals.get(b, 0) + n
         by_stage[(b, r["stage"])] = by_stage.get((b, r["stage"]), 0) + n
         for metric in _QUARANTINE_METRICS[1:]:
-            out.append((config.pipeline, run_id, b, now, metric.value, r["stage"], r["topic"], float(n)))
+            out.append((config.pipeline, run_id, b, now, metric.value, r["stage"], r[TOPIC], float(n)))
     for (b, stage), n in by_stage.items():
         out.append((config.pipeline, run_id, b, now, MetricNames.RECORDS_QUARANTINED.value, stage, None, float(n)))
     for b, n in totals.items():  # records-in: each record a flow reads lands in one of the two tables

@@ -28,7 +28,18 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.schema import (
+    HEADERS,
+    HEADERS_TYPE,
+    KAFKA_SOURCE_SCHEMA,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
+)
 
 __all__ = ["AVRO_DEMO_CONFIG", "POISON_KINDS", "READER", "WRITERS", "avro_orders_source", "write_avro_demo"]
 
@@ -103,14 +114,14 @@ def avro_orders_source(
         .otherwise(F.lit(None).cast("binary"))
     )
     df = spark.range(records).select(
-        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias("key"),
-        value.alias("value"),
-        F.lit("orders-avro").alias("topic"),
-        (i % partitions).cast("int").alias("partition"),
-        F.floor(i / partitions).cast("bigint").alias("offset"),
-        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias("timestamp"),
-        F.lit(0).cast("int").alias("timestampType"),
-        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
+        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias(KEY),
+        value.alias(VALUE),
+        F.lit("orders-avro").alias(TOPIC),
+        (i % partitions).cast("int").alias(PARTITION),
+        F.floor(i / partitions).cast("bigint").alias(OFFSET),
+        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias(TIMESTAMP),
+        F.lit(0).cast("int").alias(TIMESTAMP_TYPE),
+        F.lit(None).cast(HEADERS_TYPE).alias(HEADERS),
     )
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
 

@@ -34,7 +34,19 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.schema import (
+    HEADER_KEY,
+    HEADER_VALUE,
+    HEADERS,
+    KAFKA_SOURCE_SCHEMA,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
+)
 
 __all__ = [
     "DEMO_CONFIG",
@@ -127,18 +139,21 @@ def orders_source(
         .otherwise(F.encode(text, "UTF-8"))
     )
     headers = F.array(
-        F.struct(F.lit("trace-id").alias("key"), F.unhex(F.sha2(i.cast("string"), 256)).substr(1, 16).alias("value")),
-        F.struct(F.lit("source").alias("key"), F.encode(F.lit("web"), "UTF-8").alias("value")),
+        F.struct(
+            F.lit("trace-id").alias(HEADER_KEY),
+            F.unhex(F.sha2(i.cast("string"), 256)).substr(1, 16).alias(HEADER_VALUE),
+        ),
+        F.struct(F.lit("source").alias(HEADER_KEY), F.encode(F.lit("web"), "UTF-8").alias(HEADER_VALUE)),
     )
     df = ids.select(
-        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias("key"),
-        value.alias("value"),
-        F.lit(topic).alias("topic"),
-        (i % partitions).cast("int").alias("partition"),
-        F.floor(i / partitions).cast("bigint").alias("offset"),
-        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias("timestamp"),
-        F.lit(0).cast("int").alias("timestampType"),
-        headers.alias("headers"),
+        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias(KEY),
+        value.alias(VALUE),
+        F.lit(topic).alias(TOPIC),
+        (i % partitions).cast("int").alias(PARTITION),
+        F.floor(i / partitions).cast("bigint").alias(OFFSET),
+        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias(TIMESTAMP),
+        F.lit(0).cast("int").alias(TIMESTAMP_TYPE),
+        headers.alias(HEADERS),
     )
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
 

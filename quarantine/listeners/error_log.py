@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import ErrorsConfig
 from quarantine.redaction import redact_text
-from quarantine.schema import ERROR
+from quarantine.schema import ERROR, KEY, OFFSET, PARTITION, TOPIC, VALUE
 
 __all__ = [
     "CONTEXT_ATTR",
@@ -114,10 +114,10 @@ def sample_errors(
         err.getField("error_class").alias("error_class"),
         err.getField("message").alias("message"),
         err.getField("attempts").alias("attempts"),
-        F.col("topic"), F.col("partition"), F.col("offset"),
+        F.col(TOPIC), F.col(PARTITION), F.col(OFFSET),
     ]
     if include_messages:
-        cols += [F.col("key"), F.col("value")]
+        cols += [F.col(KEY), F.col(VALUE)]
     return rows.select(*cols).limit(limit)
 
 
@@ -212,14 +212,14 @@ class ErrorContextLogger:
                 f"stage={row.get('stage')}",
                 f"kind={row.get('kind')}",
                 f"class={row.get('error_class')}",
-                f"topic={row.get('topic')}",
-                f"partition={row.get('partition')}",
-                f"offset={row.get('offset')}",
+                f"topic={row.get(TOPIC)}",
+                f"partition={row.get(PARTITION)}",
+                f"offset={row.get(OFFSET)}",
                 f"attempts={row.get('attempts')}",
                 f"message={message!r}",
             ]
             if self.include_messages:
-                parts += [f"key={_payload(row.get('key'))}", f"value={_payload(row.get('value'))}"]
+                parts += [f"key={_payload(row.get(KEY))}", f"value={_payload(row.get(VALUE))}"]
             self._emit(" ".join(parts), ContextLine(_text(row.get("stage")), _text(row.get("error_class"))))
         if total is not None and total > len(rows):
             self._emit(

@@ -42,6 +42,7 @@ from quarantine.config import MlflowConfig, PipelineConfig
 from quarantine.errorhandling.breach import Breach
 from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunListener, RunStatus
 from quarantine.redaction import redact, redact_text
+from quarantine.schema import SOURCE_PAYLOAD
 from quarantine.spark.runtime import on_databricks
 
 __all__ = [
@@ -311,7 +312,7 @@ class MlflowTracker:
     def _sample(self, m: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in m.items():
-            if k in ("key", "value", "headers") and not self.include_messages:
+            if k in SOURCE_PAYLOAD and not self.include_messages:
                 continue
             if isinstance(v, bytes | bytearray):
                 v = bytes(v).decode("utf-8", errors="replace")

@@ -48,7 +48,7 @@ import pyspark
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
-from quarantine.schema import ITEM_SEP, ErrorKind
+from quarantine.schema import ITEM_SEP, TIMESTAMP, TOPIC, ErrorKind
 from quarantine.stage import ReportsDrift, ReportsRetries, drift_column, retry_column
 
 __all__ = [
@@ -139,8 +139,8 @@ def observed_counts(
     stages: Sequence[Any],
     error_col: Column | str,
     *,
-    topic_col: Column | str = "topic",
-    timestamp_col: Column | str = "timestamp",
+    topic_col: Column | str = TOPIC,
+    timestamp_col: Column | str = TIMESTAMP,
 ) -> list[Column]:
     """Aggregate Columns for ``DataFrame.observe``: every count of a batch in one pass.
 

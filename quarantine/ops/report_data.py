@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
-from quarantine.schema import QuarantineStatus
+from quarantine.schema import METRIC_VALUE, OFFSET, PARTITION, TOPIC, QuarantineStatus
 from quarantine.sinks import read_table_pinned, table_exists
 from quarantine.sinks.quarantine import read_quarantine
 
@@ -98,17 +98,17 @@ def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
     ``closed_max_offset`` (NULL where the partition has none); by topic, partition.
     """
     is_open = F.col("status") == QuarantineStatus.OPEN.value
-    open_offset = F.when(is_open, F.col("offset"))
-    closed_offset = F.when(~is_open, F.col("offset"))
+    open_offset = F.when(is_open, F.col(OFFSET))
+    closed_offset = F.when(~is_open, F.col(OFFSET))
     return (
-        quarantine.groupBy("topic", "partition")
+        quarantine.groupBy(TOPIC, PARTITION)
         .agg(
-            _records(), F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
+            _records(), F.min(OFFSET).alias("min_offset"), F.max(OFFSET).alias("max_offset"),
             F.sum(is_open.cast("long")).alias("open_records"),
             F.min(open_offset).alias("open_min_offset"), F.max(open_offset).alias("open_max_offset"),
             F.min(closed_offset).alias("closed_min_offset"), F.max(closed_offset).alias("closed_max_offset"),
         )
-        .orderBy("topic", "partition")
+        .orderBy(TOPIC, PARTITION)
     )
 
 
@@ -127,10 +127,10 @@ def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
     rows partition its batch total, so a sum never double counts), the run-end row of a breach
     that ended a run (``batch_id`` NULL) included.
     """
-    rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col("value") > 0))
+    rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col(METRIC_VALUE) > 0))
     first = F.min("recorded_at").over(Window.partitionBy("run_id"))
     per_kind = rows.withColumn("at", first).groupBy("run_id", "at", "stage").agg(
-        F.sum("value").cast("long").alias("breaches")
+        F.sum(METRIC_VALUE).cast("long").alias("breaches")
     )
     runs = per_kind.select("run_id", "at").distinct().orderBy(F.desc("at"), "run_id").limit(latest)
     return (
@@ -262,7 +262,8 @@ def collect_report_data(
         data["breaches"] = _tuples(breaches_per_run(m))
         # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
         # runs only (a replay's records-in are records it selected from quarantine: counted twice)
-        total = m.where((F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()).agg(F.sum("value")).first()
+        in_runs = (F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()
+        total = m.where(in_runs).agg(F.sum(METRIC_VALUE)).first()
         data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
     return ReportData(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,

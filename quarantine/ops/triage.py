@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.ops.display import decode_bytes, gist, plain, print_json, print_table, shorten
-from quarantine.schema import QuarantineStatus
+from quarantine.schema import (
+    HEADER_KEY,
+    HEADER_VALUE,
+    HEADERS,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TOPIC,
+    VALUE,
+    QuarantineStatus,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,12 +137,12 @@ def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
     # A header key is a STRING whose bytes need not be UTF-8 (a Delta or file source's): collected as
     # a string, its bad bytes would become U+FFFD; as bytes, record_json shows them as hex.
     headers = F.transform(
-        "headers", lambda h: F.struct(h["key"].cast("binary").alias("key"), h["value"].alias("value"))
+        HEADERS, lambda h: F.struct(h[HEADER_KEY].cast("binary").alias(HEADER_KEY), h[HEADER_VALUE].alias(HEADER_VALUE))
     )
     return (
-        df.orderBy(F.col("last_seen_at").desc(), "topic", "partition", "offset")
+        df.orderBy(F.col("last_seen_at").desc(), TOPIC, PARTITION, OFFSET)
         .limit(f.limit)
-        .withColumn("headers", headers)
+        .withColumn(HEADERS, headers)
     )
 
 
@@ -153,11 +164,11 @@ def stats_frames(quarantine: DataFrame, pipeline: str | None) -> dict[str, DataF
             F.min("first_seen_at").alias("first_seen_at"),
             F.max("last_seen_at").alias("last_seen_at"),
         ).orderBy(F.col("records").desc(), "stage", "error_class"),
-        "open records per topic partition": open_.groupBy("topic", "partition").agg(
+        "open records per topic partition": open_.groupBy(TOPIC, PARTITION).agg(
             F.count(F.lit(1)).alias("records"),
-            F.min("offset").alias("min_offset"),
-            F.max("offset").alias("max_offset"),
-        ).orderBy("topic", "partition"),
+            F.min(OFFSET).alias("min_offset"),
+            F.max(OFFSET).alias("max_offset"),
+        ).orderBy(TOPIC, PARTITION),
     }
 
 
@@ -173,14 +184,16 @@ def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
     gives them) are not UTF-8.
     """
     out: dict[str, Any] = {}
-    for name in ("pipeline", "topic", "partition", "offset", "timestamp", "status", "stage", "kind",
+    for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",
                  "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
                  "run_id", "batch_id", "resolved_at", "resolution"):
         value = row.get(name)
         out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
-    out["key"] = _payload(row.get("key"))
-    out["value"] = _payload(row.get("value"))
-    out["headers"] = [{"key": plain(h["key"]), "value": _payload(h["value"])} for h in (row.get("headers") or [])]
+    out[KEY] = _payload(row.get(KEY))
+    out[VALUE] = _payload(row.get(VALUE))
+    out[HEADERS] = [
+        {HEADER_KEY: plain(h[HEADER_KEY]), HEADER_VALUE: _payload(h[HEADER_VALUE])} for h in (row.get(HEADERS) or [])
+    ]
     return out
 
 
@@ -194,12 +207,12 @@ def _shown(payload: Mapping[str, str | None]) -> str | None:
 def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for r in records:
-        headers = ", ".join(f"{h['key']}={_shown(h['value'])}" for h in r["headers"]) or None
+        headers = ", ".join(f"{h[HEADER_KEY]}={_shown(h[HEADER_VALUE])}" for h in r[HEADERS]) or None
         rows.append([
-            r["topic"], r["partition"], r["offset"], r["status"], r["stage"], r["error_class"],
+            r[TOPIC], r[PARTITION], r[OFFSET], r["status"], r["stage"], r["error_class"],
             gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
             r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
-            _shown(r["key"]), _shown(r["value"]), shorten(headers, _HEADERS_WIDTH),
+            _shown(r[KEY]), _shown(r[VALUE]), shorten(headers, _HEADERS_WIDTH),
         ])
     return rows
 
@@ -209,8 +222,8 @@ def _print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | N
     print_table(title, _INSPECT_COLUMNS, _inspect_rows(records), out=out, first=("message",))
 
 
-_INSPECT_COLUMNS = ("topic", "partition", "offset", "status", "stage", "error_class", "message",
-                    "failures", "last_seen_at", "key", "value", "headers")
+_INSPECT_COLUMNS = (TOPIC, PARTITION, OFFSET, "status", "stage", "error_class", "message",
+                    "failures", "last_seen_at", KEY, VALUE, HEADERS)
 
 
 # --------------------------------------------------------------------------- the commands

@@ -89,12 +89,21 @@ from quarantine.redaction import redact_text
 from quarantine.schema import (
     ERROR,
     ERROR_STRUCT,
+    HEADERS,
     KAFKA_SOURCE_SCHEMA,
+    KEY,
+    OFFSET,
+    PARTITION,
+    SOURCE_KEY,
     TARGET_OFFSET,
     TARGET_PARTITION,
     TARGET_SOURCE_PREFIX,
     TARGET_TIMESTAMP,
     TARGET_TOPIC,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
     ErrorKind,
 )
 from quarantine.stage import error_column
@@ -111,7 +120,7 @@ DEFAULT_STAGE = "sink"
 Record = Any
 
 _ERR = ERROR
-_KAFKA = ("topic", "partition", "offset")
+_KAFKA = SOURCE_KEY
 _TARGET = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 _ROW_SCHEMA = StructType([*KAFKA_SOURCE_SCHEMA.fields, StructField(_ERR, ERROR_STRUCT)])
 
@@ -139,15 +148,15 @@ def _bytes(value: Any) -> bytes | None:
 def _source_fields(rec: Mapping[str, Any]) -> tuple[Any, ...]:
     """The Kafka source columns of a reported record (see the module doc)."""
     if all(c in rec for c in _KAFKA):
-        headers = rec.get("headers")
+        headers = rec.get(HEADERS)
         return (
-            _bytes(rec.get("key")),
-            _bytes(rec.get("value")),
-            rec["topic"],
-            rec["partition"],
-            rec["offset"],
-            rec.get("timestamp"),
-            rec.get("timestampType"),
+            _bytes(rec.get(KEY)),
+            _bytes(rec.get(VALUE)),
+            rec[TOPIC],
+            rec[PARTITION],
+            rec[OFFSET],
+            rec.get(TIMESTAMP),
+            rec.get(TIMESTAMP_TYPE),
             [(h[0], _bytes(h[1])) for h in headers] if headers is not None else None,
         )
     if all(c in rec for c in _TARGET):
@@ -412,14 +421,14 @@ class ErrantRecordReporter:
             value = F.to_json(F.struct(*payload)).cast(BinaryType()) if payload else F.lit(None)
             ts = F.col(TARGET_TIMESTAMP) if TARGET_TIMESTAMP in cols else F.lit(None)
             coords = {
-                "key": F.lit(None),
-                "value": value,
-                "topic": F.col(TARGET_TOPIC),
-                "partition": F.col(TARGET_PARTITION),
-                "offset": F.col(TARGET_OFFSET),
-                "timestamp": ts,
-                "timestampType": F.lit(None),
-                "headers": F.lit(None),
+                KEY: F.lit(None),
+                VALUE: value,
+                TOPIC: F.col(TARGET_TOPIC),
+                PARTITION: F.col(TARGET_PARTITION),
+                OFFSET: F.col(TARGET_OFFSET),
+                TIMESTAMP: ts,
+                TIMESTAMP_TYPE: F.lit(None),
+                HEADERS: F.lit(None),
             }
             return [coords[f.name].cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields]
         raise SourceError(

@@ -47,6 +47,7 @@ from quarantine.schema import (
     KAFKA_SOURCE_SCHEMA,
     QUARANTINE_SCHEMA,
     SOURCE_KEY,
+    SOURCE_PAYLOAD,
     QuarantineStatus,
 )
 from quarantine.sinks import is_path, table_exists, table_version
@@ -171,7 +172,7 @@ def check_predicate(spark: SparkSession, where: str) -> None:
             spark.createDataFrame([], QUARANTINE_SCHEMA).where(where).schema  # noqa: B018 - forces analysis
     except PySparkException as exc:
         reason = describe_failure(exc).split("\n")[0][:400]
-        columns = ", ".join(f.name for f in QUARANTINE_SCHEMA.fields if f.name not in ("key", "value", "headers"))
+        columns = ", ".join(f.name for f in QUARANTINE_SCHEMA.fields if f.name not in SOURCE_PAYLOAD)
         raise ConfigError(
             "--where", where,
             f"a SQL condition over the quarantine table's columns ({columns}, …); Spark says: {reason}",
@@ -352,7 +353,7 @@ def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None 
     check_predicate(pipe.spark, where)
     version = _version(pipe)
     selected = open_records(pipe, where, version=version)
-    keys = selected.select("topic", "partition", "offset", row_fingerprint(selected).alias(FINGERPRINT))
+    keys = selected.select(*SOURCE_KEY, row_fingerprint(selected).alias(FINGERPRINT))
     at = now or pipe.clock()
     run = pipe.start_run(kind=RunKind.DISCARD)
     run.begin()

@@ -51,7 +51,7 @@ from pyspark.sql import functions as F
 from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
+from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 from quarantine.stage_types import AvroOptions, RegistryOptions
 from quarantine.stages.schema_registry import (
@@ -132,7 +132,7 @@ class AvroDecode(Stage):
     writers: tuple[tuple[int, str], ...]
     reader: str
     wire_format: bool = True
-    input: str | None = "value"
+    input: str | None = VALUE
     nullable: bool = False
     source: str = ""
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
@@ -313,7 +313,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         writers=tuple(writers),
         reader=reader,
         wire_format=wire == "confluent",
-        input=spec.input or "value",
+        input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,
         registry=registry,

@@ -19,7 +19,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from quarantine.config import StageSpec
-from quarantine.schema import ErrorKind
+from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 from quarantine.stage_types import DecodeUtf8Options
 
@@ -37,7 +37,7 @@ class DecodeUtf8(Stage):
     """
 
     name: str
-    input: str | None = "value"
+    input: str | None = VALUE
     nullable: bool = False
     kind: ErrorKind = ErrorKind.DESERIALIZE
 
@@ -66,4 +66,4 @@ class DecodeUtf8(Stage):
 def from_spec(spec: StageSpec, options: DecodeUtf8Options | None) -> DecodeUtf8:
     """The stage ``spec`` declares, from its validated options (none: the defaults)."""
     options = options or DecodeUtf8Options()
-    return DecodeUtf8(name=spec.name, input=spec.input or "value", nullable=options.nullable)
+    return DecodeUtf8(name=spec.name, input=spec.input or VALUE, nullable=options.nullable)

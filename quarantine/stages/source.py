@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from quarantine.schema import OPEN, REUSED, SOURCE_STAGE, VARIANTS, ErrorKind
+from quarantine.schema import OFFSET, OPEN, PARTITION, REUSED, SOURCE_STAGE, TOPIC, VALUE, VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
 __all__ = ["SourceCheck"]
@@ -38,7 +38,7 @@ class SourceCheck(Stage):
     reads_reused: bool = False
     name: str = SOURCE_STAGE
     kind: ErrorKind = ErrorKind.VALIDATE
-    input: str | None = "value"
+    input: str | None = VALUE
 
     deterministic = True  # pure Column expressions of the record
 
@@ -46,9 +46,9 @@ class SourceCheck(Stage):
         variants = F.col(VARIANTS)
         reused = F.col(REUSED) if self.reads_reused else F.lit(None).cast("string")
         where = F.concat(
-            F.lit("topic="), F.coalesce(F.col("topic"), F.lit("NULL")),
-            F.lit(" partition="), F.coalesce(F.col("partition").cast("string"), F.lit("NULL")),
-            F.lit(" offset="), F.col("offset").cast("string"),
+            F.lit("topic="), F.coalesce(F.col(TOPIC), F.lit("NULL")),
+            F.lit(" partition="), F.coalesce(F.col(PARTITION).cast("string"), F.lit("NULL")),
+            F.lit(" offset="), F.col(OFFSET).cast("string"),
         )
         conflict = F.concat(
             variants.cast("string"),

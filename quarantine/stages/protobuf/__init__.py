@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError, MissingDependencyError
-from quarantine.schema import ErrorKind
+from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
 from quarantine.stage_types import ProtobufOptions
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
@@ -76,7 +76,7 @@ class ProtobufDecode(Stage):
     reader: str
     result_type: StructType
     wire_format: bool = True
-    input: str | None = "value"
+    input: str | None = VALUE
     nullable: bool = False
     source: str = ""
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
@@ -185,7 +185,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
         reader=reader,
         result_type=result_type,
         wire_format=options.wire_format == "confluent",
-        input=spec.input or "value",
+        input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,
     )
