@@ -6,7 +6,7 @@ Over the pipeline benchmark's source and stages (:mod:`benchmarks.bench_pipeline
 repeat with a fresh pipeline, in one warm JVM, medians reported:
 
 * **build** — :meth:`Pipeline.prepare` and :meth:`Pipeline.split_frame`: the narrow
-  job that checks the source's coordinates (:func:`quarantine.batch.coordinates.unique_coordinates`),
+  job that checks the source's coordinates (:func:`quarantine.identity.unique_coordinates`),
   the Python side building the stages' Column expressions, one Py4J round trip per call
   into the JVM (``py4j calls`` counts them, with Py4J's releases of collected objects,
   so the count varies a little from repeat to repeat), plus Spark's eager analysis of
@@ -14,7 +14,7 @@ repeat with a fresh pipeline, in one warm JVM, medians reported:
 * **optimize** — Catalyst's optimizer over that plan;
 * **prepare** — the physical plan made ready to run (``toRdd``). With adaptive
   execution this *runs* the plan's shuffles: for a Delta source with duplicate or
-  unkeyed records, the ``identify`` shuffle of :mod:`quarantine.batch.coordinates` (the
+  unkeyed records, the ``identify`` shuffle of :mod:`quarantine.identity` (the
   benchmark's source has none since stop 30: nothing is shuffled);
 * **staged noop** and **plain noop** — the whole staged batch and the plain arm's
   expressions, each written to Spark's ``noop`` sink (rows computed, nothing stored);

@@ -193,7 +193,7 @@ print(replay(fixed, "stage = 'expect_order'").render())
 
 # COMMAND ----------
 
-from quarantine.sinks import read_table
+from quarantine.tables import read_table
 
 in_source = read_table(spark, table("source")).count()
 in_target = read_table(spark, table("orders")).count()

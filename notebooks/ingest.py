@@ -82,7 +82,7 @@ print(summary.render())
 
 from pyspark.sql import functions as F
 
-from quarantine.sinks import read_table, table_exists
+from quarantine.tables import read_table, table_exists
 
 if table_exists(spark, config.errors.dlq_table_name):
     show(

@@ -13,23 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quarantine.batch.plan import Plan, default_listeners
+from quarantine.batch.plan import Plan, default_listeners, refuse_pipeline_tables
 from quarantine.batch.run import Run, start_run
-from quarantine.config import WrittenBy
-from quarantine.errors import ConfigError
 from quarantine.listeners.events import Listeners, RunKind, RunSummary
 from quarantine.runners import run_batch, run_stream
 
 __all__ = ["Pipeline", "default_listeners", "refuse_pipeline_tables"]
-
-
-def refuse_pipeline_tables(plan: Plan, command: str) -> None:
-    """Raise :class:`ConfigError` when ``plan``'s tables are a declarative pipeline's
-    (``target.written_by: pipeline``): ``command`` would write them beside its runtime."""
-    if plan.config.target.written_by is WrittenBy.PIPELINE:
-        raise ConfigError("target.written_by", "pipeline", f"job for {command}: a declarative pipeline's "
-                          "updates write this config's tables (spark-pipelines run, or the Lakeflow "
-                          "pipeline); quarantine replay queues records for its next update")
 
 
 @dataclass

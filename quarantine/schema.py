@@ -93,12 +93,12 @@ ERROR = "_q_error"
 OPEN = "_q_open"
 #: Observed count: records open in quarantine that passed in this batch (their rows get closed).
 CLOSING = "records_closing"
-#: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.batch.coordinates`).
+#: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.identity`).
 VARIANTS = "_q_variants"
 #: The stage (the error's ``stage``) that fails records whose coordinates other content shares
 #: (:class:`quarantine.stages.source.SourceCheck`).
 SOURCE_STAGE = "source"
-#: A record's content fingerprint in a batch (:func:`quarantine.batch.coordinates.fingerprint`).
+#: A record's content fingerprint in a batch (:func:`quarantine.identity.fingerprint`).
 FINGERPRINT = "_q_fingerprint"
 #: Where the record's coordinates are held by an earlier record with other content (a sentence), else NULL.
 REUSED = "_q_reused"
@@ -248,7 +248,7 @@ QUARANTINE_SCHEMA = StructType(
         StructField("resolved_at", TimestampType()),
         StructField("resolution", StringType()),
         StructField("first_seen_date", DateType()),
-        # the record's content (quarantine.batch.coordinates.fingerprint); NULL in rows written before it
+        # the record's content (quarantine.identity.fingerprint); NULL in rows written before it
         # existed (computed from their raw bytes when read) and in rows a custom sink reported
         StructField("fingerprint", LongType()),
     ]

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from quarantine.config import PipelineConfig
 from quarantine.errors import TablesDisagreeError
 from quarantine.schema import SOURCE_KEY, TARGET_KEY, QuarantineStatus
-from quarantine.sinks import read_table
+from quarantine.tables import read_table
 
 __all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]
 

@@ -8,7 +8,7 @@ The runs and the runners read a plan; the facade above them all is
 in the order a record meets it:
 
 1. :meth:`Plan.prepare` — identify the records and leave out those already
-   settled (:mod:`quarantine.batch.coordinates`);
+   settled (:mod:`quarantine.identity`);
 2. :meth:`Plan.transform` — the stages (:func:`quarantine.batch.chain.apply_stages`);
 3. :meth:`Plan.split_frame` — the projection the two writes need;
 4. :meth:`Plan.quarantine_writer` and :meth:`Plan.target_rows` — what
@@ -30,25 +30,26 @@ from pyspark.sql.types import DataType
 
 from quarantine.batch.agreement import check_tables_agree, check_target_holds_replayed
 from quarantine.batch.chain import StageAnalysisError, apply_stages, final_error, final_result
-from quarantine.batch.coordinates import (
-    DELIVERED,
-    VARIANTS,
-    against_settled,
-    fingerprint,
-    identified_topics,
-)
 from quarantine.batch.verdict import carried_columns, keeps_raw_bytes
-from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat
+from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat, WrittenBy
 from quarantine.errorhandling.handlers import ErrorHandlers
 from quarantine.errorhandling.policy import ErrorPolicy
 from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
 from quarantine.errors import (
+    ConfigError,
     CoordinatesReusedError,
     QuarantineWriteError,
     RetriesExhaustedError,
     TableWriteError,
     describe_write_failure,
+)
+from quarantine.identity import (
+    DELIVERED,
+    VARIANTS,
+    against_settled,
+    fingerprint,
+    identified_topics,
 )
 from quarantine.listeners.events import RunListener
 from quarantine.listeners.metrics_table import metrics_listener
@@ -75,7 +76,6 @@ from quarantine.schema import (
     TOPIC,
     VALUE,
 )
-from quarantine.sinks import read_table, table_exists
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
@@ -85,8 +85,9 @@ from quarantine.spark.session import get_spark
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
 from quarantine.stages import build_stages
 from quarantine.stages.source import SourceCheck
+from quarantine.tables import read_table, table_exists
 
-__all__ = ["Plan", "default_listeners"]
+__all__ = ["Plan", "default_listeners", "refuse_pipeline_tables"]
 
 log = logging.getLogger("quarantine")
 
@@ -320,17 +321,17 @@ class Plan:
     # ------------------------------------------------------------------ the batch
 
     def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
-        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.batch.coordinates`).
+        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.identity`).
 
         * Not a Kafka topic (or a replay): coordinates made total, copies of one
-          record dropped (:func:`~quarantine.batch.coordinates.identified`: one narrow job
+          record dropped (:func:`~quarantine.identity.identified`: one narrow job
           checks the coordinates; only a batch with duplicates or unkeyed records is
           shuffled).
         * A batch run or a replay: records already in the target, or closed in
           quarantine (``replayed``, ``discarded``), are left out: a re-run does not
           run them again, so the two tables stay disjoint. A record is the same
           record when its coordinates and its content's fingerprint are
-          (:func:`~quarantine.batch.coordinates.against_settled`); ``_q_open`` marks
+          (:func:`~quarantine.identity.against_settled`); ``_q_open`` marks
           records open in quarantine, which are closed once their good row is in
           the target, and ``_q_reused`` records whose coordinates an earlier record
           with other content holds.
@@ -383,7 +384,7 @@ class Plan:
         recreated) over tables that hold records of its topics: until the stream
         has read past them (the runner's overlap :class:`OffsetWatermark`), each
         micro-batch is compared with them as a batch run's records are
-        (:func:`~quarantine.batch.coordinates.against_settled`): records in the target or
+        (:func:`~quarantine.identity.against_settled`): records in the target or
         closed in quarantine are left out, open ones run again into their own rows
         (``_q_open``: closed once they pass), and records whose coordinates other
         content holds (``_q_reused``) run as new records.
@@ -392,7 +393,7 @@ class Plan:
         return split if settled is None else against_settled(split.drop(OPEN), settled)
 
     def _delivered(self) -> DataFrame | None:
-        """The target's records in :func:`~quarantine.batch.coordinates.against_settled`'s ``settled`` shape."""
+        """The target's records in :func:`~quarantine.identity.against_settled`'s ``settled`` shape."""
         if not table_exists(self.spark, self.target_table):
             return None
         target = read_table(self.spark, self.target_table)
@@ -484,3 +485,11 @@ def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunLi
     """The listeners a config asks for (metrics table, MLflow, error log)."""
     return [metrics_listener(config, spark), tracker_for(config)]
 
+
+def refuse_pipeline_tables(plan: Plan, command: str) -> None:
+    """Raise :class:`ConfigError` when ``plan``'s tables are a declarative pipeline's
+    (``target.written_by: pipeline``): ``command`` would write them beside its runtime."""
+    if plan.config.target.written_by is WrittenBy.PIPELINE:
+        raise ConfigError("target.written_by", "pipeline", f"job for {command}: a declarative pipeline's "
+                          "updates write this config's tables (spark-pipelines run, or the Lakeflow "
+                          "pipeline); quarantine replay queues records for its next update")

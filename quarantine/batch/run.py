@@ -44,7 +44,7 @@ from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
 from quarantine.metrics.observed import batch_metrics, schema_drift
 from quarantine.redaction import redact_text
-from quarantine.sinks import table_exists
+from quarantine.tables import table_exists
 
 __all__ = ["Run", "start_run"]
 

@@ -46,11 +46,11 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.batch.coordinates import fingerprint
 from quarantine.batch.plan import Plan
 from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy, load_config
 from quarantine.declarative.replay_queue import queue_table
 from quarantine.errors import ConfigError, QuarantineError
+from quarantine.identity import fingerprint
 from quarantine.runners.streaming import read_stream
 from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA, OFFSET, PARTITION, RESULT, TOPIC
 from quarantine.stage import JudgingStage

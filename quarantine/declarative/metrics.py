@@ -42,7 +42,7 @@ from quarantine.listeners.events import RunKind
 from quarantine.listeners.metrics_table import ensure_metrics_table, metrics_frame
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import TOPIC
-from quarantine.sinks import read_table, save, table_exists, table_ref
+from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = ["record_pipeline_metrics"]
 

@@ -30,14 +30,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from quarantine.batch.coordinates import null_safe_key_match
 from quarantine.config import PipelineConfig, WrittenBy
 from quarantine.errors import QuarantineError
+from quarantine.identity import null_safe_key_match
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import open_records
 from quarantine.schema import FINGERPRINT, KAFKA_SOURCE_SCHEMA, QUARANTINE_FINGERPRINT, SOURCE_KEY, QuarantineStatus
-from quarantine.sinks import create_table, table_ref, table_version
 from quarantine.sinks.quarantine import close_records, row_fingerprint
+from quarantine.tables import create_table, table_ref, table_version
 
 __all__ = ["QUEUE_KEY", "QUEUE_SCHEMA", "QueueResult", "queue_replay", "queue_table"]
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from quarantine.config import ErrorsConfig, RateDuration, Tolerance
 from quarantine.errors import ToleranceExceededError
+from quarantine.tables import read_table, save, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -149,8 +150,6 @@ class DeltaWindowStore:
     table: str
 
     def record(self, entry: WindowEntry) -> None:
-        from quarantine.sinks import save, table_exists
-
         df = self.spark.createDataFrame(
             [
                 (
@@ -170,8 +169,6 @@ class DeltaWindowStore:
 
     def errors_in(self, pipeline: str, window_seconds: int, window_start_s: int) -> int:
         from pyspark.sql import functions as F
-
-        from quarantine.sinks import read_table, table_exists
 
         if not table_exists(self.spark, self.table):
             return 0

@@ -71,7 +71,7 @@ from quarantine.errors import describe_failure
 from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.sinks import add_missing_columns, create_table, read_table, save, table_exists
+from quarantine.tables import add_missing_columns, create_table, read_table, save, table_exists
 
 __all__ = [
     "MetricsTableListener",

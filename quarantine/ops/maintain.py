@@ -37,8 +37,8 @@ from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import QuarantineError
 from quarantine.schema import QuarantineStatus
-from quarantine.sinks import read_table, sql_literal, table_exists, table_ref, table_version
 from quarantine.spark.session import session_setting
+from quarantine.tables import read_table, sql_literal, table_exists, table_ref, table_version
 
 __all__ = [
     "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain", "retention_hours",

@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quarantine.batch.agreement import REOPENED, rebuilding, replayed_records
+from quarantine.batch.plan import refuse_pipeline_tables
 from quarantine.errors import TablesDisagreeError
-from quarantine.pipeline import Pipeline, refuse_pipeline_tables
+from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
-from quarantine.sinks import sql_literal, table_exists, table_ref
+from quarantine.tables import sql_literal, table_exists, table_ref
 
 __all__ = ["Rebuild", "rebuild_target"]
 

@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import METRIC_VALUE, OFFSET, PARTITION, TOPIC, QuarantineStatus
-from quarantine.sinks import read_table_pinned, table_exists
 from quarantine.sinks.quarantine import read_quarantine
+from quarantine.tables import read_table_pinned, table_exists
 
 __all__ = [
     "STATUSES",

@@ -2,7 +2,7 @@
 
 The DataFrame side is pure (:func:`select_records`, :func:`stats_frames`); the
 commands (:func:`run_command`) read the configured tables, collect a bounded
-number of rows and print them with :mod:`quarantine.ops.display` — a table for a
+number of rows and print them with :mod:`quarantine.display` — a table for a
 terminal, or JSON with ``--json``. Payloads (``key``, ``value``, header values)
 are shown as UTF-8 text where they decode and as hex where they do not, with
 their encoding named in JSON; tables cut long values, JSON never does.
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
-from quarantine.ops.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.schema import (
     HEADER_KEY,
     HEADER_VALUE,
@@ -311,8 +311,8 @@ def _spark(command: str, config: PipelineConfig) -> SparkSession:
 
 
 def _quarantine(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    from quarantine.sinks import table_exists
     from quarantine.sinks.quarantine import read_quarantine
+    from quarantine.tables import table_exists
 
     name = config.errors.dlq_table_name
     if not table_exists(spark, name):

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
-from quarantine.sinks import is_path
 from quarantine.sql import bind, view_sources
+from quarantine.tables import is_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,7 +14,7 @@ from quarantine.errors import SourceError, describe_failure
 from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.progress import Progress
 from quarantine.schema import check_kafka_shaped
-from quarantine.sinks import read_table_pinned
+from quarantine.tables import read_table_pinned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -35,12 +35,13 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.batch.plan import Plan, refuse_pipeline_tables
+from quarantine.batch.run import start_run
 from quarantine.batch.writes import BatchMode
+from quarantine.display import gist
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
 from quarantine.listeners.events import BatchReport, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames
-from quarantine.ops.display import gist
-from quarantine.pipeline import Pipeline, refuse_pipeline_tables
 from quarantine.schema import (
     ERROR,
     FINGERPRINT,
@@ -50,8 +51,8 @@ from quarantine.schema import (
     SOURCE_PAYLOAD,
     QuarantineStatus,
 )
-from quarantine.sinks import is_path, table_exists, table_version
 from quarantine.sinks.quarantine import close_records, row_fingerprint
+from quarantine.tables import is_path, table_exists, table_version
 from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
@@ -179,11 +180,11 @@ def check_predicate(spark: SparkSession, where: str) -> None:
         ) from None
 
 
-def _version(pipe: Pipeline) -> int:
+def _version(pipe: Plan) -> int:
     return table_version(pipe.spark, pipe.quarantine_table)
 
 
-def open_records(pipe: Pipeline, where: str | None = None, *, version: int | None = None) -> DataFrame:
+def open_records(pipe: Plan, where: str | None = None, *, version: int | None = None) -> DataFrame:
     """The pipeline's open quarantine rows (optionally filtered by a SQL predicate).
 
     Raises:
@@ -205,14 +206,14 @@ def open_records(pipe: Pipeline, where: str | None = None, *, version: int | Non
     return df.where(where) if where else df
 
 
-def _needs_source_columns(pipe: Pipeline) -> None:
+def _needs_source_columns(pipe: Plan) -> None:
     if not pipe.config.target.source_columns:
         raise QuarantineError(
             "replay needs target.source_columns: true (the target is de-duplicated on them)"
         )
 
 
-def replay_outcomes(pipe: Pipeline, where: str | None = None) -> DataFrame:
+def replay_outcomes(pipe: Plan, where: str | None = None) -> DataFrame:
     """Per selected open record, its outcome through the current stages now (lazy; writes nothing).
 
     Columns: the source coordinates (``topic``, ``partition``, ``offset``), the
@@ -253,7 +254,7 @@ def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ..
     return tuple(g for _, g in sorted(groups, key=lambda x: (-x[0], str(x[1].stage), str(x[1].error_class))))
 
 
-def preview_replay(pipe: Pipeline, where: str | None = None) -> Preview:
+def preview_replay(pipe: Plan, where: str | None = None) -> Preview:
     """What :func:`replay` would do now (``quarantine replay --dry-run``): nothing is written.
 
     One Spark job over the selected records: how many would pass, and those that
@@ -268,7 +269,7 @@ def preview_replay(pipe: Pipeline, where: str | None = None) -> Preview:
     )
 
 
-def preview_discard(pipe: Pipeline, where: str) -> Preview:
+def preview_discard(pipe: Plan, where: str) -> Preview:
     """What :func:`discard` would close now (``quarantine discard --dry-run``): nothing is written."""
     _check_discard(where, "dry run")
     groups = _groups(open_records(pipe, where, version=_version(pipe)), "stage", "error_class", "message")
@@ -276,7 +277,7 @@ def preview_discard(pipe: Pipeline, where: str) -> Preview:
                    groups=_largest_first(groups))
 
 
-def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:
+def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:
     """Re-run open quarantine rows through the pipeline's stages, as a run of kind ``replay``.
 
     Each selected record's outcome is its own result in this replay: one that
@@ -312,7 +313,7 @@ def replay(pipe: Pipeline, where: str | None = None, *, now: dt.datetime | None 
         pipe = replace(pipe, clock=lambda: now)
     selected = open_records(pipe, where, version=_version(pipe))
     source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
-    run = pipe.start_run(kind=RunKind.REPLAY)
+    run = start_run(pipe, kind=RunKind.REPLAY)
     run.begin()
     try:
         report = run.process_batch(source, 0, BatchMode.replay())
@@ -335,7 +336,7 @@ def _check_discard(where: str, reason: str) -> None:
         raise QuarantineError("discard needs a --reason (it is kept in the resolution column)")
 
 
-def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
+def discard(pipe: Plan, where: str, reason: str, *, now: dt.datetime | None = None) -> int:
     """Mark open quarantine rows matching ``where`` as discarded, with a reason, as a run of kind ``discard``.
 
     A discarded record stays discarded: batch re-runs leave it out, and it is
@@ -355,7 +356,7 @@ def discard(pipe: Pipeline, where: str, reason: str, *, now: dt.datetime | None 
     selected = open_records(pipe, where, version=version)
     keys = selected.select(*SOURCE_KEY, row_fingerprint(selected).alias(FINGERPRINT))
     at = now or pipe.clock()
-    run = pipe.start_run(kind=RunKind.DISCARD)
+    run = start_run(pipe, kind=RunKind.DISCARD)
     run.begin()
     try:
         n = keys.count()  # reported to the user; not a data-path decision

@@ -15,8 +15,8 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.schema import OFFSET, PARTITION, TOPIC, WATERMARK_PREFIX
-from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import read_quarantine
+from quarantine.tables import table_exists
 
 __all__ = ["OffsetWatermark"]
 

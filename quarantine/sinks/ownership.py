@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from quarantine.errors import TablesDisagreeError
 from quarantine.schema import TARGET_TOPIC
-from quarantine.sinks import sql_literal, table_ref
+from quarantine.tables import sql_literal, table_ref
 
 __all__ = [
     "PIPELINE_PREFIX", "WRITER_PREFIX", "Owners", "check_owners", "claim_topics", "claim_written_topics", "owners",

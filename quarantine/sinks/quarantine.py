@@ -21,9 +21,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.batch.coordinates import fingerprint, null_safe_key_match
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.identity import fingerprint, null_safe_key_match
 from quarantine.redaction import redact_error
 from quarantine.schema import (
     ERROR,
@@ -42,7 +42,8 @@ from quarantine.schema import (
     ErrorKind,
     QuarantineStatus,
 )
-from quarantine.sinks import (
+from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
+from quarantine.tables import (
     add_missing_columns,
     create_table,
     read_table,
@@ -51,7 +52,6 @@ from quarantine.sinks import (
     table_exists,
     table_ref,
 )
-from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 
 __all__ = [
     "HISTORY_FIRST",
@@ -90,7 +90,7 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
 
     Schema :data:`~quarantine.schema.QUARANTINE_SCHEMA`, Change Data Feed on,
     liquid-clustered by ``(pipeline, topic, first_seen_date)``. Safe to call
-    concurrently (see :func:`quarantine.sinks.create_table`): True only when this
+    concurrently (see :func:`quarantine.tables.create_table`): True only when this
     call committed the table's first version, so the table is known to be empty.
     """
     return create_table(
@@ -169,7 +169,7 @@ def _history(existing: Column, new: Column) -> Column:
 
 def stored_fingerprint(col: Any = F.col) -> Column:
     """A quarantine row's fingerprint: its ``fingerprint``, or for a row written before that
-    column existed, the :func:`~quarantine.batch.coordinates.fingerprint` of its raw bytes (kept byte
+    column existed, the :func:`~quarantine.identity.fingerprint` of its raw bytes (kept byte
     for byte); NULL for a row a custom sink reported (kind ``sink``: its bytes are not the source's).
 
     Args:
@@ -212,7 +212,7 @@ def _key_match(name: str, pipeline: str) -> Column:
 def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str) -> None:
     """MERGE quarantine rows into the table on ``(pipeline, topic, partition, offset)``.
 
-    ``rows`` must hold each key at most once (:func:`quarantine.batch.coordinates.identify`
+    ``rows`` must hold each key at most once (:func:`quarantine.identity.identify`
     guarantees it for a batch). For a key already in the table:
 
     * an ``open`` row last written by this same ``(run_id, batch_id)`` with the same
@@ -461,7 +461,7 @@ def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
 
 def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame | None:
     """This pipeline's quarantined records in the shape of
-    :func:`quarantine.batch.coordinates.against_settled`'s ``settled`` (None: no table yet).
+    :func:`quarantine.identity.against_settled`'s ``settled`` (None: no table yet).
 
     ``_s_fp`` is :func:`stored_fingerprint`, ``_s_where`` names the table, the row's
     status and when it was first seen.

@@ -34,13 +34,13 @@ from quarantine.schema import (
     TARGET_TIMESTAMP,
     TARGET_TOPIC,
 )
-from quarantine.sinks import add_missing_columns, read_table, save, table_exists, table_ref
 from quarantine.sinks.ownership import claim_written_topics
+from quarantine.tables import add_missing_columns, read_table, save, table_exists, table_ref
 
 __all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows", "txn_app_id"]
 
 #: The source record kept in the target (when ``target.source_columns``): its coordinates,
-#: timestamp and content fingerprint (:func:`quarantine.batch.coordinates.fingerprint`).
+#: timestamp and content fingerprint (:func:`quarantine.identity.fingerprint`).
 SOURCE_COLUMNS: tuple[str, ...] = (
     TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET, TARGET_TIMESTAMP, TARGET_FINGERPRINT,
 )

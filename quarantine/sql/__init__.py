@@ -16,7 +16,7 @@ parameter marker syntax, so a file also runs in the Databricks SQL editor).
 
 Binding (:func:`bind`) is the one place SQL text is built:
 
-* a table becomes :func:`quarantine.sinks.table_ref` of the configured table:
+* a table becomes :func:`quarantine.tables.table_ref` of the configured table:
   ``delta.`/abs/path``` for a path (relative paths made absolute), each part
   back-quoted for a catalog name;
 * a value is checked against its declared type (``string``, ``int``, ``double``;
@@ -44,7 +44,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
-from quarantine.sinks import sql_literal, table_ref
+from quarantine.tables import sql_literal, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,7 +1,7 @@
 """The source check: the identity rules' verdict on a record, as the stage every chain starts with.
 
 The rules themselves (what makes two records one, what an earlier settled record is)
-are :mod:`quarantine.batch.coordinates`'; this stage turns their marks (:data:`VARIANTS`,
+are :mod:`quarantine.identity`'; this stage turns their marks (:data:`VARIANTS`,
 :data:`REUSED`) into a record's error.
 """
 

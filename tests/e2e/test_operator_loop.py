@@ -25,7 +25,7 @@ import yaml
 from quarantine.cli import main
 from quarantine.config import load_config
 from quarantine.ops.report_page import FIGURES
-from quarantine.sinks import table_version
+from quarantine.tables import table_version
 from tests.e2e.conftest import open_page
 from tests.support.readme import block
 

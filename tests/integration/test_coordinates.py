@@ -1,4 +1,4 @@
-"""The identity rules' narrow check (:mod:`quarantine.batch.coordinates`): exact, and skipped only when it may be.
+"""The identity rules' narrow check (:mod:`quarantine.identity`): exact, and skipped only when it may be.
 
 The end-to-end rules (copies dropped, conflicts quarantined, unkeyed records keyed)
 are in ``test_record_integrity``; these tests hold the check that decides whether a
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 
-from quarantine.batch.coordinates import VARIANTS, identified, identify, suspect_groups, unique_coordinates
+from quarantine.identity import VARIANTS, identified, identify, suspect_groups, unique_coordinates
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from tests.helpers import kafka_rows
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from quarantine.batch.coordinates import fingerprint
 from quarantine.config import parse_config
 from quarantine.errors import TablesDisagreeError
+from quarantine.identity import fingerprint
 from quarantine.ops.rebuild import rebuild_target
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay

@@ -20,7 +20,7 @@ from quarantine.errors import ConfigError
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import check_predicate, preview_discard, preview_replay, replay
 from quarantine.schema import METRICS_SCHEMA
-from quarantine.sinks import table_version
+from quarantine.tables import table_version
 from tests.helpers import kafka_df, orders_config
 from tests.support.crash import write_conf
 from tests.support.readme import block

@@ -21,8 +21,8 @@ from quarantine.config import parse_config
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ConfigError, QuarantineWriteError
 from quarantine.pipeline import Pipeline
-from quarantine.sinks import table_exists
 from quarantine.sinks.quarantine import ensure_quarantine_table
+from quarantine.tables import table_exists
 from tests.helpers import kafka_df
 from tests.support.drivers import DriverPool, Job
 

@@ -14,7 +14,7 @@ from quarantine.config import parse_config
 from quarantine.errors import ConfigError, SourceError
 from quarantine.pipeline import Pipeline
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
-from quarantine.sinks import table_exists
+from quarantine.tables import table_exists
 from tests.helpers import kafka_df, orders_config
 
 SCHEMA = "order_id STRING, amount DOUBLE"

@@ -18,7 +18,7 @@ from quarantine.errorhandling.handlers import HandlerContext, HandlerResponse
 from quarantine.errorhandling.tolerance import window_state_table
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.pipeline import Pipeline
-from quarantine.sinks import table_exists
+from quarantine.tables import table_exists
 from tests.helpers import kafka_df
 
 SCHEMA = "order_id STRING, amount DOUBLE"

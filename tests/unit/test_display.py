@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.ops.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.ops.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
 
 

@@ -90,3 +90,28 @@ def test_the_graph_counts_imports_inside_functions_and_under_type_checking() -> 
     assert "quarantine.batch.plan" in graph["quarantine.batch.run"]
     # cli.py imports most commands inside their functions (a fast `--help`): still edges
     assert "quarantine.ops.triage" in graph["quarantine.cli"]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with each module replaced by its unit of the layout: a folder of the package
+    (``quarantine.batch``) or a module at its top (``quarantine.pipeline``)."""
+    def unit(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    folders: dict[str, set[str]] = {unit(m): set() for m in graph}
+    for module, imported in graph.items():
+        folders[unit(module)] |= {unit(i) for i in imported} - {unit(module)}
+    return folders
+
+
+def test_the_packages_folders_import_each_other_one_way() -> None:
+    """The folders are the layers docs/contributing.md's Layout reads top-down: a sink never
+    reaches up into batch/, a runner never back into the facade or the operator's ops/."""
+    found = circles(folder_graph(import_graph()))
+    assert not found, f"folders importing each other (each a set of folders and top modules): {found}"
+
+
+def test_the_folder_check_finds_a_sink_reaching_up_into_batch() -> None:
+    graph = {"quarantine.batch.plan": {"quarantine.sinks.quarantine"},
+             "quarantine.sinks.quarantine": {"quarantine.batch.coordinates"}, "quarantine.batch.coordinates": set()}
+    assert circles(folder_graph(graph)) == [["quarantine.batch", "quarantine.sinks"]]

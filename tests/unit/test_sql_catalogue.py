@@ -15,8 +15,8 @@ import yaml
 from quarantine.cli import main
 from quarantine.errors import ConfigError
 from quarantine.ops.views import view_statements
-from quarantine.sinks import sql_literal, table_ref
 from quarantine.sql import ParamType, Query, _parse, bind, catalogue, get_query, parse_params, view_sources
+from quarantine.tables import sql_literal, table_ref
 from tests.helpers import orders_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,238 @@
+"""Delta tables by name: a path or a catalog name, read, created, saved, versioned, quoted in SQL.
+
+Every table the library writes or reads (the target, the quarantine and metrics
+tables, the tolerance window's state) goes through these helpers. A table is named
+either by a path (contains ``/`` or a URI scheme) or by a catalog name
+(``catalog.schema.table``). Helpers here hide that difference.
+
+Spark Connect (Databricks serverless, shared clusters, Databricks Connect) serves
+the DataFrame API and SQL but not ``delta.tables.DeltaTable`` unless the server
+loads Delta's Connect plugin. So what runs on every batch goes through the
+DataFrame API and SQL only: MERGE is :meth:`DataFrame.mergeInto` on
+:func:`table_ref`, a table's version is ``DESCRIBE HISTORY``. Only a classic
+session uses ``DeltaTable`` (to see a path table another process just created,
+see :func:`table_exists`, and to create a path table).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+__all__ = [
+    "add_missing_columns",
+    "create_table",
+    "is_connect",
+    "is_path",
+    "read_table",
+    "read_table_pinned",
+    "save",
+    "sql_literal",
+    "table_column",
+    "table_exists",
+    "table_ref",
+    "table_version",
+]
+
+#: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
+_NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
+
+
+def is_path(name: str) -> bool:
+    """Whether a table reference is a filesystem/URI path rather than a catalog name."""
+    return "/" in name or "://" in name or name.startswith((".", "~"))
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+#: A URI scheme such as ``dbfs:`` (two letters or more: one letter is a Windows drive).
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
+
+
+def table_ref(name: str) -> str:
+    """A table reference as SQL text (SQL, :meth:`DataFrame.mergeInto`): ``delta.`/abs/path``` or a quoted name.
+
+    A local path is made absolute (``~`` expanded) first: Spark reads
+    ``delta.`data/demo/quarantine``` as a table name, not a folder
+    (``UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY``). A URI (``s3://…``, ``dbfs:/…``)
+    is kept as given. A catalog name (``catalog.schema.table``, ``schema.table``)
+    has each part quoted, so no name can be read as more SQL.
+    """
+    if is_path(name):
+        path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
+        return "delta." + _quote(path)
+    return ".".join(_quote(part) for part in name.split("."))
+
+
+def table_column(name: str, column: str) -> Column:
+    """The target table's ``column`` in a MERGE on ``name`` (qualified by :func:`table_ref`)."""
+    return F.col(f"{table_ref(name)}.{_quote(column)}")
+
+
+def table_version(spark: SparkSession, name: str) -> int:
+    """The table's latest commit version (``DESCRIBE HISTORY … LIMIT 1``).
+
+    Raises:
+        AnalysisException: no Delta table there.
+    """
+    row = spark.sql(f"DESCRIBE HISTORY {table_ref(name)} LIMIT 1").select("version").first()
+    assert row is not None  # a Delta table has at least its version 0
+    return int(row[0])
+
+
+def table_exists(spark: SparkSession, name: str) -> bool:
+    """Whether a Delta table exists at the path / under the catalog name, as of now.
+
+    For a path, ``DeltaTable.isDeltaTable`` answers from the process's cached
+    snapshot: once this process has looked at a table another writer was still
+    creating (a ``_delta_log`` without a first commit), it keeps answering False
+    after that commit. A False is therefore confirmed with ``DeltaTable.forPath``,
+    which reads the log again. Over Spark Connect the table's schema is asked for.
+    """
+    if not is_path(name):
+        return bool(spark.catalog.tableExists(name))
+    if is_connect(spark):
+        try:
+            _ = spark.read.format("delta").load(name).schema
+        except AnalysisException as exc:
+            if exc.getCondition() in _NO_DELTA_TABLE or exc.getCondition() == "PATH_NOT_FOUND":
+                return False
+            raise
+        return True
+    if DeltaTable.isDeltaTable(spark, name):
+        return True
+    try:
+        DeltaTable.forPath(spark, name)
+    except AnalysisException as exc:
+        if exc.getCondition() in _NO_DELTA_TABLE:
+            return False
+        raise
+    return True
+
+
+def create_table(
+    spark: SparkSession,
+    name: str,
+    schema: StructType,
+    *,
+    comment: str,
+    cluster_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+) -> bool:
+    """Create an empty Delta table unless it exists; return whether this call created it.
+
+    True means exactly "this call committed the table's version 0", so the caller
+    may treat the table as empty (e.g. append instead of MERGE). Safe against a
+    concurrent creator: losing that race returns False once the winner's table
+    is there. A location that is not a Delta table yet still holds files of a
+    creator that has not committed raises ``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``,
+    which the write retry policy retries (:func:`quarantine.errorhandling.retriable.is_table_creation_race`).
+    """
+    if table_exists(spark, name):
+        return False
+    # create, not createIfNotExists: the latter also "succeeds" when the table already
+    # exists, and then this call could not tell that it did not create it.
+    try:
+        if is_path(name) and not is_connect(spark):
+            builder = DeltaTable.create(spark).location(name).addColumns(schema).comment(comment)
+            for key, value in (properties or {}).items():
+                builder = builder.property(key, value)
+            if cluster_by:
+                builder = builder.clusterBy(*cluster_by)
+            builder.execute()
+        else:
+            # SQL, not DeltaTable.create().tableName(): the builder parses the name as a
+            # two-part identifier, so catalog.schema.table failed with PARSE_SYNTAX_ERROR;
+            # and over Spark Connect there is no DeltaTable builder
+            spark.sql(_create_table_sql(name, schema, comment, cluster_by, properties or {}))
+    except Exception:
+        # Another writer created it first: TABLE_OR_VIEW_ALREADY_EXISTS, or, when both
+        # raced for version 0, ProtocolChangedException. Either way the table is there.
+        if table_exists(spark, name):
+            return False
+        raise
+    return True
+
+
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def sql_literal(value: str | int | float) -> str:
+    """``value`` as a SQL literal: numbers as such, text single-quoted with ``\\`` and ``'`` escaped.
+
+    Raises:
+        TypeError: ``value`` is a boolean (no SQL literal is meant by it here).
+    """
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a query parameter value")
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _create_table_sql(
+    name: str, schema: StructType, comment: str, cluster_by: Sequence[str], properties: Mapping[str, str]
+) -> str:
+    """``CREATE TABLE`` for a catalog name (``db.table`` or ``catalog.schema.table``) or a path."""
+    columns = ", ".join(
+        f"{_quote(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in schema.fields
+    )
+    sql = f"CREATE TABLE {table_ref(name)} ({columns}) USING delta"
+    if cluster_by:
+        sql += f" CLUSTER BY ({', '.join(_quote(c) for c in cluster_by)})"
+    sql += f" COMMENT {sql_literal(comment)}"
+    if properties:
+        pairs = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in properties.items())
+        sql += f" TBLPROPERTIES ({pairs})"
+    return sql
+
+
+def read_table(spark: SparkSession, name: str) -> DataFrame:
+    """Read a Delta table by path or name."""
+    return spark.read.format("delta").load(name) if is_path(name) else spark.table(name)
+
+
+def read_table_pinned(spark: SparkSession, name: str) -> DataFrame:
+    """Read a Delta table as of its current version, by path or name.
+
+    A DataFrame over a Delta table reads the latest version each time it runs;
+    this one reads the same version every time (``versionAsOf``), so a batch
+    read twice holds the same records while others append to the table.
+    """
+    v = table_version(spark, name)
+    if is_path(name):
+        return spark.read.format("delta").option("versionAsOf", v).load(name)
+    return spark.read.format("delta").option("versionAsOf", v).table(name)
+
+
+def save(writer: DataFrameWriter, name: str) -> None:
+    """Finish a Delta write to a path or a catalog table."""
+    if is_path(name):
+        writer.save(name)
+    else:
+        writer.saveAsTable(name)
+
+
+def add_missing_columns(spark: SparkSession, name: str, schema: StructType) -> list[str]:
+    """Add the columns of ``schema`` that the existing table ``name`` lacks (a table of an older version).
+
+    Columns are added at the end, NULL in the table's existing rows; nothing else
+    changes. Returns the names added (empty: the table had them all).
+    """
+    have = set(read_table(spark, name).columns)
+    missing = [f for f in schema.fields if f.name not in have]
+    if missing:
+        cols = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE {table_ref(name)} ADD COLUMNS ({cols})")
+    return [f.name for f in missing]
