@@ -312,3 +312,46 @@ def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_
     second = _pipelines_run(connect, project)
     assert second.returncode == 0, second.stderr[-4000:]
     check(produced + more)  # only the new offsets were read
+
+
+def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
+    spark: Any, server: tuple[_Server, Path]
+) -> None:
+    connect, root = server
+    project = _project(root, "orders_staged", tolerance="all")
+    source_file = block("sdp-staged").body
+    assert 'staged="table"' in source_file
+    (project / "transformations" / "orders.py").write_text(source_file, encoding="utf-8")
+    from quarantine.demo.orders import write_demo_source
+
+    write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=41)
+    first = _pipelines_run(connect, project)
+    assert first.returncode == 0, first.stderr[-4000:]
+    warehouse = root / "spark-warehouse"
+
+    def table(name: str) -> Any:
+        return spark.read.format("delta").load(str(warehouse / name))
+
+    staged, target, quarantine = (table(f"orders_staged{t}") for t in ("_staged", "", "_quarantine"))
+    assert staged.count() == RECORDS  # each record once through the stages
+    ok, bad = target.count(), quarantine.count()
+    assert ok + bad == RECORDS and 0 < bad < RECORDS // 4
+    landed = target.select(*[target[f"_source_{c}"].alias(c) for c in COORDINATES]).unionByName(
+        quarantine.select(*COORDINATES))
+    assert landed.distinct().count() == RECORDS
+    source = spark.read.format("delta").load(str(project / "data" / "source"))
+    joined = quarantine.alias("q").join(source.alias("s"), COORDINATES)
+    assert joined.where("NOT (q.key <=> s.key AND q.value <=> s.value AND q.headers <=> s.headers)").count() == 0
+    assert {r.stage for r in quarantine.select("stage").distinct().collect()} == STAGES
+    assert quarantine.where("status <> 'open' OR error_class IS NULL OR fingerprint IS NULL").count() == 0
+    # the tables' columns are the view's (the first test's project)
+    orders = _project(root, "orders_staged_view", tolerance="all")
+    write_demo_source(spark, str(orders / "data" / "source"), 10, poison_rate=0.5, seed=41)
+    assert _pipelines_run(connect, orders).returncode == 0
+    assert target.schema == table("orders_staged_view").schema
+    assert quarantine.schema == table("orders_staged_view_quarantine").schema
+
+    second = _pipelines_run(connect, project)
+    assert second.returncode == 0, second.stderr[-4000:]
+    counts = [table(f"orders_staged{t}").count() for t in ("_staged", "", "_quarantine")]
+    assert counts == [RECORDS, ok, bad]  # the runtime's checkpoints: nothing read twice
