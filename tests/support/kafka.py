@@ -760,6 +760,7 @@ def ledger(
     quarantine: str,
     pipeline: str | Sequence[str],
     statuses: Sequence[str] | None = None,
+    as_of: Mapping[str, int] | None = None,
 ) -> Ledger:
     """Compare the target and quarantine Delta tables (paths) with what was produced.
 
@@ -772,20 +773,28 @@ def ledger(
         statuses: count only quarantine rows in these statuses. After a replay, a
             record is in exactly one of the target and the ``open`` rows (its
             ``replayed`` row stays, as the audit trail).
+        as_of: a table (its path, as given) read at this Delta version, as a run left
+            it before later commands changed it.
     """
     from collections import Counter
 
     from pyspark.sql import functions as F
 
+    def read(path: str) -> Any:
+        reader = spark.read.format("delta")
+        if as_of and path in as_of:
+            reader = reader.option("versionAsOf", as_of[path])
+        return reader.load(path)
+
     coords = Counter[tuple[str, int, int]]()
     t_rows = (
-        spark.read.format("delta").load(target)
+        read(target)
         .select("_source_topic", "_source_partition", "_source_offset").collect()
         if _delta_exists(spark, target) else []
     )
     pipelines = [pipeline] if isinstance(pipeline, str) else list(pipeline)
     q_df = (
-        spark.read.format("delta").load(quarantine).where(F.col("pipeline").isin(pipelines))
+        read(quarantine).where(F.col("pipeline").isin(pipelines))
         if _delta_exists(spark, quarantine) else None
     )
     if q_df is not None and statuses is not None:
