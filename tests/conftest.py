@@ -39,16 +39,17 @@ os.environ.setdefault("QUARANTINE_JAR_CACHE", str(Path(__file__).resolve().paren
 TIERS = ("unit", "spark", "kafka", "e2e")
 
 # Test modules whose tests start processes of their own (see the module docstring); a
-# test that asks for the ``child_drivers`` fixture joins them wherever it lives.
+# test that asks for the ``child_drivers`` fixture joins them wherever it lives. Not here:
+# tests that start one process at a time and wait for it (the wheel, the demo's quiet
+# output, the README's benchmark commands, tests/e2e/test_benchmarks_smoke.py, the replay
+# killed at a marker): the group runs on one worker, in one piece, so it is the suite's
+# critical path, and such a test costs the same on either worker (docs/contributing.md).
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_cluster.py",  # a standalone Spark cluster (master, two workers) and its drivers
     "tests/e2e/test_concurrent_writers.py",
     "tests/e2e/test_declarative_pipeline.py",  # spark-pipelines and its Spark Connect server
-    "tests/e2e/test_demo_quiet.py",  # the demo's commands as processes, each its own driver
     "tests/e2e/test_kafka_crash.py",
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
-    "tests/e2e/test_readme_benchmark.py",  # the README's benchmark command, its own driver
-    "tests/e2e/test_replay_crash.py",
     "tests/e2e/test_spark_connect.py",  # each command a child process with a Spark Connect server
 })
 
