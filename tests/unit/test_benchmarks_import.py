@@ -1,7 +1,8 @@
 """Every benchmark module imports and has the entry point ``benchmarks.run`` calls.
 
 The benchmarks are measured separately, not by the test suite (which runs the commands
-the READMEs name with tiny sizes, tests/e2e/test_readme_benchmark.py), so this is what
+the READMEs name with tiny sizes, tests/e2e/test_readme_benchmark.py, and each benchmark as
+``make bench`` calls it, tests/e2e/test_benchmarks_smoke.py), so this is what
 keeps a renamed helper from breaking one silently.
 """
 
@@ -51,7 +52,7 @@ def _help(module_name: str, capsys: pytest.CaptureFixture[str]) -> str:
 def test_smoke_reaches_every_benchmark_and_each_takes_it(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     given = argparse.Namespace(records=None, repeat=1, memory_small=10, memory_large=20, profile=False, smoke=True)
     assert "--smoke" in _argv(name, given)
-    # its main's parser takes the flag (one that did not would exit 2 halfway through the make bench test)
+    # its main's parser takes the flag (one that did not would exit 2 halfway through make bench)
     assert "--smoke" in _help(_MODULES[name], capsys)
 
 
