@@ -18,7 +18,9 @@ workers (``--dist loadgroup``). Each worker has its own Spark session and, when 
 asks, its own broker. Modules in :data:`PROCESS_MODULES` start Spark or broker
 processes of their own (crashes, concurrent writers), and every test that uses the
 ``child_drivers`` fixture, share one worker group, so two of them never compete for the
-two cores at once, and the child drivers are started once.
+two cores at once, and the child drivers are started once. A module of :data:`MODULE_GROUPS`
+is a group of its own (its server starts once). Everything else either worker takes as it
+frees up (docs/contributing.md: What the slow tests cost).
 """
 
 from __future__ import annotations
@@ -47,11 +49,17 @@ TIERS = ("unit", "spark", "kafka", "e2e")
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_cluster.py",  # a standalone Spark cluster (master, two workers) and its drivers
     "tests/e2e/test_concurrent_writers.py",
-    "tests/e2e/test_declarative_pipeline.py",  # spark-pipelines and its Spark Connect server
     "tests/e2e/test_kafka_crash.py",
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
-    "tests/e2e/test_spark_connect.py",  # each command a child process with a Spark Connect server
 })
+
+#: Modules whose tests share a server the module starts once (a Spark Connect server; its
+#: clients run one at a time): each is a group of its own, so its tests run on one worker and
+#: the server starts once, beside the processes group rather than in it and after it.
+MODULE_GROUPS: dict[str, str] = {
+    "tests/e2e/test_declarative_pipeline.py": "declarative",  # spark-pipelines runs against its server
+    "tests/e2e/test_spark_connect.py": "spark-connect",  # each command a client of the module's server
+}
 
 # The end-to-end subset ``make test-matrix`` runs on the second runtime pair (Python 3.12 +
 # Spark 4.0, .venv-py312-spark40), by the item of the support matrix each test proves:
@@ -119,8 +127,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier))
         if item.nodeid.split("[", 1)[0] in MATRIX_TESTS:
             item.add_marker(pytest.mark.matrix)
-        if _relative(Path(str(item.fspath))) in PROCESS_MODULES or "child_drivers" in fixtures:
+        module = _relative(Path(str(item.fspath)))
+        if module in PROCESS_MODULES or "child_drivers" in fixtures:
             item.add_marker(pytest.mark.xdist_group("processes"))
+        elif module in MODULE_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(MODULE_GROUPS[module]))
 
 
 def _relative(path: Path) -> str:
