@@ -53,12 +53,14 @@ PROCESS_MODULES = frozenset({
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
 })
 
-#: Modules whose tests share a server the module starts once (a Spark Connect server; its
-#: clients run one at a time): each is a group of its own, so its tests run on one worker and
-#: the server starts once, beside the processes group rather than in it and after it.
+#: Modules whose tests share a Spark Connect server the module starts once, its clients run
+#: one at a time: a group of their own (module -> group), so a module's tests run on one worker
+#: and its server starts once, beside the processes group rather than in it and after it. These
+#: two share one group: each binds port 15002 (the manual's ``connect-server --port 15002``, and
+#: pyspark's default for the README's ``QUARANTINE_SPARK_REMOTE=local[2]``), so never at once.
 MODULE_GROUPS: dict[str, str] = {
-    "tests/e2e/test_declarative_pipeline.py": "declarative",  # spark-pipelines runs against its server
-    "tests/e2e/test_spark_connect.py": "spark-connect",  # each command a client of the module's server
+    "tests/e2e/test_declarative_pipeline.py": "connect-15002",  # spark-pipelines against its server
+    "tests/e2e/test_spark_connect.py": "connect-15002",  # each command a client of the module's server
 }
 
 # The end-to-end subset ``make test-matrix`` runs on the second runtime pair (Python 3.12 +
