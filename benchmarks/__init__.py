@@ -162,7 +162,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
 SMOKE_HELP = (
     "run every arm once on the smallest inputs, without warm-ups or a second case of the same "
     "arms, every JVM compiling with C1 only: proves the benchmark runs, measures nothing "
-    "(the suite's make bench test)"
+    "(the suite's test of each benchmark)"
 )
 #: The JVM option ``--smoke`` gives every JVM it starts, its own and its child processes'
 #: (``JAVA_TOOL_OPTIONS``): C2's compiles pay off over long loops, which a smoke run's

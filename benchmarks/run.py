@@ -12,8 +12,8 @@ is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
 ``--smoke`` reaches every one too: each runs every arm once, without warm-ups, on its
-smallest inputs; it proves the benchmarks run (the suite's ``make bench`` test) and
-measures nothing. Without it, every benchmark runs as its figures were measured.
+smallest inputs; it proves the benchmarks run (the suite runs each one so,
+tests/e2e/test_benchmarks_smoke.py) and measures nothing. Without it, every benchmark runs as its figures were measured.
 
 Writes ``<results>/<UTC date>.json`` (every row with its samples, each benchmark's wall
 time, the machine and versions; ``--results``, else ``$BENCH_RESULTS_DIR``, else

@@ -18,7 +18,9 @@ workers (``--dist loadgroup``). Each worker has its own Spark session and, when 
 asks, its own broker. Modules in :data:`PROCESS_MODULES` start Spark or broker
 processes of their own (crashes, concurrent writers), and every test that uses the
 ``child_drivers`` fixture, share one worker group, so two of them never compete for the
-two cores at once, and the child drivers are started once.
+two cores at once, and the child drivers are started once. A module of :data:`MODULE_GROUPS`
+is a group of its own (its server starts once). Everything else either worker takes as it
+frees up (docs/contributing.md: What the slow tests cost).
 """
 
 from __future__ import annotations
@@ -39,18 +41,27 @@ os.environ.setdefault("QUARANTINE_JAR_CACHE", str(Path(__file__).resolve().paren
 TIERS = ("unit", "spark", "kafka", "e2e")
 
 # Test modules whose tests start processes of their own (see the module docstring); a
-# test that asks for the ``child_drivers`` fixture joins them wherever it lives.
+# test that asks for the ``child_drivers`` fixture joins them wherever it lives. Not here:
+# tests that start one process at a time and wait for it (the wheel, the demo's quiet
+# output, the README's benchmark commands, tests/e2e/test_benchmarks_smoke.py, the replay
+# killed at a marker): the group runs on one worker, in one piece, so it is the suite's
+# critical path, and such a test costs the same on either worker (docs/contributing.md).
 PROCESS_MODULES = frozenset({
     "tests/e2e/test_cluster.py",  # a standalone Spark cluster (master, two workers) and its drivers
     "tests/e2e/test_concurrent_writers.py",
-    "tests/e2e/test_declarative_pipeline.py",  # spark-pipelines and its Spark Connect server
-    "tests/e2e/test_demo_quiet.py",  # the demo's commands as processes, each its own driver
     "tests/e2e/test_kafka_crash.py",
     "tests/e2e/test_kafka_local_demo.py",  # the demo's own broker and a continuous run's driver
-    "tests/e2e/test_readme_benchmark.py",  # the README's benchmark command, its own driver
-    "tests/e2e/test_replay_crash.py",
-    "tests/e2e/test_spark_connect.py",  # each command a child process with a Spark Connect server
 })
+
+#: Modules whose tests share a Spark Connect server the module starts once, its clients run
+#: one at a time: a group of their own (module -> group), so a module's tests run on one worker
+#: and its server starts once, beside the processes group rather than in it and after it. These
+#: two share one group: each binds port 15002 (the manual's ``connect-server --port 15002``, and
+#: pyspark's default for the README's ``QUARANTINE_SPARK_REMOTE=local[2]``), so never at once.
+MODULE_GROUPS: dict[str, str] = {
+    "tests/e2e/test_declarative_pipeline.py": "connect-15002",  # spark-pipelines against its server
+    "tests/e2e/test_spark_connect.py": "connect-15002",  # each command a client of the module's server
+}
 
 # The end-to-end subset ``make test-matrix`` runs on the second runtime pair (Python 3.12 +
 # Spark 4.0, .venv-py312-spark40), by the item of the support matrix each test proves:
@@ -118,8 +129,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier))
         if item.nodeid.split("[", 1)[0] in MATRIX_TESTS:
             item.add_marker(pytest.mark.matrix)
-        if _relative(Path(str(item.fspath))) in PROCESS_MODULES or "child_drivers" in fixtures:
+        module = _relative(Path(str(item.fspath)))
+        if module in PROCESS_MODULES or "child_drivers" in fixtures:
             item.add_marker(pytest.mark.xdist_group("processes"))
+        elif module in MODULE_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(MODULE_GROUPS[module]))
 
 
 def _relative(path: Path) -> str:

@@ -1,7 +1,8 @@
 """Every benchmark module imports and has the entry point ``benchmarks.run`` calls.
 
 The benchmarks are measured separately, not by the test suite (which runs the commands
-the READMEs name with tiny sizes, tests/e2e/test_readme_benchmark.py), so this is what
+the READMEs name with tiny sizes, tests/e2e/test_readme_benchmark.py, and each benchmark as
+``make bench`` calls it, tests/e2e/test_benchmarks_smoke.py), so this is what
 keeps a renamed helper from breaking one silently.
 """
 
@@ -10,6 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +52,7 @@ def _help(module_name: str, capsys: pytest.CaptureFixture[str]) -> str:
 def test_smoke_reaches_every_benchmark_and_each_takes_it(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     given = argparse.Namespace(records=None, repeat=1, memory_small=10, memory_large=20, profile=False, smoke=True)
     assert "--smoke" in _argv(name, given)
-    # its main's parser takes the flag (one that did not would exit 2 halfway through the make bench test)
+    # its main's parser takes the flag (one that did not would exit 2 halfway through make bench)
     assert "--smoke" in _help(_MODULES[name], capsys)
 
 
@@ -65,3 +70,37 @@ def test_a_standalone_benchmark_imports_and_takes_an_argv(module_name: str) -> N
 @pytest.mark.parametrize("module_name", STANDALONE)
 def test_a_standalone_benchmark_takes_smoke(module_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--smoke" in _help(module_name, capsys)
+
+
+def test_make_bench_without_only_calls_every_benchmarks_main_with_the_arguments_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make bench``'s orchestration over all of :data:`BENCHMARKS`, in order, each ``main`` called
+    with :func:`_argv`'s arguments and its rows in the results file. What each ``main`` does with
+    them is each benchmark's own test's (tests/e2e/test_benchmarks_smoke.py), and the command
+    itself runs in the make bench test (tests/e2e/test_readme_benchmark.py) over two of them."""
+    import benchmarks.run as run
+    from benchmarks import Row
+
+    called: list[tuple[str, list[str]]] = []
+
+    def main_of(name: str) -> Any:
+        def main(argv: list[str]) -> list[Row]:
+            called.append((name, argv))
+            return [Row(name, "case", 1.0, 2.0, 2.0, "reported", True)]
+        return main
+
+    monkeypatch.setattr(run, "_main_of", main_of)
+    monkeypatch.setattr(run, "environment", lambda: {"stand-in": True})
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", os.environ.get("JAVA_TOOL_OPTIONS", ""))  # --smoke sets it
+    argv = ["--records", "2000", "--repeat", "1", "--smoke", "--memory-small", "2000", "--memory-large", "4000"]
+    assert run.main([*argv, "--results", str(tmp_path)]) == 0
+    given = argparse.Namespace(records=2000, repeat=1, memory_small=2000, memory_large=4000, profile=False, smoke=True)
+    assert called == [(name, _argv(name, given)) for name in BENCHMARKS]
+    (path,) = tmp_path.glob("*.json")
+    (ran,) = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    assert ran["args"]["only"] == list(BENCHMARKS)
+    assert [r["bench"] for r in ran["rows"]] == list(BENCHMARKS)
+    assert set(ran["other_benchmarks"]) == set(BENCHMARKS)
+    out = capsys.readouterr().out
+    assert all(f"\n## {name}\n" in out and f"\n{name}: " in out for name in BENCHMARKS)

@@ -84,7 +84,7 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
     """
     import shutil
 
-    from tests.conftest import PROCESS_MODULES
+    from tests.conftest import MODULE_GROUPS, PROCESS_MODULES
 
     (tmp_path / "tests").mkdir()
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
@@ -103,7 +103,9 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
         "def test_drivers(child_drivers):\n    _note(__name__ + 'd')\n"
     )
     drivers_module = "tests/integration/test_with_drivers.py"
-    for module in [*PROCESS_MODULES, drivers_module, "tests/integration/test_other.py", "tests/e2e/test_other.py"]:
+    stand_ins = [*PROCESS_MODULES, *MODULE_GROUPS, drivers_module, "tests/integration/test_other.py",
+                 "tests/e2e/test_other.py"]
+    for module in stand_ins:
         path = tmp_path / module
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(drivers_body if module == drivers_module else body)
@@ -118,8 +120,13 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
     modules = {m.removesuffix(".py").replace("/", ".") for m in PROCESS_MODULES}
     grouped = {w for name, w in workers.items() if name.rstrip("012") in modules}
     grouped.add(workers["tests.integration.test_with_driversd"])
-    assert len(workers) == 3 * (len(PROCESS_MODULES) + 3) + 1
+    assert len(workers) == 3 * len(stand_ins) + 1
     assert len(grouped) == 1, workers
+    # the modules of a MODULE_GROUPS group run on one worker (a server starts once; one port)
+    for group in set(MODULE_GROUPS.values()):
+        names = {m.removesuffix(".py").replace("/", ".") for m, g in MODULE_GROUPS.items() if g == group}
+        assert len({w for n, w in workers.items() if n.rstrip("012") in names}) == 1, workers
+    assert not set(MODULE_GROUPS) & PROCESS_MODULES
 
 
 def test_ci_runs_the_full_suite_and_then_the_matrix_subset_on_the_second_pair() -> None:
