@@ -89,7 +89,7 @@ while not (d / f"{other}.ready").exists() and time.monotonic() < deadline:
     time.sleep(0.05)
 for b, df in enumerate(frames):
     run.process_batch(df, b)
-print("RESULT " + json.dumps([text[:300] for _, _, text in retry_log.retries]))
+print("RESULT " + json.dumps([text[:4000] for _, _, text in retry_log.retries]))
 """
 
 
@@ -123,9 +123,13 @@ def test_two_pipelines_writing_one_quarantine_table_at_once_lose_nothing(
         offsets = {r[0] for r in t.select("_source_offset").collect()}
         assert offsets == {100 * b + o for b in range(batches) for o in (1, 4)}
     # every retry (the writers collide: a MERGE reads the whole table) was a Delta
-    # commit conflict or the first-creation race, never anything else
-    creation_race = ("Concurrent", "Protocol", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
-    assert all(any(m in text for m in creation_race) for text in retries), retries
+    # commit conflict or one of the two first-creation races
+    # (quarantine.errorhandling.retriable.is_table_creation_race), never anything else
+    expected_kinds = (
+        "Concurrent", "Protocol", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "TABLE_OR_VIEW_ALREADY_EXISTS",
+    )
+    other = [text for text in retries if not any(m in text for m in expected_kinds)]
+    assert not other, other
     print(f"write retries observed: {len(retries)}")
 
 
