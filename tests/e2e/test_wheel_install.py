@@ -4,6 +4,14 @@ The venv has no access to this repository or its venv (no ``--system-site-packag
 no ``PYTHONPATH``, a working directory under the pytest temp dir) and a jar cache of
 its own, so the session's Delta and Kafka jars really come from Maven Central through
 :mod:`quarantine.spark.jars`. Dependencies come from PyPI through pip's cache.
+
+The same demo processes carry the quiet-output check (issue 37, section 3, the README's
+"Nothing else: Spark's, MLflow's and Great Expectations' own lines are off unless
+``--verbose``"): ``init-demo``, ``run`` and then ``maintain``, each without ``--verbose``
+and without ``QUARANTINE_SPARK_LOG_LEVEL`` (as a user runs them), print the project's own
+lines only (:func:`tests.support.quiet.assert_only_the_projects_own_lines`). It had a test
+of its own, which started the same demo (the Makefile's ``make demo`` commands: the same
+CLI and the same config, ``tests/unit/test_demo_config.py``) a second time from the work tree.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.quiet import assert_only_the_projects_own_lines, foreign_lines
 from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,13 +126,15 @@ def test_the_wheel_holds_the_library_its_data_and_metadata_only(wheel: Path) -> 
 
 
 @pytest.mark.timeout(1800)
-def test_the_installed_wheel_runs_the_demo_outside_the_repository(
+def test_the_installed_wheel_runs_the_demo_outside_the_repository_printing_only_its_own_lines(
     venv: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """The README's demo from the installed wheel: it works, and it prints the project's lines only."""
     work = tmp_path / "work"
     work.mkdir()
     jars = tmp_path / "jar-cache"
-    env = _clean_env(QUARANTINE_JAR_CACHE=str(jars), QUARANTINE_SPARK_LOG_LEVEL="ERROR")
+    # as a user runs it: no QUARANTINE_SPARK_LOG_LEVEL (the test session sets it; _clean_env drops it)
+    env = _clean_env(QUARANTINE_JAR_CACHE=str(jars))
     bin_ = venv / "bin"
 
     probe = f"import importlib.metadata as m, quarantine; print(quarantine.__file__, m.version({DIST!r}))"
@@ -145,6 +156,12 @@ def test_the_installed_wheel_runs_the_demo_outside_the_repository(
     looked = _timed("quarantine inspect", [str(bin_ / "quarantine"), *inspect_argv[1:]], env=env, cwd=work)
     shown = {s for s in ("decode", "parse_order", "convert", "check_order", "expect_order") if s in looked.stdout}
     assert shown, looked.stdout  # the newest failures, by stage
+
+    # upkeep, then the quiet output of init-demo, run and maintain (open rows are kept: the tables below hold)
+    conf = run_argv[run_argv.index("--conf") + 1]
+    kept = _timed("quarantine maintain", [str(bin_ / "quarantine"), "maintain", "--conf", conf], env=env, cwd=work)
+    assert_only_the_projects_own_lines([init, run, kept], run, conf)
+    assert foreign_lines(looked) == []
 
     from quarantine.spark.jars import spark_jar_dir, spark_jars
 
