@@ -31,7 +31,10 @@ FOREIGN = re.compile(
     r"|^\d{4}[-/]\d\d[-/]\d\d \d\d:\d\d:\d\d,?\d* (?:DEBUG|INFO|WARNING|ERROR) (?!quarantine\b)"
 )
 
-#: At most this many lines from ``init-demo``, ``run`` and ``maintain`` together (issue 37).
+#: The project's lines whose number follows elapsed time or a cold jar cache.
+_TIMED = re.compile(r" quarantine\.progress: | quarantine\.spark\.jars: downloading ")
+
+#: At most this many lines (besides :data:`_TIMED`'s) from ``init-demo``, ``run`` and ``maintain`` together (issue 37).
 MOST_LINES = 40
 
 
@@ -64,6 +67,9 @@ def assert_only_the_projects_own_lines(
     assert re.search(r"^error context: \d+ of \d+ failed records logged on quarantine\.errors", ran.stdout, re.M), \
         ran.stdout
     assert f"quarantine inspect --conf {conf}" in ran.stdout
-    # quarantine.progress logs a line per 15 s of a batch run: a run slowed past ~3 min (a loaded
-    # machine) comes near the cap; the lines say which
-    assert len(out) + len(err) <= MOST_LINES, "\n".join(out + err)
+    # quarantine.progress logs a line per 15 s of a batch run, and the jars' first download one:
+    # their number follows the machine's speed and cache, not the command's verbosity, so the cap
+    # counts the other lines (a run at load 10 printed 39 lines in all, 34 on a quiet machine)
+    timed = [line for line in err if _TIMED.search(line)]
+    rest = [line for line in out + err if line not in timed]
+    assert len(rest) <= MOST_LINES, "\n".join(rest)
