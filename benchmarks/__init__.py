@@ -12,7 +12,7 @@ This package module holds what every benchmark shares and nothing else:
 * :class:`Row` / :func:`markdown_table` — the one result row and its rendering;
 * :func:`standard_main` — the command line most benchmarks take, and :func:`add_smoke`,
   every benchmark's ``--smoke`` (every arm once on the smallest inputs, no warm-up, JVMs
-  compiling with C1 only, Spark expressions interpreted: the suite's check
+  compiling with C1 only with the serial GC, Spark expressions interpreted: the suite's check
   that the benchmarks run; it measures nothing).
 """
 
@@ -164,20 +164,27 @@ def markdown_table(rows: Sequence[Row]) -> str:
 #: ``--smoke``'s help, the same in every benchmark (``benchmarks.run --smoke`` passes it to each).
 SMOKE_HELP = (
     "run every arm once on the smallest inputs, without warm-ups or a second case of the same "
-    "arms, every JVM compiling with C1 only and every Spark session evaluating expressions "
-    "interpreted: proves the benchmark runs, measures nothing "
+    "arms, every JVM compiling with C1 only and collecting with the serial GC, every Spark "
+    "session evaluating expressions interpreted: proves the benchmark runs, measures nothing "
     "(the suite's test of each benchmark)"
 )
 #: The JVM options ``--smoke`` gives every JVM it starts, its own and its child processes'
-#: (``JAVA_TOOL_OPTIONS``): C2's compiles pay off over long loops, which a smoke run's
-#: processes never reach. ``benchmarks.run --only process --smoke``: 134-146 CPU s with
-#: C2, 75-82 with C1 only (2026-11-28, load 3-14).
-SMOKE_JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
+#: (``JAVA_TOOL_OPTIONS``), for JVMs that start, run a few small queries and exit:
+#:
+#: * ``-XX:TieredStopAtLevel=1``: C2's compiles pay off over long loops, which a smoke run's
+#:   processes never reach. ``benchmarks.run --only process --smoke``: 134-146 CPU s with
+#:   C2, 75-82 with C1 only (2026-11-28, load 3-14).
+#: * ``-XX:+UseSerialGC``: G1 (the default on 2 cores) sets up its regions and runs its
+#:   concurrent threads for heaps a smoke run barely uses. ``quarantine stats`` on the
+#:   2,000-record demo, as ``bench_commands`` starts it: 18-22 CPU s with G1, 15-19 serial
+#:   (2026-11-28, two each, load 8-11). The test Kafka broker runs with both (tests/support/kafka.py).
+SMOKE_JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 #: The Spark settings ``--smoke`` gives every local Spark session started after it, its own
 #: and its child processes' (``PYSPARK_SUBMIT_ARGS``, which PySpark's ``spark-submit`` reads):
 #: expressions evaluated interpreted, as the test suite's sessions are (tests/conftest.py,
 #: ``INTERPRETED``). A smoke run's queries are new and run once over a few thousand records,
-#: so generating and compiling their code (Janino, then the JIT) is most of their CPU.
+#: so generating and compiling their code (Janino, then the JIT) is CPU the check does not
+#: need: the four process-starting smoke tests, 581 -> 534 CPU s (2026-11-28, load 1-12).
 #: A setting a session is given (the builder's, a config's ``spark.conf``) still wins.
 SMOKE_SPARK_CONF: dict[str, str] = {
     "spark.sql.codegen.wholeStage": "false",
