@@ -12,7 +12,8 @@ This package module holds what every benchmark shares and nothing else:
 * :class:`Row` / :func:`markdown_table` — the one result row and its rendering;
 * :func:`standard_main` — the command line most benchmarks take, and :func:`add_smoke`,
   every benchmark's ``--smoke`` (every arm once on the smallest inputs, no warm-up, JVMs
-  compiling with C1 only: the suite's check that the benchmarks run; it measures nothing).
+  compiling with C1 only with the serial GC, Spark expressions interpreted: the suite's check
+  that the benchmarks run; it measures nothing).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 __all__ = [
+    "SMOKE_ENV",
     "SMOKE_HELP",
-    "SMOKE_JVM_OPTION",
+    "SMOKE_JVM_OPTIONS",
+    "SMOKE_SPARK_CONF",
     "Row",
     "add_smoke",
     "bench_dir",
@@ -161,21 +164,49 @@ def markdown_table(rows: Sequence[Row]) -> str:
 #: ``--smoke``'s help, the same in every benchmark (``benchmarks.run --smoke`` passes it to each).
 SMOKE_HELP = (
     "run every arm once on the smallest inputs, without warm-ups or a second case of the same "
-    "arms, every JVM compiling with C1 only: proves the benchmark runs, measures nothing "
+    "arms, every JVM compiling with C1 only and collecting with the serial GC, every Spark "
+    "session evaluating expressions interpreted: proves the benchmark runs, measures nothing "
     "(the suite's test of each benchmark)"
 )
-#: The JVM option ``--smoke`` gives every JVM it starts, its own and its child processes'
-#: (``JAVA_TOOL_OPTIONS``): C2's compiles pay off over long loops, which a smoke run's
-#: processes never reach. ``benchmarks.run --only process --smoke``: 134-146 CPU s with
-#: C2, 75-82 with C1 only (2026-11-28, load 3-14).
-SMOKE_JVM_OPTION = "-XX:TieredStopAtLevel=1"
+#: The JVM options ``--smoke`` gives every JVM it starts, its own and its child processes'
+#: (``JAVA_TOOL_OPTIONS``), for JVMs that start, run a few small queries and exit:
+#:
+#: * ``-XX:TieredStopAtLevel=1``: C2's compiles pay off over long loops, which a smoke run's
+#:   processes never reach. ``benchmarks.run --only process --smoke``: 134-146 CPU s with
+#:   C2, 75-82 with C1 only (2026-11-28, load 3-14).
+#: * ``-XX:+UseSerialGC``: G1 (the default on 2 cores) sets up its regions and runs its
+#:   concurrent threads for heaps a smoke run barely uses. ``quarantine stats`` on the
+#:   2,000-record demo, as ``bench_commands`` starts it: 18-22 CPU s with G1, 15-19 serial
+#:   (2026-11-28, two each, load 8-11). The test Kafka broker runs with both (tests/support/kafka.py).
+SMOKE_JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+#: The Spark settings ``--smoke`` gives every local Spark session started after it, its own
+#: and its child processes' (``PYSPARK_SUBMIT_ARGS``, which PySpark's ``spark-submit`` reads):
+#: expressions evaluated interpreted, as the test suite's sessions are (tests/conftest.py,
+#: ``INTERPRETED``). A smoke run's queries are new and run once over a few thousand records,
+#: so generating and compiling their code (Janino, then the JIT) is CPU the check does not
+#: need: the four process-starting smoke tests, 581 -> 534 CPU s (2026-11-28, load 1-12).
+#: A setting a session is given (the builder's, a config's ``spark.conf``) still wins.
+SMOKE_SPARK_CONF: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: The environment variables ``--smoke`` sets (:func:`smoke_jvms`): a caller that runs a
+#: benchmark in its own process puts them back after.
+SMOKE_ENV: tuple[str, ...] = ("JAVA_TOOL_OPTIONS", "PYSPARK_SUBMIT_ARGS")
 
 
 def smoke_jvms() -> None:
-    """Every JVM started from now on, in this process and its children, compiles with C1 only."""
+    """Every JVM started from now on, in this process and its children, gets :data:`SMOKE_JVM_OPTIONS`,
+    and every local Spark session it starts evaluates expressions interpreted (:data:`SMOKE_SPARK_CONF`)."""
     given = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    if SMOKE_JVM_OPTION not in given.split():
-        os.environ["JAVA_TOOL_OPTIONS"] = f"{given} {SMOKE_JVM_OPTION}".strip()
+    missing = [o for o in SMOKE_JVM_OPTIONS if o not in given.split()]
+    if missing:
+        os.environ["JAVA_TOOL_OPTIONS"] = " ".join([given, *missing]).strip()
+    # PySpark's default is "pyspark-shell" (the last word: what spark-submit runs)
+    submit = os.environ.get("PYSPARK_SUBMIT_ARGS", "").strip() or "pyspark-shell"
+    missing = [f"--conf {k}={v}" for k, v in SMOKE_SPARK_CONF.items() if f"{k}=" not in submit]
+    if missing:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*missing, submit])
 
 
 class _Smoke(argparse.Action):

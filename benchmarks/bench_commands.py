@@ -32,7 +32,7 @@ from pathlib import Path
 
 from benchmarks import Row, add_smoke, bench_dir, markdown_table, median
 
-__all__ = ["COMMANDS", "READ_ONLY", "READ_ONLY_GOAL_S", "Timing", "main", "time_command"]
+__all__ = ["COMMANDS", "READ_ONLY", "READ_ONLY_GOAL_S", "Timing", "demo_commands", "main", "time_command"]
 
 _REPO = Path(__file__).resolve().parent.parent
 #: Seconds within which a read-only command on the demo tables shows its first line.
@@ -104,15 +104,20 @@ def time_command(args: Sequence[str], cwd: Path) -> Timing:
     return Timing(first[0] if first else ended, ended, load)
 
 
+def demo_commands(records: int) -> dict[str, tuple[str, ...]]:
+    """The demo's two commands, by label, that write the tables the others read: the arguments after ``quarantine``."""
+    return {
+        "init-demo": ("init-demo", "--out", "data/demo", "--records", str(records)),
+        "run": ("run", "--conf", _CONF),
+    }
+
+
 def _demo(records: int, cwd: Path) -> dict[str, Timing]:
     """A fresh demo in ``cwd`` (a copy of ``conf/``): ``init-demo`` and ``run``, timed."""
     shutil.rmtree(cwd, ignore_errors=True)
     cwd.mkdir(parents=True)
     shutil.copytree(_REPO / "conf", cwd / "conf")
-    return {
-        "init-demo": time_command(["init-demo", "--out", "data/demo", "--records", str(records)], cwd),
-        "run": time_command(["run", "--conf", _CONF], cwd),
-    }
+    return {label: time_command(args, cwd) for label, args in demo_commands(records).items()}
 
 
 def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:

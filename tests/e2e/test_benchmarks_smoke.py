@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import Row, markdown_table
+from benchmarks import SMOKE_ENV, Row, markdown_table
 from benchmarks.run import _MODULES, BENCHMARKS, _argv
 
 #: ``make bench``'s arguments in the make bench test (tests/e2e/test_readme_benchmark.py).
@@ -44,11 +44,15 @@ _RUNTIME_CONF = ("spark.sql.shuffle.partitions",)
 
 @pytest.fixture
 def bench_env(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """``$BENCH_DIR`` in this test's folder; the worker's session settings and ``$JAVA_TOOL_OPTIONS``
-    (``--smoke`` sets it for every JVM started after) as they were, after the test."""
+    """``$BENCH_DIR`` in this test's folder; the worker's session settings and the variables
+    ``--smoke`` sets for every JVM and Spark session started after it (``benchmarks.SMOKE_ENV``)
+    as they were, after the test."""
     monkeypatch.setenv("BENCH_DIR", str(tmp_path / "bench"))
-    # recorded as it is now (set or not) and put back at teardown, whatever --smoke sets meanwhile
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", os.environ.get("JAVA_TOOL_OPTIONS", ""))
+    for name in SMOKE_ENV:  # put back at teardown as they are now (set or not), whatever --smoke sets
+        was = os.environ.get(name)
+        monkeypatch.setenv(name, was or "")
+        if was is None:
+            monkeypatch.delenv(name)
     before = {k: spark.conf.get(k) for k in _RUNTIME_CONF}
     try:
         yield tmp_path / "bench"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import SMOKE_ENV
 from benchmarks.run import _MODULES, _TAKE_RECORDS, BENCHMARKS, _argv
 
 
@@ -92,7 +93,11 @@ def test_make_bench_without_only_calls_every_benchmarks_main_with_the_arguments_
 
     monkeypatch.setattr(run, "_main_of", main_of)
     monkeypatch.setattr(run, "environment", lambda: {"stand-in": True})
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", os.environ.get("JAVA_TOOL_OPTIONS", ""))  # --smoke sets it
+    for name in SMOKE_ENV:  # --smoke sets them: put back after as they are now, set or not
+        was = os.environ.get(name)
+        monkeypatch.setenv(name, was or "")
+        if was is None:
+            monkeypatch.delenv(name)
     argv = ["--records", "2000", "--repeat", "1", "--smoke", "--memory-small", "2000", "--memory-large", "4000"]
     assert run.main([*argv, "--results", str(tmp_path)]) == 0
     given = argparse.Namespace(records=2000, repeat=1, memory_small=2000, memory_large=4000, profile=False, smoke=True)
