@@ -150,8 +150,9 @@ def _relative(path: Path) -> str:
 #: process's session, the child drivers and the Spark Connect server test_spark_connect's
 #: commands share only. Every other ``quarantine`` command a test
 #: starts as a process (the CLI, Kafka streams, crash and concurrency runs, the wheel),
-#: the matrix run (``QUARANTINE_TEST_CODEGEN=1``) and the benchmarks generate code, as
-#: a user's session does.
+#: the matrix run (``QUARANTINE_TEST_CODEGEN=1``) and ``make bench`` generate code, as
+#: a user's session does; a benchmark run with ``--smoke`` (the smoke tests) interprets in
+#: its child processes too (``benchmarks.add_smoke``).
 INTERPRETED: dict[str, str] = (
     {}
     if os.environ.get("QUARANTINE_TEST_CODEGEN") == "1"
