@@ -47,6 +47,7 @@ from typing import Any
 # Run as a script: the repository root (tests.support, tests.e2e) is importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from quarantine.schema import METRICS_SCHEMA
 from quarantine.spark.session import get_spark
 from tests.support import (
     KafkaBroker,
@@ -149,8 +150,6 @@ CONFLICTS = ("MetadataChanged", "ConcurrentAppend", "ConcurrentDelete", "Protoco
 def janitor_row(i: int) -> tuple[Any, ...]:
     """One row of :data:`~quarantine.schema.METRICS_SCHEMA` as a janitor appends it, built from
     the schema's field names (a column added to the schema cannot leave the tuple short)."""
-    from quarantine.schema import METRICS_SCHEMA
-
     values = {"pipeline": JANITOR, "run_id": "janitor", "batch_id": i, "metric": "records-in",
               "value": 1.0, "run_kind": "run"}
     return tuple(values.get(f.name) for f in METRICS_SCHEMA.fields)
@@ -168,8 +167,6 @@ def metrics_conflict_worker(table: str, stop_file: Path) -> int:
     appending and deleting its own rows, ``OPTIMIZE``, and a table-property change
     (metadata: every commit racing it conflicts). The worker's own conflicts are counted.
     """
-    from quarantine.schema import METRICS_SCHEMA
-
     spark = get_spark("soak-metrics-conflict", SPARK_CONF)
     while not stop_file.exists():  # the pipeline creates the table on its first run
         with contextlib.suppress(Exception):

@@ -70,6 +70,5 @@ def assert_only_the_projects_own_lines(
     # quarantine.progress logs a line per 15 s of a batch run, and the jars' first download one:
     # their number follows the machine's speed and cache, not the command's verbosity, so the cap
     # counts the other lines (a run at load 10 printed 39 lines in all, 34 on a quiet machine)
-    timed = [line for line in err if _TIMED.search(line)]
-    rest = [line for line in out + err if line not in timed]
+    rest = out + [line for line in err if not _TIMED.search(line)]
     assert len(rest) <= MOST_LINES, "\n".join(rest)
