@@ -2,8 +2,9 @@
 
 ``Pipeline.from_config(config).run()`` is the whole of a job: :class:`Pipeline`
 is a :class:`~quarantine.batch.plan.Plan` (the config, the session, the built stages,
-the listeners, the error policy and the pure functions a batch runs through)
-that picks its runner: :func:`~quarantine.runners.batch.run_batch`, or
+the listeners, the error policy and the pure functions a batch runs through),
+assembled from its config by :mod:`quarantine.assemble`, that picks its runner:
+:func:`~quarantine.runners.batch.run_batch`, or
 :func:`~quarantine.runners.streaming.run_stream` for a streaming source. The
 runners and the run (:mod:`quarantine.batch.run`) read the plan and never come back
 up here.
@@ -11,12 +12,19 @@ up here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Self
 
-from quarantine.batch.plan import Plan, default_listeners, refuse_pipeline_tables
+from pyspark.sql import SparkSession
+
+from quarantine.assemble import assemble, check_config, default_listeners
+from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import Run, start_run
-from quarantine.listeners.events import Listeners, RunKind, RunSummary
+from quarantine.config import PipelineConfig
+from quarantine.listeners.events import Listeners, RunKind, RunListener, RunSummary
 from quarantine.runners import run_batch, run_stream
+from quarantine.stage import Stage
 
 __all__ = ["Pipeline", "default_listeners", "refuse_pipeline_tables"]
 
@@ -28,6 +36,22 @@ class Pipeline(Plan):
     Build with :meth:`from_config`. Stages may be replaced with Python-built
     ones (:meth:`with_stages`) for notebooks.
     """
+
+    #: Check a config as :meth:`from_config` would, without starting Spark (``quarantine validate``).
+    check_config = staticmethod(check_config)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: PipelineConfig,
+        spark: SparkSession | None = None,
+        *,
+        listeners: Iterable[RunListener] | None = None,
+        stages: Sequence[Stage] | None = None,
+    ) -> Self:
+        """The pipeline of ``config``: its stages, listeners and error policy built
+        (:func:`quarantine.assemble.assemble`; the same arguments, the same errors)."""
+        return assemble(cls, config, spark, listeners=listeners, stages=stages)
 
     def start_run(
         self, run_id: str | None = None, *, listeners: Listeners | None = None, kind: RunKind = RunKind.RUN

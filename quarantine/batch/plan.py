@@ -52,8 +52,6 @@ from quarantine.identity import (
     identified_topics,
 )
 from quarantine.listeners.events import RunListener
-from quarantine.listeners.metrics_table import metrics_listener
-from quarantine.listeners.mlflow import tracker_for
 from quarantine.schema import (
     ERROR,
     FINGERPRINT,
@@ -79,15 +77,11 @@ from quarantine.schema import (
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import QuarantineWriter, settled_records
-from quarantine.source_contract import check_source_contract
-from quarantine.spark.runtime import check_runtime
-from quarantine.spark.session import get_spark
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
-from quarantine.stages import build_stages
 from quarantine.stages.source import SourceCheck
 from quarantine.tables import read_table, table_exists
 
-__all__ = ["Plan", "default_listeners", "refuse_pipeline_tables"]
+__all__ = ["Plan", "refuse_pipeline_tables"]
 
 log = logging.getLogger("quarantine")
 
@@ -101,8 +95,8 @@ def _utcnow() -> dt.datetime:
 class Plan:
     """A configured pipeline's plan, ready to process batches (:class:`~quarantine.pipeline.Pipeline` runs it).
 
-    Build with :meth:`from_config`. Stages may be replaced with Python-built
-    ones (:meth:`with_stages`) for notebooks.
+    Built by :func:`quarantine.assemble.assemble` from a config. Stages may be replaced
+    with Python-built ones (:meth:`with_stages`) for notebooks.
 
     Attributes:
         config: the validated config.
@@ -113,7 +107,7 @@ class Plan:
         write_retry: the retry operator for the batch's table writes; None builds
             :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
         error_policy: handlers and tolerance (:mod:`quarantine.errorhandling.policy`); None builds
-            it from the config on first use (:meth:`from_config` builds it up
+            it from the config on first use (:func:`~quarantine.assemble.assemble` builds it up
             front, so a bad handler path fails before any data is read).
     """
 
@@ -126,62 +120,6 @@ class Plan:
     error_policy: ErrorPolicy | None = None
 
     # ------------------------------------------------------------------ building
-
-    @classmethod
-    def from_config(
-        cls,
-        config: PipelineConfig,
-        spark: SparkSession | None = None,
-        *,
-        listeners: Iterable[RunListener] | None = None,
-        stages: Sequence[Stage] | None = None,
-    ) -> Self:
-        """Build the stages and the default listeners for a config.
-
-        Raises:
-            ConfigError: a stage option is bad (before anything is read or written).
-            QuarantineError: the session's Spark or this Python is outside the support
-                matrix (:func:`quarantine.spark.runtime.check_runtime`), before anything is read or written.
-        """
-        spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
-        check_runtime(spark.version)
-        built = list(stages) if stages is not None else build_stages(config.stages)
-        pipe = cls(
-            config=config,
-            spark=spark,
-            stages=built,
-            listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
-        )
-        pipe.error_policy = pipe.policy()
-        return pipe
-
-    @staticmethod
-    def check_config(config: PipelineConfig) -> list[Stage]:
-        """Check a config as :meth:`from_config` would, without starting Spark.
-
-        Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
-        loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
-        and the error handlers, checks a path-named Delta source's schema from its log
-        (:mod:`quarantine.source_contract`), and checks this Python and the installed
-        pyspark against the support matrix. What only Spark can check, SQL
-        expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
-        run builds its pipeline.
-
-        Returns:
-            The stages the pipeline would run.
-
-        Raises:
-            ConfigError: a stage option or handler is bad, a stage reads a column no earlier
-                stage declares, or the source is not Kafka-shaped (naming its key).
-            QuarantineError: this Python or pyspark is outside the support matrix.
-        """
-        import pyspark
-
-        check_runtime(pyspark.__version__)
-        stages = build_stages(config.stages)
-        ErrorHandlers.from_config(config.errors, config.secrets())
-        check_source_contract(config.source)
-        return stages
 
     def with_stages(self, stages: Sequence[Stage]) -> Self:
         """A copy of this pipeline running ``stages`` instead."""
@@ -479,11 +417,6 @@ def _union(quarantined: DataFrame | None, delivered: DataFrame | None) -> DataFr
     if quarantined is None or delivered is None:
         return quarantined if delivered is None else delivered
     return quarantined.unionByName(delivered)
-
-
-def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
-    """The listeners a config asks for (metrics table, MLflow, error log)."""
-    return [metrics_listener(config, spark), tracker_for(config)]
 
 
 def refuse_pipeline_tables(plan: Plan, command: str) -> None:

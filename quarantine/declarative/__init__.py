@@ -46,6 +46,7 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.assemble import assemble
 from quarantine.batch.plan import Plan
 from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy, load_config
 from quarantine.declarative.replay_queue import queue_table
@@ -283,7 +284,7 @@ def declare(
     else:
         sets = {**pipeline_overrides(session.conf.getAll), **(overrides or {})}
         cfg = load_config(Path(config), sets or None)
-    plan = Plan.from_config(cfg, session, listeners=[])
+    plan = assemble(Plan, cfg, session, listeners=[])
     names = check_declarable(plan)
     dp = api or _pipelines_api()
 

@@ -2,5 +2,5 @@
 
 The listener contract (:class:`~quarantine.listeners.events.RunListener`) and the events they receive
 are :mod:`quarantine.listeners.events`'s; a pipeline's default listeners are chosen by
-:meth:`quarantine.batch.plan.default_listeners`.
+:func:`quarantine.assemble.default_listeners`.
 """

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from quarantine.assemble import assemble
 from quarantine.batch.plan import Plan
 from quarantine.batch.run import Run, start_run
 from quarantine.batch.writes import BatchMode
@@ -154,7 +155,7 @@ class ConnectBatches:
             spark = df.sparkSession
             query = _active_query(spark, self.name)
             self._relay = RelayListener(spark, relay_prefix(str(query.runId)))
-            pipeline = Plan.from_config(self.config, spark, listeners=[self._relay], stages=self.stages)
+            pipeline = assemble(Plan, self.config, spark, listeners=[self._relay], stages=self.stages)
             self._runner = BatchRunner(pipeline, staged=self.staged)
             self._runner.start(str(query.id))
         try:

@@ -2,7 +2,7 @@
 
 The type below exists only in this test. Registering it (its options model, its factory)
 is all it takes for the config loader to accept it, the JSON Schema to show it,
-``Plan.check_config`` (what ``quarantine validate`` runs) to build it, and a batch run to
+``Pipeline.check_config`` (what ``quarantine validate`` runs) to build it, and a batch run to
 quarantine what it rejects.
 """
 

@@ -1,0 +1,100 @@
+"""Assembling a plan from a config: the session, the stages, the listeners, the error policy.
+
+What a run needs before it reads a record is built here, once, and checked as it is
+built: a bad stage option, handler or source contract fails before anything is read or
+written. The result is a :class:`~quarantine.batch.plan.Plan` (or the facade
+:class:`~quarantine.pipeline.Pipeline`, which is one); the plan and the run below it
+never build anything from the config themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+from pyspark.sql import SparkSession
+
+from quarantine.batch.plan import Plan
+from quarantine.config import PipelineConfig
+from quarantine.errorhandling.handlers import ErrorHandlers
+from quarantine.listeners.events import RunListener
+from quarantine.listeners.metrics_table import metrics_listener
+from quarantine.listeners.mlflow import tracker_for
+from quarantine.source_contract import check_source_contract
+from quarantine.spark.runtime import check_runtime
+from quarantine.spark.session import get_spark
+from quarantine.stage import Stage
+from quarantine.stages import build_stages
+
+__all__ = ["assemble", "check_config", "default_listeners"]
+
+P = TypeVar("P", bound=Plan)
+
+
+def assemble(
+    kind: type[P],
+    config: PipelineConfig,
+    spark: SparkSession | None = None,
+    *,
+    listeners: Iterable[RunListener] | None = None,
+    stages: Sequence[Stage] | None = None,
+) -> P:
+    """A ``kind`` (a :class:`Plan`, or a subclass) for ``config``, its stages built and its policy too.
+
+    Args:
+        kind: the class to build (:class:`~quarantine.pipeline.Pipeline` for a run).
+        config: the validated config.
+        spark: the session; by default the cluster's on Databricks, a local one elsewhere
+            (:func:`quarantine.spark.session.get_spark`, with ``spark.conf`` applied).
+        listeners: the run listeners; by default :func:`default_listeners`.
+        stages: stages built in Python (notebooks); by default the config's ``stages:``.
+
+    Raises:
+        ConfigError: a stage option or an error handler is bad (before anything is read or written).
+        QuarantineError: the session's Spark or this Python is outside the support
+            matrix (:func:`quarantine.spark.runtime.check_runtime`), before anything is read or written.
+    """
+    spark = spark or get_spark(f"quarantine:{config.pipeline}", config.spark_conf)
+    check_runtime(spark.version)
+    built = list(stages) if stages is not None else build_stages(config.stages)
+    plan = kind(
+        config=config,
+        spark=spark,
+        stages=built,
+        listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
+    )
+    plan.error_policy = plan.policy()  # built up front: a bad handler path fails before any data is read
+    return plan
+
+
+def check_config(config: PipelineConfig) -> list[Stage]:
+    """Check a config as :func:`assemble` would, without starting Spark (``quarantine validate``).
+
+    Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
+    loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
+    and the error handlers, checks a path-named Delta source's schema from its log
+    (:mod:`quarantine.source_contract`), and checks this Python and the installed
+    pyspark against the support matrix. What only Spark can check, SQL
+    expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
+    run builds its pipeline.
+
+    Returns:
+        The stages the pipeline would run.
+
+    Raises:
+        ConfigError: a stage option or handler is bad, a stage reads a column no earlier
+            stage declares, or the source is not Kafka-shaped (naming its key).
+        QuarantineError: this Python or pyspark is outside the support matrix.
+    """
+    import pyspark
+
+    check_runtime(pyspark.__version__)
+    stages = build_stages(config.stages)
+    ErrorHandlers.from_config(config.errors, config.secrets())
+    check_source_contract(config.source)
+    return stages
+
+
+def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
+    """The listeners a config asks for (metrics table, MLflow, error log)."""
+    return [metrics_listener(config, spark), tracker_for(config)]
