@@ -67,6 +67,11 @@ from typing import TYPE_CHECKING, Any
 # a core dependency; at module level so the pandas UDF's type hints resolve
 import pandas as pd
 
+from quarantine.schema import (
+    MESSAGE,
+    STACKTRACE,
+)
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -366,9 +371,9 @@ def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool
     from pyspark.sql import functions as F
 
     keep = tuple(secrets)
-    redacted = error.withField("message", redact_column(error.getField("message"), keep))
+    redacted = error.withField("message", redact_column(error.getField(MESSAGE), keep))
     if stacktrace:
-        redacted = redacted.withField("stacktrace", redact_column(error.getField("stacktrace"), keep))
+        redacted = redacted.withField("stacktrace", redact_column(error.getField(STACKTRACE), keep))
     return F.when(error.isNull(), error).otherwise(redacted)
 
 

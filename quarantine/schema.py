@@ -9,7 +9,6 @@ migration.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
     ArrayType,
@@ -26,41 +25,58 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from quarantine.errors import SourceError
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
 __all__ = [
+    "ATTEMPTS",
+    "BATCH_ID",
     "CHECK_INPUT_PREFIX",
     "CLOSING",
     "DRIFT_PREFIX",
     "ERROR",
+    "ERROR_CLASS",
+    "ERROR_COUNT",
+    "ERROR_HISTORY",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
     "FINGERPRINT",
+    "FIRST_SEEN_AT",
+    "FIRST_SEEN_DATE",
     "HEADERS",
     "HEADERS_TYPE",
     "HEADER_KEY",
     "HEADER_VALUE",
     "HIDDEN_PREFIX",
+    "HISTORY_AT",
     "ITEM_SEP",
     "KAFKA_SOURCE_SCHEMA",
     "KEY",
+    "KIND",
+    "LAST_SEEN_AT",
+    "MESSAGE",
+    "METRIC",
     "METRICS_SCHEMA",
     "METRIC_VALUE",
     "OFFSET",
     "OPEN",
     "PARTITION",
+    "PIPELINE",
     "QUARANTINE_FINGERPRINT",
     "QUARANTINE_KEY",
     "QUARANTINE_SCHEMA",
+    "RECORDED_AT",
+    "RESOLUTION",
+    "RESOLVED_AT",
     "RESULT",
+    "RETRIABLE",
     "RETRIES_PREFIX",
     "REUSED",
+    "RUN_ID",
+    "RUN_KIND",
     "SOURCE_KEY",
     "SOURCE_PAYLOAD",
     "SOURCE_STAGE",
+    "STACKTRACE",
+    "STAGE",
+    "STATUS",
     "TARGET_FINGERPRINT",
     "TARGET_KEY",
     "TARGET_OFFSET",
@@ -76,7 +92,6 @@ __all__ = [
     "WATERMARK_PREFIX",
     "ErrorKind",
     "QuarantineStatus",
-    "check_kafka_shaped",
     "kafka_shape_problems",
     "result_struct",
 ]
@@ -191,17 +206,26 @@ SOURCE_KEY: tuple[str, ...] = (TOPIC, PARTITION, OFFSET)
 #: A source record's raw content: what the quarantine keeps (and the target does not).
 SOURCE_PAYLOAD: tuple[str, ...] = (KEY, VALUE, HEADERS)
 
+# The error struct's fields (every stage's error, and the quarantine table's latest failure).
+STAGE = "stage"
+KIND = "kind"
+ERROR_CLASS = "error_class"
+MESSAGE = "message"
+STACKTRACE = "stacktrace"
+RETRIABLE = "retriable"
+ATTEMPTS = "attempts"
+
 #: The error half of every stage's result column. ``stacktrace`` is null unless
 #: ``errors.deadletterqueue.context.stacktrace.enable`` is true.
 ERROR_STRUCT = StructType(
     [
-        StructField("stage", StringType()),
-        StructField("kind", StringType()),
-        StructField("error_class", StringType()),
-        StructField("message", StringType()),
-        StructField("stacktrace", StringType()),
-        StructField("retriable", BooleanType()),
-        StructField("attempts", IntegerType()),
+        StructField(STAGE, StringType()),
+        StructField(KIND, StringType()),
+        StructField(ERROR_CLASS, StringType()),
+        StructField(MESSAGE, StringType()),
+        StructField(STACKTRACE, StringType()),
+        StructField(RETRIABLE, BooleanType()),
+        StructField(ATTEMPTS, IntegerType()),
     ]
 )
 
@@ -216,13 +240,29 @@ def result_struct(result_type: DataType) -> StructType:
     )
 
 
+# The quarantine table's own columns (beside Kafka's and the error struct's); the metrics
+# table shares PIPELINE, RUN_ID, BATCH_ID and STAGE with it.
+PIPELINE = "pipeline"
+RUN_ID = "run_id"
+BATCH_ID = "batch_id"
+ERROR_HISTORY = "error_history"
+ERROR_COUNT = "error_count"
+STATUS = "status"
+FIRST_SEEN_AT = "first_seen_at"
+LAST_SEEN_AT = "last_seen_at"
+RESOLVED_AT = "resolved_at"
+RESOLUTION = "resolution"
+FIRST_SEEN_DATE = "first_seen_date"
+#: When an ``error_history`` entry's failure happened.
+HISTORY_AT = "at"
+
 ERROR_HISTORY_ENTRY = StructType(
     [
-        StructField("at", TimestampType()),
-        StructField("run_id", StringType()),
-        StructField("stage", StringType()),
-        StructField("error_class", StringType()),
-        StructField("message", StringType()),
+        StructField(HISTORY_AT, TimestampType()),
+        StructField(RUN_ID, StringType()),
+        StructField(STAGE, StringType()),
+        StructField(ERROR_CLASS, StringType()),
+        StructField(MESSAGE, StringType()),
     ]
 )
 
@@ -233,45 +273,49 @@ ERROR_HISTORY_ENTRY = StructType(
 #: can be clustered by (pipeline, topic, date).
 QUARANTINE_SCHEMA = StructType(
     [
-        StructField("pipeline", StringType(), False),
+        StructField(PIPELINE, StringType(), False),
         # where the record came from, and its raw bytes: the Kafka source's own fields
         *[KAFKA_SOURCE_SCHEMA[name] for name in (*SOURCE_KEY, TIMESTAMP, TIMESTAMP_TYPE, *SOURCE_PAYLOAD)],
         # the latest failure: the error struct's fields
         *ERROR_STRUCT.fields,
-        StructField("error_history", ArrayType(ERROR_HISTORY_ENTRY)),
-        StructField("error_count", IntegerType()),
-        StructField("status", StringType()),
-        StructField("first_seen_at", TimestampType()),
-        StructField("last_seen_at", TimestampType()),
-        StructField("run_id", StringType()),
-        StructField("batch_id", LongType()),
-        StructField("resolved_at", TimestampType()),
-        StructField("resolution", StringType()),
-        StructField("first_seen_date", DateType()),
+        StructField(ERROR_HISTORY, ArrayType(ERROR_HISTORY_ENTRY)),
+        StructField(ERROR_COUNT, IntegerType()),
+        StructField(STATUS, StringType()),
+        StructField(FIRST_SEEN_AT, TimestampType()),
+        StructField(LAST_SEEN_AT, TimestampType()),
+        StructField(RUN_ID, StringType()),
+        StructField(BATCH_ID, LongType()),
+        StructField(RESOLVED_AT, TimestampType()),
+        StructField(RESOLUTION, StringType()),
+        StructField(FIRST_SEEN_DATE, DateType()),
         # the record's content (quarantine.identity.fingerprint); NULL in rows written before it
         # existed (computed from their raw bytes when read) and in rows a custom sink reported
-        StructField("fingerprint", LongType()),
+        StructField(QUARANTINE_FINGERPRINT, LongType()),
     ]
 )
 
-QUARANTINE_KEY: tuple[str, ...] = ("pipeline", *SOURCE_KEY)
+QUARANTINE_KEY: tuple[str, ...] = (PIPELINE, *SOURCE_KEY)
 
 #: The metrics table's measurement column (not Kafka's :data:`VALUE`, though spelled alike).
 METRIC_VALUE = "value"
+#: The metrics table's other own columns: when a row was written, its metric's name, the run's kind.
+RECORDED_AT = "recorded_at"
+METRIC = "metric"
+RUN_KIND = "run_kind"
 
 #: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
 #: (:class:`~quarantine.listeners.events.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
 METRICS_SCHEMA = StructType(
     [
-        StructField("pipeline", StringType(), False),
-        StructField("run_id", StringType()),
-        StructField("batch_id", LongType()),
-        StructField("recorded_at", TimestampType()),
-        StructField("metric", StringType(), False),
-        StructField("stage", StringType()),
+        StructField(PIPELINE, StringType(), False),
+        StructField(RUN_ID, StringType()),
+        StructField(BATCH_ID, LongType()),
+        StructField(RECORDED_AT, TimestampType()),
+        StructField(METRIC, StringType(), False),
+        StructField(STAGE, StringType()),
         StructField(TOPIC, StringType()),
         StructField(METRIC_VALUE, DoubleType()),
-        StructField("run_kind", StringType()),
+        StructField(RUN_KIND, StringType()),
     ]
 )
 
@@ -290,12 +334,3 @@ def kafka_shape_problems(schema: StructType) -> list[str]:
                 f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
             )
     return problems
-
-
-def check_kafka_shaped(df: DataFrame, where: str) -> None:
-    """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
-    problems = kafka_shape_problems(df.schema)
-    if problems:
-        raise SourceError(
-            f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
-        )

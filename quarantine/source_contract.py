@@ -1,8 +1,8 @@
-"""The source contract checked without Spark: a path-named Delta source's schema, read from its log.
+"""The source contract: a source is Kafka-shaped, checked on its DataFrame or, without Spark, from its Delta log.
 
 A Delta or Parquet source must be Kafka-shaped: the columns of Spark's Kafka source
 with their types (:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`; more columns are
-allowed). A run checks that when it reads the source; :func:`check_source_contract` lets
+allowed). A run checks that when it reads the source (:func:`check_kafka_shaped`); :func:`check_source_contract` lets
 ``quarantine validate`` check it before, without a JVM, for a Delta table named by a
 local path that exists: its schema is the ``schemaString`` of the latest ``metaData``
 action in ``_delta_log`` — the JSON commits after the latest checkpoint, else that
@@ -20,13 +20,14 @@ import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from quarantine.config import SourceConfig, SourceFormat
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, SourceError
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, kafka_shape_problems
 
-__all__ = ["CONTRACT", "check_source_contract", "delta_schema", "unchecked"]
+__all__ = ["CONTRACT", "check_kafka_shaped", "check_source_contract", "delta_schema", "unchecked"]
 
 #: The contract as a message shows it: each Kafka column and its type.
 CONTRACT = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in KAFKA_SOURCE_SCHEMA.fields)
@@ -140,3 +141,12 @@ def _parsed(schema_string: str) -> StructType | None:
         return StructType.fromJson(json.loads(schema_string))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def check_kafka_shaped(df: DataFrame, where: str) -> None:
+    """Raise :class:`~quarantine.errors.SourceError` unless ``df`` has the Kafka source's columns and types."""
+    problems = kafka_shape_problems(df.schema)
+    if problems:
+        raise SourceError(
+            f"source {where} is not Kafka-shaped (the columns of Spark's Kafka source): " + "; ".join(problems)
+        )

@@ -33,11 +33,18 @@ from pyspark.sql.types import DataType
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import QuarantineError
 from quarantine.schema import (
+    ATTEMPTS,
     DRIFT_PREFIX,
+    ERROR_CLASS,
     HIDDEN_PREFIX,
     ITEM_SEP,
     KAFKA_SOURCE_SCHEMA,
+    KIND,
+    MESSAGE,
+    RETRIABLE,
     RETRIES_PREFIX,
+    STACKTRACE,
+    STAGE,
     ErrorKind,
 )
 
@@ -338,13 +345,13 @@ def error_column(
 ) -> Column:
     """Build one ``ERROR_STRUCT`` value."""
     return F.struct(
-        F.lit(stage).alias("stage"),
-        F.lit(kind.value).alias("kind"),
-        _lit(error_class).cast("string").alias("error_class"),
-        _lit(message).cast("string").alias("message"),
-        (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias("stacktrace"),
-        _lit(retriable).cast("boolean").alias("retriable"),
-        _lit(attempts).cast("int").alias("attempts"),
+        F.lit(stage).alias(STAGE),
+        F.lit(kind.value).alias(KIND),
+        _lit(error_class).cast("string").alias(ERROR_CLASS),
+        _lit(message).cast("string").alias(MESSAGE),
+        (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias(STACKTRACE),
+        _lit(retriable).cast("boolean").alias(RETRIABLE),
+        _lit(attempts).cast("int").alias(ATTEMPTS),
     )
 
 

@@ -24,7 +24,14 @@ from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig
 from quarantine.errors import TablesDisagreeError
-from quarantine.schema import SOURCE_KEY, TARGET_KEY, QuarantineStatus
+from quarantine.schema import (
+    PIPELINE,
+    RESOLUTION,
+    SOURCE_KEY,
+    STATUS,
+    TARGET_KEY,
+    QuarantineStatus,
+)
 from quarantine.tables import read_table
 
 __all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]
@@ -39,7 +46,7 @@ def replayed_records(spark: SparkSession, config: PipelineConfig) -> int:
     """How many of the pipeline's quarantine rows are ``replayed`` (one Spark job)."""
     q = read_table(spark, config.errors.dlq_table_name)
     return q.where(
-        (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.REPLAYED.value)
+        (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.REPLAYED.value)
     ).count()
 
 
@@ -47,8 +54,8 @@ def rebuilding(spark: SparkSession, config: PipelineConfig) -> bool:
     """Whether rows reopened by an earlier rebuild are still open (a rebuild to go on with)."""
     q = read_table(spark, config.errors.dlq_table_name)
     return not q.where(
-        (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.OPEN.value)
-        & F.col("resolution").startswith(REOPENED)
+        (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
+        & F.col(RESOLUTION).startswith(REOPENED)
     ).isEmpty()
 
 
@@ -102,7 +109,7 @@ def check_target_holds_replayed(spark: SparkSession, config: PipelineConfig) -> 
     if not set(TARGET_KEY) <= set(rows.columns):
         return  # a target without the source coordinates: nothing to compare by
     replayed = read_table(spark, quarantine).where(
-        (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.REPLAYED.value)
+        (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.REPLAYED.value)
     ).select(*SOURCE_KEY)
     held = rows.select(*[F.col(t).alias(c) for t, c in zip(TARGET_KEY, SOURCE_KEY, strict=True)])
     n = replayed.join(held, [*SOURCE_KEY], "left_anti").count()

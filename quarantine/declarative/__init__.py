@@ -53,7 +53,20 @@ from quarantine.declarative.replay_queue import queue_table
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.identity import fingerprint
 from quarantine.runners.streaming import read_stream
-from quarantine.schema import ERROR, FINGERPRINT, KAFKA_SOURCE_SCHEMA, OFFSET, PARTITION, RESULT, TOPIC
+from quarantine.schema import (
+    ERROR,
+    ERROR_CLASS,
+    ERROR_HISTORY,
+    FINGERPRINT,
+    KAFKA_SOURCE_SCHEMA,
+    MESSAGE,
+    OFFSET,
+    PARTITION,
+    PIPELINE,
+    RESULT,
+    STAGE,
+    TOPIC,
+)
 from quarantine.stage import JudgingStage
 
 __all__ = [
@@ -62,7 +75,7 @@ __all__ = [
 ]
 
 #: ``run_id`` of the quarantine rows a pipeline writes (the update's id is the runtime's).
-RUN_ID = "declarative"
+DECLARATIVE_RUN = "declarative"
 
 
 @dataclass(frozen=True)
@@ -143,10 +156,10 @@ def staged_frame(plan: Plan, source: DataFrame, *, replay: bool = False) -> Data
         err = F.col(ERROR)
         message = F.concat(
             F.lit(f"quarantine: pipeline {plan.config.pipeline}: errors.tolerance is none and stage "),
-            err.getField("stage"), F.lit(" failed the record at "),
+            err.getField(STAGE), F.lit(" failed the record at "),
             F.col(TOPIC), F.lit("/"), F.col(PARTITION).cast("string"), F.lit("/"),
-            F.col(OFFSET).cast("string"), F.lit(": "), err.getField("error_class"), F.lit(": "),
-            F.coalesce(err.getField("message"), F.lit("")),
+            F.col(OFFSET).cast("string"), F.lit(": "), err.getField(ERROR_CLASS), F.lit(": "),
+            F.coalesce(err.getField(MESSAGE), F.lit("")),
         )
         # evaluated on every row, before anything filters on the error: a failed one raises
         split = split.where(F.when(err.isNotNull(), F.raise_error(message)).isNull())
@@ -163,10 +176,10 @@ def quarantine_frame(plan: Plan, staged: DataFrame, *, fingerprint: bool | None 
     are; the times are each row's write time (``current_timestamp()``), ``batch_id`` NULL.
     ``fingerprint``: whether ``staged`` has the fingerprint column (None: it is analysed)."""
     failed = staged.where(F.col(ERROR).isNotNull())
-    rows = plan.quarantine_writer().rows(failed, run_id=RUN_ID, batch_id=0, now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
-                                         fingerprint=fingerprint)
+    rows = plan.quarantine_writer().rows(failed, run_id=DECLARATIVE_RUN, batch_id=0,
+                                         now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC), fingerprint=fingerprint)
     now = F.current_timestamp()
-    history: Column = F.transform("error_history", lambda h: h.withField("at", now))
+    history: Column = F.transform(ERROR_HISTORY, lambda h: h.withField("at", now))
     return rows.withColumns({
         "error_history": history,
         "first_seen_at": now,
@@ -223,7 +236,7 @@ def _read(plan: Plan, spark: SparkSession) -> DataFrame:
 
 def _read_queue(plan: Plan, spark: SparkSession, queue: str) -> DataFrame:
     """This pipeline's rows of its replay queue as a stream of source records, fingerprinted."""
-    rows = spark.readStream.table(queue).where(F.col("pipeline") == F.lit(plan.config.pipeline))
+    rows = spark.readStream.table(queue).where(F.col(PIPELINE) == F.lit(plan.config.pipeline))
     return rows.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields]).withColumn(FINGERPRINT, fingerprint())
 
 

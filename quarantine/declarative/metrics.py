@@ -36,12 +36,19 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig, WrittenBy
-from quarantine.declarative import RUN_ID
+from quarantine.declarative import DECLARATIVE_RUN
 from quarantine.errors import ConfigError
 from quarantine.listeners.events import RunKind
 from quarantine.listeners.metrics_table import ensure_metrics_table, metrics_frame
 from quarantine.metrics.cells import MetricNames
-from quarantine.schema import TOPIC
+from quarantine.schema import (
+    BATCH_ID,
+    FIRST_SEEN_AT,
+    PIPELINE,
+    RUN_ID,
+    STAGE,
+    TOPIC,
+)
 from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = ["record_pipeline_metrics"]
@@ -55,10 +62,10 @@ def _quarantine_rows(spark: SparkSession, config: PipelineConfig, now: dt.dateti
     name = config.errors.dlq_table_name
     if not table_exists(spark, name):
         return []
-    run_id = f"{RUN_ID}:{name}"
-    rows = read_table(spark, name).where((F.col("pipeline") == config.pipeline) & (F.col("run_id") == RUN_ID))
-    batch = (F.unix_micros(F.col("first_seen_at")) / 1000).cast("bigint")
-    counts = rows.groupBy(batch.alias("batch_id"), "stage", TOPIC).agg(F.count(F.lit(1)).alias("n")).collect()
+    run_id = f"{DECLARATIVE_RUN}:{name}"
+    rows = read_table(spark, name).where((F.col(PIPELINE) == config.pipeline) & (F.col(RUN_ID) == DECLARATIVE_RUN))
+    batch = (F.unix_micros(F.col(FIRST_SEEN_AT)) / 1000).cast("bigint")
+    counts = rows.groupBy(batch.alias(BATCH_ID), STAGE, TOPIC).agg(F.count(F.lit(1)).alias("n")).collect()
     out: list[tuple[object, ...]] = []
     totals: dict[int, int] = {}
     by_stage: dict[tuple[int, str], int] = {}
@@ -83,14 +90,16 @@ def _target_rows(spark: SparkSession, config: PipelineConfig, now: dt.datetime) 
         return []
     history = spark.sql(f"DESCRIBE HISTORY {table_ref(name)}").where(F.col("operation") == "STREAMING UPDATE")
     commits = history.select("version", F.col("operationMetrics")["numOutputRows"].alias("n")).collect()
-    return [(config.pipeline, f"{RUN_ID}:{name}", int(c["version"]), now, metric.value, None, None, float(c["n"] or 0))
+    run_id = f"{DECLARATIVE_RUN}:{name}"
+    return [(config.pipeline, run_id, int(c["version"]), now, metric.value, None, None, float(c["n"] or 0))
             for c in commits for metric in (MetricNames.RECORDS_IN, MetricNames.RECORDS_OK)]
 
 
 def _recorded(spark: SparkSession, table: str, pipeline: str) -> set[tuple[str, int]]:
     """The ``(run_id, batch_id)`` of this pipeline's declarative batches the metrics table holds."""
-    rows = (read_table(spark, table).where((F.col("pipeline") == pipeline) & F.col("run_id").startswith(f"{RUN_ID}:"))
-            .select("run_id", "batch_id").distinct().collect())
+    ours = (F.col(PIPELINE) == pipeline) & F.col(RUN_ID).startswith(f"{DECLARATIVE_RUN}:")
+    rows = (read_table(spark, table).where(ours)
+            .select(RUN_ID, BATCH_ID).distinct().collect())
     return {(r["run_id"], int(r["batch_id"])) for r in rows}
 
 

@@ -35,7 +35,15 @@ from quarantine.errors import QuarantineError
 from quarantine.identity import null_safe_key_match
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import open_records
-from quarantine.schema import FINGERPRINT, KAFKA_SOURCE_SCHEMA, QUARANTINE_FINGERPRINT, SOURCE_KEY, QuarantineStatus
+from quarantine.schema import (
+    FINGERPRINT,
+    FIRST_SEEN_AT,
+    KAFKA_SOURCE_SCHEMA,
+    PIPELINE,
+    QUARANTINE_FINGERPRINT,
+    SOURCE_KEY,
+    QuarantineStatus,
+)
 from quarantine.sinks.quarantine import close_records, row_fingerprint
 from quarantine.tables import create_table, table_ref, table_version
 
@@ -102,9 +110,9 @@ def queue_replay(plan: Pipeline, where: str | None = None, *, now: dt.datetime |
     spark, name = plan.spark, queue_table(config)
     selected = open_records(plan, where, version=table_version(spark, config.errors.dlq_table_name))
     rows = selected.select(
-        F.col("pipeline"), *[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields],
+        F.col(PIPELINE), *[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields],
         row_fingerprint(selected).alias(QUARANTINE_FINGERPRINT),
-        F.col("first_seen_at").alias("quarantined_at"),
+        F.col(FIRST_SEEN_AT).alias("quarantined_at"),
         F.lit(at).cast("timestamp").alias("queued_at"),
     )
     n = rows.count()

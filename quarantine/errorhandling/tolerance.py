@@ -41,6 +41,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from quarantine.config import ErrorsConfig, RateDuration, Tolerance
 from quarantine.errors import ToleranceExceededError
+from quarantine.schema import (
+    BATCH_ID,
+    PIPELINE,
+    RUN_ID,
+)
 from quarantine.tables import read_table, save, table_exists
 
 if TYPE_CHECKING:
@@ -175,11 +180,11 @@ class DeltaWindowStore:
         rows = (
             read_table(self.spark, self.table)
             .where(
-                (F.col("pipeline") == pipeline)
+                (F.col(PIPELINE) == pipeline)
                 & (F.col("window_seconds") == window_seconds)
                 & (F.col("window_start_s") == window_start_s)
             )
-            .groupBy("run_id", "batch_id")
+            .groupBy(RUN_ID, BATCH_ID)
             .agg(F.max("errors").alias("errors"))
             .agg(F.coalesce(F.sum("errors"), F.lit(0)).alias("errors"))
             .collect()

@@ -53,7 +53,12 @@ from quarantine.expectations.translate import (
     untranslated_reason,
 )
 from quarantine.expectations.validate import BreachPolicy, validate_batch
-from quarantine.schema import ErrorKind
+from quarantine.schema import (
+    KIND,
+    MESSAGE,
+    STAGE,
+    ErrorKind,
+)
 from quarantine.stage import INPUT, JudgingStage, StageContext, outcome
 from quarantine.stage_types import ExpectationOptions
 
@@ -142,12 +147,12 @@ class ExpectationStage(JudgingStage):
         this stage failed whose message lists that expectation (a row failing two
         expectations counts for both).
         """
-        mine = (error.getField("stage") == F.lit(self.name)) & (
-            error.getField("kind") == F.lit(self.kind.value)
+        mine = (error.getField(STAGE) == F.lit(self.name)) & (
+            error.getField(KIND) == F.lit(self.kind.value)
         )
         return [
             F.count(
-                F.when(mine & error.getField("message").contains(f"{e.describe()}: found "), 1)
+                F.when(mine & error.getField(MESSAGE).contains(f"{e.describe()}: found "), 1)
             ).alias(f"check:{self.name}:{e.name}")
             for e in self.translated
         ]

@@ -44,7 +44,19 @@ from pyspark.sql import functions as F
 
 from quarantine.config import ErrorsConfig
 from quarantine.redaction import redact_text
-from quarantine.schema import ERROR, KEY, OFFSET, PARTITION, TOPIC, VALUE
+from quarantine.schema import (
+    ATTEMPTS,
+    ERROR,
+    ERROR_CLASS,
+    KEY,
+    KIND,
+    MESSAGE,
+    OFFSET,
+    PARTITION,
+    STAGE,
+    TOPIC,
+    VALUE,
+)
 
 __all__ = [
     "CONTEXT_ATTR",
@@ -107,13 +119,13 @@ def sample_errors(
     err = F.col(error)
     rows = failed.where(err.isNotNull())
     if kinds is not None:
-        rows = rows.where(err.getField("kind").isin(sorted(kinds)))
+        rows = rows.where(err.getField(KIND).isin(sorted(kinds)))
     cols = [
-        err.getField("stage").alias("stage"),
-        err.getField("kind").alias("kind"),
-        err.getField("error_class").alias("error_class"),
-        err.getField("message").alias("message"),
-        err.getField("attempts").alias("attempts"),
+        err.getField(STAGE).alias(STAGE),
+        err.getField(KIND).alias(KIND),
+        err.getField(ERROR_CLASS).alias(ERROR_CLASS),
+        err.getField(MESSAGE).alias(MESSAGE),
+        err.getField(ATTEMPTS).alias(ATTEMPTS),
         F.col(TOPIC), F.col(PARTITION), F.col(OFFSET),
     ]
     if include_messages:

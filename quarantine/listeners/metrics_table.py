@@ -70,7 +70,12 @@ from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import describe_failure
 from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
-from quarantine.schema import METRICS_SCHEMA
+from quarantine.schema import (
+    BATCH_ID,
+    METRICS_SCHEMA,
+    PIPELINE,
+    RUN_ID,
+)
 from quarantine.tables import add_missing_columns, create_table, read_table, save, table_exists
 
 __all__ = [
@@ -234,8 +239,8 @@ class MetricsTableListener:
             return -1, False
         row = (
             read_table(self.spark, self.table)
-            .where((F.col("pipeline") == pipeline) & (F.col("run_id") == run_id))
-            .agg(F.max("batch_id"), F.bool_or(F.col("batch_id") == batch_id))
+            .where((F.col(PIPELINE) == pipeline) & (F.col(RUN_ID) == run_id))
+            .agg(F.max(BATCH_ID), F.bool_or(F.col(BATCH_ID) == batch_id))
             .first()
         )
         assert row is not None  # an aggregate without grouping has one row

@@ -48,7 +48,17 @@ import pyspark
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
-from quarantine.schema import ITEM_SEP, TIMESTAMP, TOPIC, ErrorKind
+from quarantine.schema import (
+    ATTEMPTS,
+    ERROR_CLASS,
+    ITEM_SEP,
+    KIND,
+    RETRIABLE,
+    STAGE,
+    TIMESTAMP,
+    TOPIC,
+    ErrorKind,
+)
 from quarantine.stage import ReportsDrift, ReportsRetries, drift_column, retry_column
 
 __all__ = [
@@ -176,23 +186,23 @@ def observed_counts(
     topic = F.col(topic_col) if isinstance(topic_col, str) else topic_col
     ts = F.col(timestamp_col) if isinstance(timestamp_col, str) else timestamp_col
     failed = err.isNotNull()
-    attempts = F.greatest(F.coalesce(err.getField("attempts"), F.lit(1)), F.lit(1))
+    attempts = F.greatest(F.coalesce(err.getField(ATTEMPTS), F.lit(1)), F.lit(1))
     zero = F.lit(0).cast("bigint")
-    cell = F.concat(err.getField("stage"), F.lit(ITEM_SEP), topic)
+    cell = F.concat(err.getField(STAGE), F.lit(ITEM_SEP), topic)
     exact = not _has_approx_top_k()  # one look at the session's version for both item columns
     cols: list[Column] = [
         F.count(F.lit(1)).alias(RECORDS_IN),
         F.count(err).alias(RECORDS_FAILED),
         F.coalesce(F.sum(F.when(failed, attempts)), zero).alias(_FAILED_ATTEMPTS),
         F.coalesce(F.sum(F.when(failed, attempts - 1)), zero).alias(_RETRIES_FAILED),
-        F.count(F.when(err.getField("retriable"), 1)).alias(_RETRIABLE),
-        F.count(F.when(err.getField("kind") == ErrorKind.EXPECTATION.value, 1)).alias(_EXPECTATION),
+        F.count(F.when(err.getField(RETRIABLE), 1)).alias(_RETRIABLE),
+        F.count(F.when(err.getField(KIND) == ErrorKind.EXPECTATION.value, 1)).alias(_EXPECTATION),
         F.max(F.when(failed, F.unix_millis(ts))).alias(LAST_ERROR_TS),
         _observed_items(topic, exact=exact).alias(TOPICS_IN),
         _observed_items(F.when(failed, cell), exact=exact).alias(CELLS_FAILED),
     ]
     for s in stages:
-        mine = err.getField("stage") == s.name
+        mine = err.getField(STAGE) == s.name
         cols += [
             F.count(F.when(mine, 1)).alias(stage_key("stage", s.name)),
             F.coalesce(F.sum(F.when(mine, attempts)), zero).alias(stage_key("attempts", s.name)),
@@ -200,7 +210,7 @@ def observed_counts(
         ]
         mended = s.refreshes() if callable(getattr(s, "refreshes", None)) else frozenset()
         if mended:
-            cols.append(F.count(F.when(mine & err.getField("error_class").isin(sorted(mended)), 1))
+            cols.append(F.count(F.when(mine & err.getField(ERROR_CLASS).isin(sorted(mended)), 1))
                         .alias(stage_key("refresh", s.name)))
         if isinstance(s, ReportsRetries):
             retried = F.coalesce(F.col(retry_column(s.name)), zero)

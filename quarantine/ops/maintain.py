@@ -36,7 +36,11 @@ from pyspark.sql import functions as F
 from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import QuarantineError
-from quarantine.schema import QuarantineStatus
+from quarantine.schema import (
+    PIPELINE,
+    STATUS,
+    QuarantineStatus,
+)
 from quarantine.spark.session import session_setting
 from quarantine.tables import read_table, sql_literal, table_exists, table_ref, table_version
 
@@ -142,7 +146,7 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
     with _listing_parallelism(spark):
         spark.sql(f"VACUUM {ref} RETAIN {hours:g} HOURS").collect()
     open_rows = read_table(spark, name).where(
-        (F.col("pipeline") == F.lit(config.pipeline)) & (F.col("status") == QuarantineStatus.OPEN.value)
+        (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
     ).count()
     return MaintenanceResult(
         table=name, deleted=deleted, cutoff=cutoff, files_compacted=files, vacuum_hours=hours, open_rows=open_rows

@@ -18,7 +18,25 @@ from pyspark.sql import functions as F
 
 from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
-from quarantine.schema import METRIC_VALUE, OFFSET, PARTITION, TOPIC, QuarantineStatus
+from quarantine.schema import (
+    ERROR_CLASS,
+    FIRST_SEEN_AT,
+    HISTORY_AT,
+    METRIC,
+    METRIC_VALUE,
+    OFFSET,
+    PARTITION,
+    PIPELINE,
+    RECORDED_AT,
+    RESOLUTION,
+    RESOLVED_AT,
+    RUN_ID,
+    RUN_KIND,
+    STAGE,
+    STATUS,
+    TOPIC,
+    QuarantineStatus,
+)
 from quarantine.sinks.quarantine import read_quarantine
 from quarantine.tables import read_table_pinned, table_exists
 
@@ -67,7 +85,7 @@ def _records() -> Column:
 def pipeline_runs() -> Column:
     """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
     column existed), not of a replay or a discard."""
-    return F.coalesce(F.col("run_kind"), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
+    return F.coalesce(F.col(RUN_KIND), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
 
 
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
@@ -75,15 +93,15 @@ def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
     session's time zone), ``stage``, ``records``; by bucket, stage."""
     # epoch arithmetic, not date_trunc (which truncates in the session's time zone)
     seconds = {"hour": 3600, "day": 86400}[unit]
-    bucket = F.timestamp_seconds(F.floor(F.unix_seconds(F.col("first_seen_at")) / seconds) * seconds).alias("bucket")
-    return quarantine.groupBy(bucket, F.col("stage")).agg(_records()).orderBy("bucket", "stage")
+    bucket = F.timestamp_seconds(F.floor(F.unix_seconds(F.col(FIRST_SEEN_AT)) / seconds) * seconds).alias("bucket")
+    return quarantine.groupBy(bucket, F.col(STAGE)).agg(_records()).orderBy("bucket", STAGE)
 
 
 def error_classes(quarantine: DataFrame, top: int = TOP_ERROR_CLASSES) -> DataFrame:
     """The ``top`` error classes: ``error_class``, ``records``, ``open_records``; most records first."""
-    is_open = (F.col("status") == QuarantineStatus.OPEN.value).cast("long")
+    is_open = (F.col(STATUS) == QuarantineStatus.OPEN.value).cast("long")
     return (
-        quarantine.groupBy("error_class")
+        quarantine.groupBy(ERROR_CLASS)
         .agg(_records(), F.sum(is_open).alias("open_records"))
         .orderBy(F.desc("records"), F.asc_nulls_last("error_class"))
         .limit(top)
@@ -97,7 +115,7 @@ def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
     ``open_records``, ``open_min_offset``, ``open_max_offset``, ``closed_min_offset``,
     ``closed_max_offset`` (NULL where the partition has none); by topic, partition.
     """
-    is_open = F.col("status") == QuarantineStatus.OPEN.value
+    is_open = F.col(STATUS) == QuarantineStatus.OPEN.value
     open_offset = F.when(is_open, F.col(OFFSET))
     closed_offset = F.when(~is_open, F.col(OFFSET))
     return (
@@ -114,7 +132,7 @@ def offsets_per_partition(quarantine: DataFrame) -> DataFrame:
 
 def status_counts(quarantine: DataFrame) -> DataFrame:
     """``status``, ``records``."""
-    return quarantine.groupBy("status").agg(_records()).orderBy("status")
+    return quarantine.groupBy(STATUS).agg(_records()).orderBy(STATUS)
 
 
 def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
@@ -127,16 +145,16 @@ def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
     rows partition its batch total, so a sum never double counts), the run-end row of a breach
     that ended a run (``batch_id`` NULL) included.
     """
-    rows = metrics.where((F.col("metric") == MetricNames.TOLERANCE_BREACHES.value) & (F.col(METRIC_VALUE) > 0))
-    first = F.min("recorded_at").over(Window.partitionBy("run_id"))
-    per_kind = rows.withColumn("at", first).groupBy("run_id", "at", "stage").agg(
+    rows = metrics.where((F.col(METRIC) == MetricNames.TOLERANCE_BREACHES.value) & (F.col(METRIC_VALUE) > 0))
+    first = F.min(RECORDED_AT).over(Window.partitionBy(RUN_ID))
+    per_kind = rows.withColumn(HISTORY_AT, first).groupBy(RUN_ID, HISTORY_AT, STAGE).agg(
         F.sum(METRIC_VALUE).cast("long").alias("breaches")
     )
-    runs = per_kind.select("run_id", "at").distinct().orderBy(F.desc("at"), "run_id").limit(latest)
+    runs = per_kind.select(RUN_ID, HISTORY_AT).distinct().orderBy(F.desc("at"), RUN_ID).limit(latest)
     return (
         per_kind.join(runs, ["run_id", "at"])
-        .select("run_id", "at", "breaches", "stage")
-        .orderBy("at", "run_id", F.asc_nulls_first("stage"))
+        .select(RUN_ID, HISTORY_AT, "breaches", STAGE)
+        .orderBy(HISTORY_AT, RUN_ID, F.asc_nulls_first("stage"))
     )
 
 
@@ -147,9 +165,9 @@ def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
     ``resolution`` (``replayed by run …`` / ``discarded: <reason>``), so each
     group is one replay or discard.
     """
-    closed = quarantine.where((F.col("status") != QuarantineStatus.OPEN.value) & F.col("resolved_at").isNotNull())
-    groups = closed.groupBy("resolved_at", "status", "resolution").agg(_records())
-    return groups.orderBy(F.desc("resolved_at")).limit(latest).orderBy("resolved_at", "status", "resolution")
+    closed = quarantine.where((F.col(STATUS) != QuarantineStatus.OPEN.value) & F.col(RESOLVED_AT).isNotNull())
+    groups = closed.groupBy(RESOLVED_AT, STATUS, RESOLUTION).agg(_records())
+    return groups.orderBy(F.desc("resolved_at")).limit(latest).orderBy(RESOLVED_AT, STATUS, RESOLUTION)
 
 
 # --------------------------------------------------------------------------- collecting
@@ -235,11 +253,11 @@ def collect_report_data(
     data: dict[str, Any] = {"missing": {}}
     if table_exists(spark, quarantine_table):
         read_quarantine(spark, quarantine_table)  # its columns checked: a wrong table is a ConfigError
-        q = read_table_pinned(spark, quarantine_table).where(F.col("pipeline") == F.lit(pipeline))
-        seen = q if since is None else q.where(F.col("first_seen_at") >= F.lit(since))
-        span = seen.agg(F.min("first_seen_at"), F.max("first_seen_at")).first()
+        q = read_table_pinned(spark, quarantine_table).where(F.col(PIPELINE) == F.lit(pipeline))
+        seen = q if since is None else q.where(F.col(FIRST_SEEN_AT) >= F.lit(since))
+        span = seen.agg(F.min(FIRST_SEEN_AT), F.max(FIRST_SEEN_AT)).first()
         unit = time_unit(*(span if span is not None else (None, None)))
-        resolved = q if since is None else q.where(F.col("resolved_at") >= F.lit(since))
+        resolved = q if since is None else q.where(F.col(RESOLVED_AT) >= F.lit(since))
         data |= {
             "unit": unit,
             "over_time": _tuples(quarantined_over_time(seen, unit)),
@@ -256,13 +274,13 @@ def collect_report_data(
     elif not table_exists(spark, metrics_table):
         data["missing"]["breaches"] = f"the metrics table {metrics_table} does not exist yet"
     else:
-        m = read_table_pinned(spark, metrics_table).where(F.col("pipeline") == F.lit(pipeline))
+        m = read_table_pinned(spark, metrics_table).where(F.col(PIPELINE) == F.lit(pipeline))
         if since is not None:
-            m = m.where(F.col("recorded_at") >= F.lit(since))
+            m = m.where(F.col(RECORDED_AT) >= F.lit(since))
         data["breaches"] = _tuples(breaches_per_run(m))
         # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
         # runs only (a replay's records-in are records it selected from quarantine: counted twice)
-        in_runs = (F.col("metric") == MetricNames.RECORDS_IN.value) & pipeline_runs()
+        in_runs = (F.col(METRIC) == MetricNames.RECORDS_IN.value) & pipeline_runs()
         total = m.where(in_runs).agg(F.sum(METRIC_VALUE)).first()
         data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
     return ReportData(

@@ -21,12 +21,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.schema import (
+    ERROR_CLASS,
+    FIRST_SEEN_AT,
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
     KEY,
+    LAST_SEEN_AT,
     OFFSET,
     PARTITION,
+    PIPELINE,
+    STAGE,
+    STATUS,
     TIMESTAMP,
     TOPIC,
     VALUE,
@@ -129,18 +135,18 @@ def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
         if value is not None:
             df = df.where(F.col(column) == F.lit(value))
     if f.status != ALL:
-        df = df.where(F.col("status") == F.lit(f.status))
+        df = df.where(F.col(STATUS) == F.lit(f.status))
     if f.since is not None:
-        df = df.where(F.col("last_seen_at") >= F.lit(f.since))
+        df = df.where(F.col(LAST_SEEN_AT) >= F.lit(f.since))
     if f.until is not None:
-        df = df.where(F.col("last_seen_at") < F.lit(f.until))
+        df = df.where(F.col(LAST_SEEN_AT) < F.lit(f.until))
     # A header key is a STRING whose bytes need not be UTF-8 (a Delta or file source's): collected as
     # a string, its bad bytes would become U+FFFD; as bytes, record_json shows them as hex.
     headers = F.transform(
         HEADERS, lambda h: F.struct(h[HEADER_KEY].cast("binary").alias(HEADER_KEY), h[HEADER_VALUE].alias(HEADER_VALUE))
     )
     return (
-        df.orderBy(F.col("last_seen_at").desc(), TOPIC, PARTITION, OFFSET)
+        df.orderBy(F.col(LAST_SEEN_AT).desc(), TOPIC, PARTITION, OFFSET)
         .limit(f.limit)
         .withColumn(HEADERS, headers)
     )
@@ -155,15 +161,15 @@ def stats_frames(quarantine: DataFrame, pipeline: str | None) -> dict[str, DataF
     """
     from pyspark.sql import functions as F
 
-    df = quarantine if pipeline is None else quarantine.where(F.col("pipeline") == F.lit(pipeline))
-    open_ = df.where(F.col("status") == F.lit(QuarantineStatus.OPEN.value))
+    df = quarantine if pipeline is None else quarantine.where(F.col(PIPELINE) == F.lit(pipeline))
+    open_ = df.where(F.col(STATUS) == F.lit(QuarantineStatus.OPEN.value))
     return {
-        "records by status": df.groupBy("status").agg(F.count(F.lit(1)).alias("records")).orderBy("status"),
-        "open records by stage and error class": open_.groupBy("stage", "error_class").agg(
+        "records by status": df.groupBy(STATUS).agg(F.count(F.lit(1)).alias("records")).orderBy(STATUS),
+        "open records by stage and error class": open_.groupBy(STAGE, ERROR_CLASS).agg(
             F.count(F.lit(1)).alias("records"),
-            F.min("first_seen_at").alias("first_seen_at"),
-            F.max("last_seen_at").alias("last_seen_at"),
-        ).orderBy(F.col("records").desc(), "stage", "error_class"),
+            F.min(FIRST_SEEN_AT).alias(FIRST_SEEN_AT),
+            F.max(LAST_SEEN_AT).alias(LAST_SEEN_AT),
+        ).orderBy(F.col("records").desc(), STAGE, ERROR_CLASS),
         "open records per topic partition": open_.groupBy(TOPIC, PARTITION).agg(
             F.count(F.lit(1)).alias("records"),
             F.min(OFFSET).alias("min_offset"),

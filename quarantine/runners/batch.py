@@ -13,7 +13,7 @@ from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errors import SourceError, describe_failure
 from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.progress import Progress
-from quarantine.schema import check_kafka_shaped
+from quarantine.source_contract import check_kafka_shaped
 from quarantine.tables import read_table_pinned
 
 if TYPE_CHECKING:

@@ -44,11 +44,15 @@ from quarantine.listeners.events import BatchReport, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
     ERROR,
+    ERROR_CLASS,
     FINGERPRINT,
     KAFKA_SOURCE_SCHEMA,
+    PIPELINE,
     QUARANTINE_SCHEMA,
     SOURCE_KEY,
     SOURCE_PAYLOAD,
+    STAGE,
+    STATUS,
     QuarantineStatus,
 )
 from quarantine.sinks.quarantine import close_records, row_fingerprint
@@ -201,7 +205,7 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
         reader = reader.option("versionAsOf", version)
     df = reader.load(name) if is_path(name) else reader.table(name)
     df = df.where(
-        (F.col("pipeline") == pipe.config.pipeline) & (F.col("status") == QuarantineStatus.OPEN.value)
+        (F.col(PIPELINE) == pipe.config.pipeline) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
     )
     return df.where(where) if where else df
 
@@ -238,7 +242,7 @@ def replay_outcomes(pipe: Plan, where: str | None = None) -> DataFrame:
     )
     joined = new.join(old, [new[c].eqNullSafe(old[f"_old_{c}"]) for c in (*SOURCE_KEY, FINGERPRINT)], "left")
     return joined.select(
-        *SOURCE_KEY, F.col("_old_stage").alias("stage"), F.col("_old_error_class").alias("error_class"),
+        *SOURCE_KEY, F.col("_old_stage").alias(STAGE), F.col("_old_error_class").alias(ERROR_CLASS),
         "would_pass", "new_stage", "new_error_class", "new_message",
     )
 

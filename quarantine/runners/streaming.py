@@ -52,8 +52,9 @@ from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.runners.foreach_batch import BatchRunner, ConnectBatches, shippable_stages
 from quarantine.runners.relay import RelayReader, relay_prefix
-from quarantine.schema import KAFKA_SOURCE_SCHEMA, check_kafka_shaped
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
+from quarantine.source_contract import check_kafka_shaped
 from quarantine.tables import is_connect, table_exists
 
 __all__ = [

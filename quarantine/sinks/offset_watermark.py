@@ -14,7 +14,13 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import OFFSET, PARTITION, TOPIC, WATERMARK_PREFIX
+from quarantine.schema import (
+    OFFSET,
+    PARTITION,
+    PIPELINE,
+    TOPIC,
+    WATERMARK_PREFIX,
+)
 from quarantine.sinks.quarantine import read_quarantine
 from quarantine.tables import table_exists
 
@@ -56,7 +62,7 @@ class OffsetWatermark:
             return cls()
         rows = (
             read_quarantine(spark, name)
-            .where((F.col("pipeline") == F.lit(pipeline)) & F.col(PARTITION).isNotNull())
+            .where((F.col(PIPELINE) == F.lit(pipeline)) & F.col(PARTITION).isNotNull())
             .groupBy(TOPIC, PARTITION)
             .agg(F.max(OFFSET).alias(OFFSET))
             .collect()

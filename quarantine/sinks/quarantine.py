@@ -26,15 +26,32 @@ from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhauste
 from quarantine.identity import fingerprint, null_safe_key_match
 from quarantine.redaction import redact_error
 from quarantine.schema import (
+    BATCH_ID,
     ERROR,
+    ERROR_CLASS,
+    ERROR_COUNT,
+    ERROR_HISTORY,
+    ERROR_STRUCT,
     FINGERPRINT,
+    FIRST_SEEN_AT,
+    FIRST_SEEN_DATE,
     HEADERS,
+    HISTORY_AT,
     KEY,
+    KIND,
+    LAST_SEEN_AT,
+    MESSAGE,
     OFFSET,
     PARTITION,
+    PIPELINE,
     QUARANTINE_FINGERPRINT,
     QUARANTINE_SCHEMA,
+    RESOLUTION,
+    RESOLVED_AT,
+    RUN_ID,
     SOURCE_KEY,
+    STAGE,
+    STATUS,
     TIMESTAMP,
     TIMESTAMP_TYPE,
     TOPIC,
@@ -75,14 +92,12 @@ HISTORY_FIRST = 1
 HISTORY_LATEST = 9
 
 #: Failed records per file a write makes at most, when their count is known (see
-#: :meth:`QuarantineWriter.write`): a few MB of raw bytes and errors for small events.
-#: Fewer, larger files put the write's work per row (redaction, the row's projection)
-#: on fewer cores: at 100,000, a 1M-record batch run with 10 % failed took 14.3 s
-#: against 13.3 s written one file per partition (benchmarks/README.md).
+#: :meth:`QuarantineWriter.write`): a few MB of raw bytes and errors for small events; fewer,
+#: larger files put the write's work on fewer cores (measured: benchmarks/README.md).
 ROWS_PER_FILE = 10_000
 
 #: Columns the MERGE refreshes when a record fails again.
-_LATEST = ("stage", "kind", "error_class", "message", "stacktrace", "retriable", "attempts")
+_LATEST = tuple(ERROR_STRUCT.fieldNames())
 
 
 def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
@@ -96,7 +111,7 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
     return create_table(
         spark, name, QUARANTINE_SCHEMA,
         comment="quarantine: failed records with their raw bytes and the reason",
-        cluster_by=("pipeline", TOPIC, "first_seen_date"),
+        cluster_by=(PIPELINE, TOPIC, FIRST_SEEN_DATE),
         properties={"delta.enableChangeDataFeed": "true"},
     )
 
@@ -129,27 +144,27 @@ def quarantine_rows(
     err = F.col(error) if isinstance(error, str) else error
     at = F.lit(now).cast("timestamp")
     cols: list[Column] = [
-        F.lit(pipeline).alias("pipeline"),
+        F.lit(pipeline).alias(PIPELINE),
         F.col(TOPIC), F.col(PARTITION), F.col(OFFSET),
         F.col(TIMESTAMP), F.col(TIMESTAMP_TYPE),
         F.col(KEY), F.col(VALUE), F.col(HEADERS),
         *[err.getField(c).alias(c) for c in _LATEST],
         F.array(
             F.struct(
-                at.alias("at"), F.lit(run_id).alias("run_id"), err.getField("stage").alias("stage"),
-                err.getField("error_class").alias("error_class"), err.getField("message").alias("message"),
+                at.alias(HISTORY_AT), F.lit(run_id).alias(RUN_ID), err.getField(STAGE).alias(STAGE),
+                err.getField(ERROR_CLASS).alias(ERROR_CLASS), err.getField(MESSAGE).alias(MESSAGE),
             )
-        ).alias("error_history"),
-        F.lit(1).alias("error_count"),
-        F.lit(QuarantineStatus.OPEN.value).alias("status"),
-        at.alias("first_seen_at"),
-        at.alias("last_seen_at"),
-        F.lit(run_id).alias("run_id"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.lit(None).cast("timestamp").alias("resolved_at"),
-        F.lit(None).cast("string").alias("resolution"),
+        ).alias(ERROR_HISTORY),
+        F.lit(1).alias(ERROR_COUNT),
+        F.lit(QuarantineStatus.OPEN.value).alias(STATUS),
+        at.alias(FIRST_SEEN_AT),
+        at.alias(LAST_SEEN_AT),
+        F.lit(run_id).alias(RUN_ID),
+        F.lit(batch_id).cast("bigint").alias(BATCH_ID),
+        F.lit(None).cast("timestamp").alias(RESOLVED_AT),
+        F.lit(None).cast("string").alias(RESOLUTION),
         # the UTC date of the UTC instant (to_date would take the session time zone's date)
-        F.lit(now.astimezone(dt.UTC).date()).alias("first_seen_date"),
+        F.lit(now.astimezone(dt.UTC).date()).alias(FIRST_SEEN_DATE),
         (F.col(FINGERPRINT) if (FINGERPRINT in failed.columns if fingerprint is None else fingerprint)
          else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
     ]
@@ -177,7 +192,7 @@ def stored_fingerprint(col: Any = F.col) -> Column:
     """
     return F.coalesce(
         col(QUARANTINE_FINGERPRINT),
-        F.when(~col("kind").eqNullSafe(F.lit(ErrorKind.SINK.value)), fingerprint(col)),
+        F.when(~col(KIND).eqNullSafe(F.lit(ErrorKind.SINK.value)), fingerprint(col)),
     )
 
 
@@ -332,11 +347,9 @@ class QuarantineWriter:
                 of a MERGE, no join against the table.
             records: how many rows ``failed`` holds, when the caller knows: they are
                 written from at most ``ceil(records / ROWS_PER_FILE)`` partitions, not
-                from every partition of the batch they came from. An append then makes
-                that many files at most: a micro-batch's few failed records, spread over
-                every topic-partition it read, make one, and the table stays cheap to list
-                and read. A MERGE writes what its own join gives (one file for a few
-                records in ``tests/integration/test_quarantine_files.py``).
+                from every partition of the batch they came from: an append makes that many
+                files at most (a micro-batch's few failed records make one). A MERGE writes
+                what its own join gives (``tests/integration/test_quarantine_files.py``).
 
         Returns:
             The attempts the table's write took, and how the DLQ topic's produce went
@@ -351,17 +364,10 @@ class QuarantineWriter:
             failed = failed.coalesce(max(1, math.ceil(records / ROWS_PER_FILE)))
         rows = self.rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error)
         try:
-            if append:
-                action = action.replace("MERGE", "append")
-                _, attempts = self.retry.call(
-                    lambda: append_quarantine(self.spark, self.table, rows),
-                    name=f"{action} into {self.table}",
-                )
-            else:
-                _, attempts = self.retry.call(
-                    lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline),
-                    name=f"{action} into {self.table}",
-                )
+            action = action.replace("MERGE", "append") if append else action
+            write = (lambda: append_quarantine(self.spark, self.table, rows)) if append else (
+                lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline))
+            _, attempts = self.retry.call(write, name=f"{action} into {self.table}")
         except RetriesExhaustedError as exc:
             raise QuarantineWriteError(
                 describe_write_failure(
@@ -424,7 +430,7 @@ def close_records(
     """
     _add_missing_columns(spark, name)
     fp = F.col(FINGERPRINT) if FINGERPRINT in keys.columns else F.lit(None).cast("bigint")
-    source = keys.select(F.lit(pipeline).alias("pipeline"), *SOURCE_KEY, fp.alias(QUARANTINE_FINGERPRINT))
+    source = keys.select(F.lit(pipeline).alias(PIPELINE), *SOURCE_KEY, fp.alias(QUARANTINE_FINGERPRINT))
     (
         source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
         .whenMatched(table_column(name, "status") == F.lit(QuarantineStatus.OPEN.value))
@@ -438,7 +444,7 @@ def close_records(
 
 
 #: The columns a table needs to be read as a quarantine table: its key and status.
-_REQUIRED = ("pipeline", *SOURCE_KEY, "status")
+_REQUIRED = (PIPELINE, *SOURCE_KEY, STATUS)
 
 
 def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
@@ -468,16 +474,16 @@ def settled_records(spark: SparkSession, name: str, pipeline: str) -> DataFrame 
     """
     if not table_exists(spark, name):
         return None
-    df = read_quarantine(spark, name).where(F.col("pipeline") == F.lit(pipeline))
+    df = read_quarantine(spark, name).where(F.col(PIPELINE) == F.lit(pipeline))
     col = _column_of(df)
-    first_seen = F.to_utc_timestamp(col("first_seen_at"), spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    first_seen = F.to_utc_timestamp(col(FIRST_SEEN_AT), spark.conf.get("spark.sql.session.timeZone") or "UTC")
     where = F.format_string(
         "in the quarantine table %s (status %s, first seen %s UTC)",
-        F.lit(name), F.col("status"), F.date_format(first_seen, "yyyy-MM-dd HH:mm:ss"),
+        F.lit(name), F.col(STATUS), F.date_format(first_seen, "yyyy-MM-dd HH:mm:ss"),
     )
     return df.select(
         *SOURCE_KEY, row_fingerprint(df).alias("_s_fp"), col(TIMESTAMP).alias("_s_ts"),
-        F.col("status").alias("_s_status"), col("first_seen_at").alias("_s_first"), where.alias("_s_where"),
+        F.col(STATUS).alias("_s_status"), col(FIRST_SEEN_AT).alias("_s_first"), where.alias("_s_where"),
     )
 
 

@@ -1,4 +1,4 @@
-"""Kafka's source columns are named through :mod:`quarantine.schema`, never spelled in another module.
+"""Column names are named through :mod:`quarantine.schema`, never spelled in another module.
 
 Issue 35: every column and table name used in more than one module comes from
 ``quarantine/schema.py``. The Kafka source's columns (``topic``, ``partition``, ``offset``,
@@ -17,6 +17,10 @@ where it names a column:
 ``key`` and ``value`` are common words: a subscript, a ``.get`` or a list holding only those
 two is not taken for a column (a protobuf map entry's fields, a Spark SQL ``SHOW TBLPROPERTIES``
 row, a Great Expectations kwarg). SQL text (the ``.sql`` files, which are for users) is not read.
+
+The tables' own columns (the quarantine table's, the error struct's, the metrics table's:
+``pipeline``, ``status``, ``error_class``, ``stage``...) are common words too: for them only
+an argument of a column-taking call counts (``F.col("status")``, ``.alias("stage")``).
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.schema import ERROR_HISTORY_ENTRY, ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, METRICS_SCHEMA, QUARANTINE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "quarantine"
 DEFINED_IN = PACKAGE / "schema.py"
 
 NAMES = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
+#: The tables' own column names (all but Kafka's; the metrics table's ``value`` is Kafka's word).
+TABLE_NAMES = frozenset(
+    n for s in (QUARANTINE_SCHEMA, ERROR_STRUCT, ERROR_HISTORY_ENTRY, METRICS_SCHEMA) for n in s.fieldNames()
+) - NAMES
 #: The names that are no common word: a subscript or ``.get`` with one of them reads a column.
 UNAMBIGUOUS = NAMES - {"key", "value"}
 
@@ -73,14 +81,20 @@ def _input_slot(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 
 def column_literals(source: str) -> list[tuple[int, str, str]]:
-    """(line, name, how) for each literal Kafka column name that ``source`` uses as a column."""
+    """(line, name, how) for each literal column name that ``source`` uses as a column."""
     tree = ast.parse(source)
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     found: list[tuple[int, str, str]] = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in NAMES):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             continue
         parent = parents.get(node)
+        if node.value in TABLE_NAMES:
+            if isinstance(parent, ast.Call) and node in parent.args and _callee(parent) in COLUMN_CALLS:
+                found.append((node.lineno, node.value, f"{_callee(parent)}(...)"))
+            continue
+        if node.value not in NAMES:
+            continue
         how = None
         if isinstance(parent, ast.Call) and node in parent.args:
             name = _callee(parent)
@@ -101,7 +115,7 @@ def column_literals(source: str) -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-def test_only_schema_spells_the_kafka_source_columns() -> None:
+def test_only_schema_spells_the_column_names() -> None:
     spelled = [
         f"{path.relative_to(REPO).as_posix()}:{line}: {name!r} in {how}"
         for path in sorted(PACKAGE.rglob("*.py"))
@@ -109,8 +123,8 @@ def test_only_schema_spells_the_kafka_source_columns() -> None:
         for line, name, how in column_literals(path.read_text(encoding="utf-8"))
     ]
     assert not spelled, (
-        "Kafka source column names spelled as literals (use the constants of quarantine/schema.py: "
-        "TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS, TIMESTAMP, TIMESTAMP_TYPE, SOURCE_KEY...):\n"
+        "column names spelled as literals (use the constants of quarantine/schema.py: TOPIC, PARTITION, "
+        "OFFSET, KEY, VALUE, HEADERS, SOURCE_KEY..., PIPELINE, STATUS, STAGE, ERROR_CLASS, RUN_ID...):\n"
         + "\n".join(spelled)
     )
 
@@ -141,3 +155,13 @@ types = {"timestamp": T, "string": S}
 print("topic")
 '''
     assert column_literals(source) == []
+
+
+def test_the_check_finds_a_table_column_in_a_column_call_only() -> None:
+    source = '''
+F.col("status"); df.select("pipeline", "x"); F.col("error").getField("error_class"); c.alias("stage")
+r["status"]; print("stage"); opts = {"pipeline": 1}; logging.getLogger("message")
+'''
+    assert [(line, name) for line, name, _ in column_literals(source)] == [
+        (2, "error_class"), (2, "pipeline"), (2, "stage"), (2, "status"),
+    ]
