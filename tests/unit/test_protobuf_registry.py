@@ -246,3 +246,26 @@ def test_a_bad_registry_mapping_is_named_by_its_key() -> None:
     with pytest.raises(ConfigError) as e:
         parse_config(_config({"url": "http://r", "subjet": "s"}))
     assert e.value.key == "stages[0].options.schemas.subjet" and "did you mean 'subject'?" in e.value.allowed
+
+
+def test_the_manuals_registry_example_builds_against_the_stand_in(
+    stand_in: RegistryStandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/stages.md's protobuf registry block, as written (its ${env:…} from the environment), loads and builds."""
+    import yaml
+
+    from quarantine.config import load_config
+    from quarantine.stages import build_stages
+    from tests.support.readme import block
+
+    stand_in.users = {"api-key": "Registry-pw-0451"}
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", stand_in.url)
+    monkeypatch.setenv("SCHEMA_REGISTRY_USER", "api-key")
+    monkeypatch.setenv("SCHEMA_REGISTRY_PASSWORD", "Registry-pw-0451")
+    raw = _config("unused") | yaml.safe_load(block("protobuf-registry").body)
+    (tmp_path / "p.yml").write_text(yaml.safe_dump(raw))
+    config = load_config(tmp_path / "p.yml")
+    (stage,) = build_stages(config.stages)
+    assert isinstance(stage, ProtobufDecode) and [sid for sid, _ in stage.sets] == [2]
+    assert stage.reader == "shop.Order" and stage.registry is not None
+    assert "Registry-pw-0451" in config.secrets()
