@@ -269,3 +269,16 @@ def test_the_manuals_registry_example_builds_against_the_stand_in(
     assert isinstance(stage, ProtobufDecode) and [sid for sid, _ in stage.sets] == [2]
     assert stage.reader == "shop.Order" and stage.registry is not None
     assert "Registry-pw-0451" in config.secrets()
+
+
+def test_a_new_version_whose_import_is_not_registered_is_left_out_at_a_refresh(
+    stand_in: RegistryStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    stage = _stage(stand_in.url)
+    gone = {"name": "shop/gone.proto", "subject": "shop-gone", "version": 1}
+    stand_in.register("orders-value", ORDER_V2, schema_type="PROTOBUF", references=[MONEY_REF, gone])
+    with caplog.at_level(logging.WARNING, logger="quarantine"):
+        fresh = stage.refreshed(_fast())
+    assert fresh is not None and fresh.sets == stage.sets and ("orders-value", 2) in fresh.listed
+    assert "(orders-value v2) is left out: a file it imports could not be read" in caplog.text
+    assert "error code 40401" in caplog.text

@@ -56,7 +56,7 @@ from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, Protob
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
 from quarantine.stages.protobuf.registry import ProtoCompileError, compile_version, protobuf_versions
 from quarantine.stages.schema_registry import RegistrySource, SubjectVersion, registry_retry, replace_message
-from quarantine.stages.schema_sources import SchemaLookupError, UnknownSchemaIdError
+from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
 
 log = logging.getLogger("quarantine")
 
@@ -117,7 +117,8 @@ class ProtobufDecode(Stage):
 
         Never raises for the registry: a failure to list is logged and gives None (the stage
         stays as it is; its records with unknown ids wait in quarantine), and a version that
-        does not compile is logged and left out (listed, so not compiled again).
+        does not compile, or whose imports the registry does not have, is logged and left out
+        (listed, so not read again).
         """
         if self.registry is None:
             return None
@@ -135,6 +136,10 @@ class ProtobufDecode(Stage):
                     added[v.schema_id] = compile_version(v, client)
                 except ProtoCompileError as exc:
                     skipped.append((v, f"it does not compile (protoc: {exc})"))
+                except SchemaLookupError as exc:
+                    if isinstance(exc, RegistryUnreachableError):
+                        raise  # the whole listing again, later
+                    skipped.append((v, f"a file it imports could not be read ({exc})"))
             _warn_skipped(self.name, skipped)
         except SchemaLookupError as exc:
             log.warning(
