@@ -207,7 +207,7 @@ class Stage(ABC):
         """The error classes of this stage that :meth:`refreshed` may mend; empty (the default): none.
 
         Why: a stage whose expressions are built from what a source said when it was built
-        (the ``avro`` stage's writer schemas, from a registry) is wrong for a record the source
+        (an ``avro`` or ``protobuf`` stage's writer schemas, from a registry) is wrong for a record the source
         learnt about later, and can only say so (``UnknownSchemaId``). A stream then asks the
         stage for a refreshed copy; a stage that answers here is staged per micro-batch (not
         once per query) so that the copy is what the next micro-batch runs.

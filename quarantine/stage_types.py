@@ -299,8 +299,8 @@ class ExpectationOptions(StageOptions):
 
 
 class RegistryOptions(StageOptions):
-    """A schema registry speaking the Confluent REST API: an avro stage's writer schemas are the versions
-    of its subject (or subjects), listed when the stage is built."""
+    """A schema registry speaking the Confluent REST API: an avro or protobuf stage's writer schemas are the
+    versions of its subject (or subjects), listed when the stage is built."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "url": "https://schema-registry.example.com:8081",
@@ -332,6 +332,10 @@ class RegistryOptions(StageOptions):
     """Seconds each request to the registry may take."""
 
 
+_AVSC, _DESC = existing(".avsc file", folder=False), existing(".desc file", folder=False)
+_DESCS = folder_or(RegistryOptions, existing("folder of <id>.desc files", folder=True))
+
+
 class AvroOptions(StageOptions):
     """Options of an ``avro`` stage."""
 
@@ -347,19 +351,12 @@ class AvroOptions(StageOptions):
     ] = Field(None, examples=["schemas"])
     """Writer schemas by id (wire_format confluent): a folder of <id>.avsc files, relative to the config's folder;
     or a schema registry (a mapping: url, subject…), whose subject's versions are listed when the stage is built."""
-    writer_schema: Annotated[str | None, existing(".avsc file", folder=False)] = Field(
-        None, examples=["schemas/order.avsc"]
-    )
+    writer_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order.avsc"])
     """The one writer schema of plain Avro values (wire_format none)."""
-    reader_schema: Annotated[str | None, existing(".avsc file", folder=False)] = Field(
-        None, examples=["schemas/order_v2.avsc"]
-    )
+    reader_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order_v2.avsc"])
     """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
-
-
-_DESC, _DESCS = existing(".desc file", folder=False), existing("folder of <id>.desc files", folder=True)
 
 
 class ProtobufOptions(StageOptions):
@@ -371,9 +368,10 @@ class ProtobufOptions(StageOptions):
 
     wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
     """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
-    schemas: Annotated[str | None, _DESCS] = Field(None, examples=["schemas"])
-    """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets
-    (protoc --include_imports --descriptor_set_out); relative to the config's folder."""
+    schemas: Annotated[str | RegistryOptions | None, _DESCS] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets (protoc --include_imports
+    --descriptor_set_out), relative to the config's folder; or a schema registry (a mapping: url, subject…), whose
+    subject's .proto versions are compiled (grpcio-tools' protoc) when the stage is built."""
     descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order.desc"])
     """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
     message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])

@@ -103,8 +103,8 @@ class BatchReport:
         sample_messages: a few quarantined records (stage, error_class, message;
             key/value only when ``errors.log.include.messages``) for MLflow artifacts.
         stale_stages: stages that failed records in a way a refresh of the stage may mend
-            (:meth:`~quarantine.stage.Stage.refreshes`: the ``avro`` stage's schema ids not
-            listed yet); a stream refreshes them before its next micro-batch.
+            (:meth:`~quarantine.stage.Stage.refreshes`: a registry ``avro`` or ``protobuf``
+            stage's schema ids not listed yet); a stream refreshes them before its next micro-batch.
         finished_at: when the batch's writes became durable.
     """
 

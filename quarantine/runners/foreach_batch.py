@@ -123,7 +123,7 @@ class BatchRunner:
         )
         if report.stale_stages:
             # the batch's writes are durable; its records that a refreshed stage would mend (an
-            # avro stage's schema ids not listed yet) are in quarantine. At most once per batch,
+            # avro or protobuf stage's schema ids not listed yet) are in quarantine. At most once per batch,
             # never failing it (a source that cannot be asked is logged): the next batch runs it.
             try:
                 p.refresh(report.stale_stages)

@@ -75,7 +75,7 @@ log = logging.getLogger("quarantine")
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
-__all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
+__all__ = ["AvroDecode", "envelope", "from_spec", "listed_versions", "schema_name"]
 
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
@@ -282,7 +282,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
             raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas, or a "
                               "schema registry (required with wire_format: confluent)")
         if isinstance(schemas, RegistryOptions):
-            registry, versions = _listed(spec, schemas)
+            registry, versions = listed_versions(spec, schemas)
             by_id, skipped = avro_writers(versions)
             _warn_skipped(spec.name, skipped)
             if not by_id:
@@ -337,8 +337,13 @@ def _folder(spec: StageSpec, folder: str) -> tuple[list[tuple[int, str]], str]:
     return writers, str(source.folder)
 
 
-def _listed(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
-    """The registry the options name, and every version of its subjects (each request made once)."""
+def listed_versions(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
+    """The registry the options name, and every version of its subjects (each request made once).
+
+    Raises:
+        ConfigError: not exactly one of subject and subjects, an unknown subject, refused credentials.
+        SchemaLookupError: the registry could not be asked, naming the option and the registry.
+    """
     if (options.subject is None) == (options.subjects is None):
         raise ConfigError(spec.key("options.schemas.subject"), options.subject,
                           "exactly one of subject (one subject) and subjects (a list)")

@@ -39,6 +39,7 @@ from quarantine.stages.schema_sources import (
 __all__ = [
     "RegistrySchemas",
     "RegistrySource",
+    "SchemaReference",
     "SubjectVersion",
     "avro_writers",
     "check_registry_url",
@@ -72,6 +73,24 @@ def check_registry_url(url: str) -> str:
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """A schema another one references: the API's ``{"name", "subject", "version"}``.
+
+    Attributes:
+        name: how the referencing schema names it (a Protobuf schema's import path).
+        subject: the subject holding it.
+        version: its version there.
+    """
+
+    name: str
+    subject: str
+    version: int
+
+    def __str__(self) -> str:
+        return f"{self.subject} v{self.version}"
+
+
+@dataclass(frozen=True)
 class SubjectVersion:
     """One version of a subject, as ``GET /subjects/{subject}/versions/{version}`` answers it.
 
@@ -81,7 +100,7 @@ class SubjectVersion:
         schema_id: the schema's globally unique id (what the wire format carries).
         schema: the schema text (Avro JSON for an Avro schema).
         schema_type: ``AVRO`` (the API leaves the field out for Avro), ``PROTOBUF`` or ``JSON``.
-        references: the other schemas it references, as ``subject v<version>``.
+        references: the other schemas it references (shown as ``subject v<version>``).
     """
 
     subject: str
@@ -89,7 +108,7 @@ class SubjectVersion:
     schema_id: int
     schema: str
     schema_type: str = "AVRO"
-    references: tuple[str, ...] = ()
+    references: tuple[SchemaReference, ...] = ()
 
 
 @dataclass(repr=False)
@@ -193,16 +212,19 @@ class RegistrySchemas:
         sid, schema, number = body.get("id"), body.get("schema"), body.get("version", version)
         if not isinstance(sid, int) or isinstance(sid, bool) or not isinstance(schema, str):
             raise SchemaLookupError(None, f"{where}: the answer has no 'id' number and 'schema' string")
-        refs = body.get("references") or ()
+        refs = body.get("references") or []
+        if not isinstance(refs, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("subject"), str)
+            and isinstance(r.get("version"), int) for r in refs
+        ):
+            raise SchemaLookupError(None, f"{where}: its 'references' are not a list of {{name, subject, version}}")
         return SubjectVersion(
             subject=str(body.get("subject", subject)),
             version=int(number) if isinstance(number, int) else 0,
             schema_id=sid,
             schema=schema,
             schema_type=str(body.get("schemaType") or "AVRO").upper(),
-            references=tuple(
-                f"{r.get('subject')} v{r.get('version')}" if isinstance(r, dict) else str(r) for r in refs
-            ),
+            references=tuple(SchemaReference(r["name"], r["subject"], r["version"]) for r in refs),
         )
 
     def _secrets(self) -> tuple[str, ...]:
@@ -393,7 +415,8 @@ def avro_writers(versions: Iterable[SubjectVersion]) -> tuple[dict[int, str], li
         if v.schema_type != "AVRO":
             skipped.append((v, f"a {v.schema_type} schema, not Avro"))
         elif v.references:
-            skipped.append((v, f"it references other schemas ({', '.join(v.references)}), which is not supported"))
+            refs = ", ".join(map(str, v.references))
+            skipped.append((v, f"it references other schemas ({refs}), which is not supported"))
         else:
             try:
                 json.loads(v.schema)

@@ -23,6 +23,10 @@ every error body ``{"error_code": <int>, "message": <text>}``)::
     a subject the user may not read             403 error_code 403 "Forbidden"
     any other path                              404 error_code 404 "HTTP 404 Not Found"
 
+A ``references`` item is ``{"name", "subject", "version"}``: the name the schema imports it by
+(a ``.proto`` import path) and the subject version holding it. The shapes follow the API
+reference; ``schemaType`` is left out for AVRO, as a Confluent registry leaves it out.
+
 and, injected by a test (:attr:`RegistryStandIn.fail_next`, :attr:`RegistryStandIn.delay_s`):
 500 with error code 50001 (the backend data store failed), 429 with ``Retry-After`` and no
 body (rate limit), any other status, and slow answers. Served over TLS when given an

@@ -10,10 +10,15 @@ The wire format (Confluent's): a zero magic byte, the writer schema's id as a 4-
 big-endian integer, the message-index array (which message of the schema's file; the
 first one, ``[0]``, is the one byte ``0x00``), then the Protobuf message. Writer schemas
 come from a folder of ``<id>.desc`` files (``FileDescriptorSet``, as ``protoc
---include_imports --descriptor_set_out`` writes them), read once when the stage is built
-(:mod:`quarantine.stages.protobuf.descriptors`). Each record is parsed as its writer
-message and read as the reader message (``message:``) field by field by name
-(:mod:`quarantine.stages.protobuf.types`: the result type, defaults, widening).
+--include_imports --descriptor_set_out`` writes them; :mod:`quarantine.stages.protobuf.descriptors`),
+or from a schema registry's subjects, whose ``.proto`` versions are compiled to such sets
+(:mod:`quarantine.stages.protobuf.registry`), read once when the stage is built. As the
+``avro`` stage does, a registry stage gives a record of an id not listed yet
+``UnknownSchemaId``, and the streaming runner asks for a :meth:`~ProtobufDecode.refreshed`
+copy (the subjects listed again, the new versions compiled) for the next micro-batch.
+Each record is parsed as its writer message and read as the reader message (``message:``)
+field by field by name (:mod:`quarantine.stages.protobuf.types`: the result type,
+defaults, widening).
 
 Unknown fields (field numbers in the record that its writer message does not declare:
 a producer on a newer schema) are dropped from the result and counted: the stage
@@ -31,7 +36,8 @@ schema does not declare are a record of defaults with unknown fields, not an err
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +46,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from quarantine.config import StageSpec
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError, MissingDependencyError
 from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
-from quarantine.stage_types import ProtobufOptions
+from quarantine.stage_types import ProtobufOptions, RegistryOptions
+from quarantine.stages.avro import listed_versions
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
-from quarantine.stages.schema_sources import UnknownSchemaIdError
+from quarantine.stages.protobuf.registry import ProtoCompileError, compile_version, protobuf_versions
+from quarantine.stages.schema_registry import RegistrySource, SubjectVersion, registry_retry, replace_message
+from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
+
+log = logging.getLogger("quarantine")
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
@@ -68,6 +80,10 @@ class ProtobufDecode(Stage):
         input: the binary column (default ``value``).
         nullable: whether a NULL input is fine (result NULL) or an error.
         source: where the writer schemas came from (for messages).
+        registry: the registry and subjects the writer schemas were listed from, or None (a
+            folder, or plain Protobuf): then :meth:`refreshed` lists them again.
+        listed: every ``(subject, version)`` listed so far, compiled or not (a refresh reads
+            only the others).
     """
 
     name: str
@@ -80,10 +96,66 @@ class ProtobufDecode(Stage):
     nullable: bool = False
     source: str = ""
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
+    registry: RegistrySource | None = None
+    listed: frozenset[tuple[str, int]] = frozenset()
 
     # Each record gives the same outcome every time, but a Python parse costs more than keeping
     # the batch: not ``deterministic``, so the runner keeps the decoded batch instead of decoding twice.
     deterministic = False
+
+    def refreshes(self) -> frozenset[str]:
+        """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""
+        return frozenset({ProtobufErrorClass.UNKNOWN_SCHEMA_ID.value}) if self.registry is not None else frozenset()
+
+    def refreshed(self, retry: RetryPolicy | None = None) -> ProtobufDecode | None:
+        """This stage with the versions registered since it was built or last refreshed, or None.
+
+        The subjects' version lists are read again (one request each), only the versions not
+        listed yet are read and compiled, each request under ``retry`` (the pipeline's
+        ``errors.retry.*``: only an unreachable registry, 429 or 5xx, is retried). The reader
+        message stays as it is: a stream writes one shape for its whole run.
+
+        Never raises for the registry: a failure to list is logged and gives None (the stage
+        stays as it is; its records with unknown ids wait in quarantine), and a version that
+        does not compile, or whose imports the registry does not have, is logged and left out
+        (listed, so not read again).
+        """
+        if self.registry is None:
+            return None
+        operator = registry_retry(retry) if retry is not None else None
+        try:
+            found = self.registry.list(self.listed, operator)
+            client = self.registry.client(operator)
+            known = dict(self.sets)
+            protos, skipped = protobuf_versions(found)
+            added: dict[int, bytes] = {}
+            for v in protos:
+                if v.schema_id in known or v.schema_id in added:
+                    continue
+                try:
+                    added[v.schema_id] = compile_version(v, client)
+                except ProtoCompileError as exc:
+                    skipped.append((v, f"it does not compile (protoc: {exc})"))
+                except SchemaLookupError as exc:
+                    if isinstance(exc, RegistryUnreachableError):
+                        raise  # the whole listing again, later
+                    skipped.append((v, f"a file it imports could not be read ({exc})"))
+            _warn_skipped(self.name, skipped)
+        except SchemaLookupError as exc:
+            log.warning(
+                "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
+                "listed yet stay in quarantine, for a later micro-batch's listing or a replay",
+                self.name, self.registry.describe(), exc,
+            )
+            return None
+        listed = self.listed | {(v.subject, v.version) for v in found}
+        if not added:
+            return replace(self, listed=listed) if listed != self.listed else None
+        log.info(
+            "stage %s: schema id(s) %s listed in %s; the next micro-batch decodes them",
+            self.name, ", ".join(map(str, sorted(added))), self.registry.describe(),
+        )
+        return replace(self, sets=tuple(sorted({**known, **added}.items())), listed=listed)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql.pandas.functions import arrow_udf
@@ -139,8 +211,12 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
 
     Raises:
         ConfigError: a descriptor set is missing or unreadable, the folder holds no ``<id>.desc``,
-            the message is not declared or is recursive, or an option contradicts the wire format.
-        MissingDependencyError: the ``protobuf`` package is not installed.
+            the message is not declared or is recursive, an option contradicts the wire format,
+            or a registry's subject is unknown, its credentials refused, a version does not
+            compile (naming subject, version and protoc's message) or none is Protobuf.
+        SchemaLookupError: the registry could not be asked, naming the option and the registry.
+        MissingDependencyError: the ``protobuf`` package (or, for a registry, ``grpcio-tools``)
+            is not installed.
     """
     try:
         import google.protobuf  # noqa: F401
@@ -149,22 +225,23 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
             f"stage {spec.name} decodes Protobuf with the protobuf package, which is not installed", "protobuf"
         ) from None
     sets: list[tuple[int, bytes]] = []
+    registry: RegistrySource | None = None
+    listed: frozenset[tuple[str, int]] = frozenset()
+    latest: int | None = None  # a registry's default reader: the first subject's latest version's id
     if options.wire_format == "confluent":
-        folder = options.schemas
-        if folder is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.desc descriptor sets "
-                              "(required with wire_format: confluent)")
-        source = FolderDescriptors(Path(folder))
-        if not source.folder.is_dir():
-            raise ConfigError(spec.key("options.schemas"), folder, "an existing folder of <id>.desc files")
-        for sid in source.ids():
-            try:
-                sets.append((sid, source.descriptor_set(sid, spec.key("options.schemas"))))
-            except UnknownSchemaIdError as exc:  # listed, then gone
-                raise ConfigError(spec.key("options.schemas"), folder, f"readable descriptor sets ({exc})") from None
-        if not sets:
-            raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.desc file")
-        where = str(source.folder)
+        schemas = options.schemas
+        if schemas is None:
+            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.desc descriptor sets, or a "
+                              "schema registry (required with wire_format: confluent)")
+        if isinstance(schemas, RegistryOptions):
+            registry, versions, by_id = _from_registry(spec, schemas)
+            sets = sorted(by_id.items())
+            listed = frozenset((v.subject, v.version) for v in versions)
+            latest = _latest(registry.subjects, versions, by_id)
+            where = registry.describe()
+        else:
+            sets = _folder(spec, schemas)
+            where = str(Path(schemas))
     else:
         path = options.descriptor
         if path is None:
@@ -174,6 +251,9 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
     if options.reader_descriptor is not None:
         reader_set = read_descriptor_set(options.reader_descriptor, spec.key("options.reader_descriptor"))
         reader_where = options.reader_descriptor
+    elif latest is not None:
+        reader_set = dict(sets)[latest]
+        reader_where = f"schema id {latest} of {where}"
     else:
         reader_set = sets[-1][1]
         reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format == "confluent" else where
@@ -188,4 +268,80 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
         input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,
+        registry=registry,
+        listed=listed,
     )
+
+
+def _folder(spec: StageSpec, folder: str) -> list[tuple[int, bytes]]:
+    """The descriptor sets of a folder of ``<id>.desc`` files, by id."""
+    source = FolderDescriptors(Path(folder))
+    if not source.folder.is_dir():
+        raise ConfigError(spec.key("options.schemas"), folder, "an existing folder of <id>.desc files")
+    sets: list[tuple[int, bytes]] = []
+    for sid in source.ids():
+        try:
+            sets.append((sid, source.descriptor_set(sid, spec.key("options.schemas"))))
+        except UnknownSchemaIdError as exc:  # listed, then gone
+            raise ConfigError(spec.key("options.schemas"), folder, f"readable descriptor sets ({exc})") from None
+    if not sets:
+        raise ConfigError(spec.key("options.schemas"), folder, "a folder holding at least one <id>.desc file")
+    return sets
+
+
+def _from_registry(
+    spec: StageSpec, options: RegistryOptions
+) -> tuple[RegistrySource, list[SubjectVersion], dict[int, bytes]]:
+    """The registry, every version of its subjects, and their Protobuf versions compiled, by schema id.
+
+    Raises:
+        MissingDependencyError: ``grpcio-tools`` (its ``protoc``) is not installed.
+        ConfigError: as :func:`quarantine.stages.avro.listed_versions`; a version does not compile
+            (naming its subject, version and protoc's message); no version is Protobuf.
+        SchemaLookupError: the registry could not be asked, naming the option.
+    """
+    try:
+        import grpc_tools  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            f"stage {spec.name} compiles the registry's .proto schemas with grpcio-tools' protoc, which is not "
+            "installed", "protobuf",
+        ) from None
+    registry, versions = listed_versions(spec, options)
+    protos, skipped = protobuf_versions(versions)
+    _warn_skipped(spec.name, skipped)
+    client = registry.client()
+    by_id: dict[int, bytes] = {}
+    for v in protos:
+        if v.schema_id in by_id:
+            continue
+        try:
+            by_id[v.schema_id] = compile_version(v, client)
+        except ProtoCompileError as exc:
+            raise ConfigError(spec.key("options.schemas"), f"{v.subject} v{v.version}",
+                              f"a .proto schema protoc compiles (schema id {v.schema_id}; protoc: {exc})") from None
+        except SchemaLookupError as exc:
+            raise replace_message(exc, f"{spec.key('options.schemas')}: could not read the references of "
+                                  f"{v.subject} v{v.version} from {registry.describe()}: {exc}") from None
+    if not by_id:
+        why = "; ".join(f"{v.subject} v{v.version}: {reason}" for v, reason in skipped[:5])
+        raise ConfigError(spec.key("options.schemas"), registry.describe(),
+                          "subjects holding at least one Protobuf schema" + (f" ({why})" if why else ""))
+    return registry, versions, by_id
+
+
+def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], sets: dict[int, bytes]) -> int | None:
+    """The schema id of the highest compiled version of the first subject that has one."""
+    for subject in subjects:
+        mine = [v for v in versions if v.subject == subject and v.schema_id in sets]
+        if mine:
+            return max(mine, key=lambda v: v.version).schema_id
+    return None
+
+
+def _warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
+    for v, why in skipped:
+        log.warning(
+            "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
+            stage, v.schema_id, v.subject, v.version, why,
+        )

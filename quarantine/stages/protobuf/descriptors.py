@@ -8,8 +8,9 @@ its command line after their imports); its messages are the ones a message index
 
 Where the sets come from: a folder of ``<id>.desc`` files, one per schema id, for the
 schema-registry wire format (:class:`FolderDescriptors`), or one ``.desc`` file for plain
-Protobuf. A registry serves a Protobuf schema as ``.proto`` text, which only a ``.proto``
-compiler can read: that source is not built here.
+Protobuf. A registry serves a Protobuf schema as ``.proto`` text: it is compiled to such a
+set, keyed by the same schema id, by :mod:`quarantine.stages.protobuf.registry`. Either way
+the stage holds the sets' bytes, which are what reaches the executors.
 
 The wire format's message indexes (Confluent's): after the magic byte and the 4-byte
 schema id, a count then that many indexes, each a zigzag varint (Kafka's
