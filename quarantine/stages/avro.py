@@ -58,16 +58,15 @@ from quarantine.stages.schema_registry import (
     RegistrySource,
     SubjectVersion,
     avro_writers,
+    listed_versions,
     registry_retry,
-    replace_message,
+    warn_skipped,
 )
 from quarantine.stages.schema_sources import (
     HEADER_BYTES,
     FolderSchemas,
-    RegistryAuthError,
     SchemaLookupError,
     UnknownSchemaIdError,
-    UnknownSubjectError,
 )
 
 log = logging.getLogger("quarantine")
@@ -75,7 +74,7 @@ log = logging.getLogger("quarantine")
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
-__all__ = ["AvroDecode", "envelope", "from_spec", "listed_versions", "schema_name"]
+__all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
 
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
@@ -168,7 +167,7 @@ class AvroDecode(Stage):
             )
             return None
         new, skipped = avro_writers(found)
-        _warn_skipped(self.name, skipped)
+        warn_skipped(self.name, skipped)
         listed = self.listed | {(v.subject, v.version) for v in found}
         known = dict(self.writers)
         added = {sid: text for sid, text in new.items() if sid not in known}
@@ -284,7 +283,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         if isinstance(schemas, RegistryOptions):
             registry, versions = listed_versions(spec, schemas)
             by_id, skipped = avro_writers(versions)
-            _warn_skipped(spec.name, skipped)
+            warn_skipped(spec.name, skipped)
             if not by_id:
                 why = "; ".join(f"{v.subject} v{v.version}: {reason}" for v, reason in skipped[:5])
                 raise ConfigError(spec.key("options.schemas"), registry.describe(),
@@ -337,37 +336,6 @@ def _folder(spec: StageSpec, folder: str) -> tuple[list[tuple[int, str]], str]:
     return writers, str(source.folder)
 
 
-def listed_versions(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
-    """The registry the options name, and every version of its subjects (each request made once).
-
-    Raises:
-        ConfigError: not exactly one of subject and subjects, an unknown subject, refused credentials.
-        SchemaLookupError: the registry could not be asked, naming the option and the registry.
-    """
-    if (options.subject is None) == (options.subjects is None):
-        raise ConfigError(spec.key("options.schemas.subject"), options.subject,
-                          "exactly one of subject (one subject) and subjects (a list)")
-    subjects = (options.subject,) if options.subject is not None else tuple(options.subjects or ())
-    registry = RegistrySource(
-        url=options.url, subjects=subjects, user=options.user, password=options.password,
-        ca_file=options.ca_file, cert_file=options.cert_file, key_file=options.key_file,
-        timeout_s=float(options.timeout_s),
-    )
-    try:
-        return registry, registry.list()
-    except UnknownSubjectError as exc:
-        key = "options.schemas.subject" if options.subject is not None else "options.schemas.subjects"
-        raise ConfigError(spec.key(key), options.subject or list(subjects),
-                          f"a subject registered at {registry.describe().rsplit(' at ', 1)[1]} ({exc})") from None
-    except RegistryAuthError as exc:
-        raise ConfigError(spec.key("options.schemas.user"), options.user,
-                          f"credentials the registry accepts for {registry.describe()} ({exc})") from None
-    except SchemaLookupError as exc:
-        raise replace_message(
-            exc, f"{spec.key('options.schemas')}: could not list the writer schemas of {registry.describe()}: {exc}"
-        ) from None
-
-
 def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: dict[int, str]) -> str | None:
     """The schema of the highest version of the first subject that has an Avro one (the default reader)."""
     for subject in subjects:
@@ -375,11 +343,3 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: 
         if mine:
             return writers[max(mine, key=lambda v: v.version).schema_id]
     return None
-
-
-def _warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
-    for v, why in skipped:
-        log.warning(
-            "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
-            stage, v.schema_id, v.subject, v.version, why,
-        )

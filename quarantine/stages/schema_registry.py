@@ -7,13 +7,16 @@ once. :class:`RegistrySource` is what a stage keeps: plain values (it pickles fo
 Connect worker) that build the client. Failures are the types of
 :mod:`quarantine.stages.schema_sources`, read from the HTTP status and the body's ``error_code``;
 :func:`registry_retry` retries the retriable ones under ``errors.retry.*``. Credentials never
-reach a message.
+reach a message. :func:`listed_versions` is what the avro and protobuf stages share: the
+versions a stage's ``schemas:`` registry names, listed when the stage is built, with the
+failures named by option.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import ssl
 import threading
 import urllib.error
@@ -23,10 +26,12 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from quarantine.config import StageSpec
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
-from quarantine.errors import RetriesExhaustedError
+from quarantine.errors import ConfigError, RetriesExhaustedError
 from quarantine.redaction import redact_text
+from quarantine.stage_types import RegistryOptions
 from quarantine.stages.schema_sources import (
     RegistryAuthError,
     RegistryUnreachableError,
@@ -36,6 +41,8 @@ from quarantine.stages.schema_sources import (
     UnknownVersionError,
 )
 
+log = logging.getLogger("quarantine")
+
 __all__ = [
     "RegistrySchemas",
     "RegistrySource",
@@ -43,8 +50,10 @@ __all__ = [
     "SubjectVersion",
     "avro_writers",
     "check_registry_url",
+    "listed_versions",
     "registry_retry",
     "replace_message",
+    "warn_skipped",
 ]
 
 
@@ -425,3 +434,43 @@ def avro_writers(versions: Iterable[SubjectVersion]) -> tuple[dict[int, str], li
                 continue
             writers[v.schema_id] = v.schema
     return writers, skipped
+
+
+def listed_versions(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
+    """The registry the options name, and every version of its subjects (each request made once).
+
+    Raises:
+        ConfigError: not exactly one of subject and subjects, an unknown subject, refused credentials.
+        SchemaLookupError: the registry could not be asked, naming the option and the registry.
+    """
+    if (options.subject is None) == (options.subjects is None):
+        raise ConfigError(spec.key("options.schemas.subject"), options.subject,
+                          "exactly one of subject (one subject) and subjects (a list)")
+    subjects = (options.subject,) if options.subject is not None else tuple(options.subjects or ())
+    registry = RegistrySource(
+        url=options.url, subjects=subjects, user=options.user, password=options.password,
+        ca_file=options.ca_file, cert_file=options.cert_file, key_file=options.key_file,
+        timeout_s=float(options.timeout_s),
+    )
+    try:
+        return registry, registry.list()
+    except UnknownSubjectError as exc:
+        key = "options.schemas.subject" if options.subject is not None else "options.schemas.subjects"
+        raise ConfigError(spec.key(key), options.subject or list(subjects),
+                          f"a subject registered at {registry.describe().rsplit(' at ', 1)[1]} ({exc})") from None
+    except RegistryAuthError as exc:
+        raise ConfigError(spec.key("options.schemas.user"), options.user,
+                          f"credentials the registry accepts for {registry.describe()} ({exc})") from None
+    except SchemaLookupError as exc:
+        raise replace_message(
+            exc, f"{spec.key('options.schemas')}: could not list the writer schemas of {registry.describe()}: {exc}"
+        ) from None
+
+
+def warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
+    """Log each listed version a stage leaves out, and why (its records are ``UnknownSchemaId``)."""
+    for v, why in skipped:
+        log.warning(
+            "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
+            stage, v.schema_id, v.subject, v.version, why,
+        )

@@ -51,11 +51,17 @@ from quarantine.errors import ConfigError, MissingDependencyError
 from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
 from quarantine.stage_types import ProtobufOptions, RegistryOptions
-from quarantine.stages.avro import listed_versions
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
 from quarantine.stages.protobuf.registry import ProtoCompileError, compile_version, protobuf_versions
-from quarantine.stages.schema_registry import RegistrySource, SubjectVersion, registry_retry, replace_message
+from quarantine.stages.schema_registry import (
+    RegistrySource,
+    SubjectVersion,
+    listed_versions,
+    registry_retry,
+    replace_message,
+    warn_skipped,
+)
 from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
 
 log = logging.getLogger("quarantine")
@@ -140,7 +146,7 @@ class ProtobufDecode(Stage):
                     if isinstance(exc, RegistryUnreachableError):
                         raise  # the whole listing again, later
                     skipped.append((v, f"a file it imports could not be read ({exc})"))
-            _warn_skipped(self.name, skipped)
+            warn_skipped(self.name, skipped)
         except SchemaLookupError as exc:
             log.warning(
                 "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
@@ -296,7 +302,7 @@ def _from_registry(
 
     Raises:
         MissingDependencyError: ``grpcio-tools`` (its ``protoc``) is not installed.
-        ConfigError: as :func:`quarantine.stages.avro.listed_versions`; a version does not compile
+        ConfigError: as :func:`quarantine.stages.schema_registry.listed_versions`; a version does not compile
             (naming its subject, version and protoc's message); no version is Protobuf.
         SchemaLookupError: the registry could not be asked, naming the option.
     """
@@ -309,7 +315,7 @@ def _from_registry(
         ) from None
     registry, versions = listed_versions(spec, options)
     protos, skipped = protobuf_versions(versions)
-    _warn_skipped(spec.name, skipped)
+    warn_skipped(spec.name, skipped)
     client = registry.client()
     by_id: dict[int, bytes] = {}
     for v in protos:
@@ -337,11 +343,3 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], sets: dic
         if mine:
             return max(mine, key=lambda v: v.version).schema_id
     return None
-
-
-def _warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
-    for v, why in skipped:
-        log.warning(
-            "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
-            stage, v.schema_id, v.subject, v.version, why,
-        )

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import tempfile
-import threading
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -31,9 +32,9 @@ from quarantine.stages.schema_registry import RegistrySchemas, SubjectVersion
 
 __all__ = ["ProtoCompileError", "compile_version", "protobuf_versions"]
 
-#: protoc writes its messages to the process's file descriptor 2; one compile at a time reads them.
-_STDERR_LOCK = threading.Lock()
 _SHOWN_CHARS = 600
+#: A compile that takes longer is taken for a hung protoc (a schema compiles in well under a second).
+_TIMEOUT_S = 120
 
 
 class ProtoCompileError(ValueError):
@@ -66,8 +67,6 @@ def compile_version(version: SubjectVersion, client: RegistrySchemas) -> bytes:
             reference's name is not a relative path.
         SchemaLookupError: a reference could not be read from the registry.
     """
-    from grpc_tools import protoc  # the protobuf extra's; from_spec checks it is installed
-
     with tempfile.TemporaryDirectory(prefix="quarantine-proto-") as tmp:
         root = Path(tmp)
         _write_references(root, version, client, set())
@@ -75,9 +74,8 @@ def compile_version(version: SubjectVersion, client: RegistrySchemas) -> bytes:
         _write(root, own, version.schema)
         out = root / "set.desc"
         include = resources.files("grpc_tools") / "_proto"
-        args = ["protoc", f"-I{root}", f"-I{include}", "--include_imports", f"--descriptor_set_out={out}",
-                str(root / own)]
-        code, said = _run(protoc.main, args)
+        args = [f"-I{root}", f"-I{include}", "--include_imports", f"--descriptor_set_out={out}", str(root / own)]
+        code, said = _protoc(args)
         if code != 0 or not out.is_file():
             raise ProtoCompileError(said.replace(f"{root}{os.sep}", "").strip()[:_SHOWN_CHARS] or f"protoc exit {code}")
         try:
@@ -114,15 +112,13 @@ def _own_name(version: SubjectVersion, root: Path) -> str:
     return name
 
 
-def _run(main: object, args: list[str]) -> tuple[int, str]:
-    """``main(args)``'s exit code and what it wrote to file descriptor 2 (protoc's C++ ``cerr``)."""
-    with _STDERR_LOCK, tempfile.TemporaryFile() as caught:
-        saved = os.dup(2)
-        try:
-            os.dup2(caught.fileno(), 2)
-            code = main(args)  # type: ignore[operator]
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        caught.seek(0)
-        return int(code), caught.read().decode("utf-8", "replace")
+def _protoc(args: list[str]) -> tuple[int, str]:
+    """grpcio-tools' protoc run on ``args`` in a child process (the protobuf extra's; ``from_spec``
+    checks it is installed): its exit code and what it wrote to stderr. A child process, so
+    that protoc's messages are read without touching this process's own stderr."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", *args], capture_output=True,
+                              timeout=_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return -1, f"protoc did not finish in {_TIMEOUT_S} s"
+    return done.returncode, (done.stderr or b"").decode("utf-8", "replace")
