@@ -477,7 +477,7 @@ for _builtin in (
               "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). "
               "Input default: value."),
     StageType("protobuf", ProtobufOptions, "quarantine.stages.protobuf:from_spec", "Decode Protobuf, "
-              "schema-registry framed or plain, over descriptor sets (deserialize). Input default: value."),
+              "framed or plain; schemas from .desc files or a registry (deserialize). Input default: value."),
     StageType("json", JsonOptions, "quarantine.stages.json:from_spec",
               "Parse JSON against a declared schema (deserialize)."),
     StageType("cast", CastOptions, "quarantine.stages.cast:from_spec",
