@@ -41,7 +41,6 @@ Error classes and their messages::
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -59,7 +58,9 @@ from quarantine.stages.schema_registry import (
     SubjectVersion,
     avro_writers,
     listed_versions,
+    log_listed,
     registry_retry,
+    warn_not_listed,
     warn_skipped,
 )
 from quarantine.stages.schema_sources import (
@@ -68,8 +69,6 @@ from quarantine.stages.schema_sources import (
     SchemaLookupError,
     UnknownSchemaIdError,
 )
-
-log = logging.getLogger("quarantine")
 
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
@@ -160,11 +159,7 @@ class AvroDecode(Stage):
         try:
             found = self.registry.list(self.listed, registry_retry(retry) if retry is not None else None)
         except SchemaLookupError as exc:
-            log.warning(
-                "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
-                "listed yet stay in quarantine, for a later micro-batch's listing or a replay",
-                self.name, self.registry.describe(), exc,
-            )
+            warn_not_listed(self.name, self.registry, exc)
             return None
         new, skipped = avro_writers(found)
         warn_skipped(self.name, skipped)
@@ -173,10 +168,7 @@ class AvroDecode(Stage):
         added = {sid: text for sid, text in new.items() if sid not in known}
         if not added:
             return replace(self, listed=listed) if listed != self.listed else None
-        log.info(
-            "stage %s: schema id(s) %s listed in %s; the next micro-batch decodes them",
-            self.name, ", ".join(map(str, sorted(added))), self.registry.describe(),
-        )
+        log_listed(self.name, self.registry, added)
         return replace(self, writers=tuple(sorted({**known, **added}.items())), listed=listed)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:

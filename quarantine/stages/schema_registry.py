@@ -51,8 +51,10 @@ __all__ = [
     "avro_writers",
     "check_registry_url",
     "listed_versions",
+    "log_listed",
     "registry_retry",
     "replace_message",
+    "warn_not_listed",
     "warn_skipped",
 ]
 
@@ -474,3 +476,20 @@ def warn_skipped(stage: str, skipped: list[tuple[SubjectVersion, str]]) -> None:
             "stage %s: schema id %s (%s v%s) is left out: %s; its records are UnknownSchemaId",
             stage, v.schema_id, v.subject, v.version, why,
         )
+
+
+def warn_not_listed(stage: str, registry: RegistrySource, exc: Exception) -> None:
+    """Log a refresh that could not list ``registry`` again (the stage stays as it is)."""
+    log.warning(
+        "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
+        "listed yet stay in quarantine, for a later micro-batch's listing or a replay",
+        stage, registry.describe(), exc,
+    )
+
+
+def log_listed(stage: str, registry: RegistrySource, added: Iterable[int]) -> None:
+    """Log the schema ids a refresh of ``registry`` added to a stage."""
+    log.info(
+        "stage %s: schema id(s) %s listed in %s; the next micro-batch decodes them",
+        stage, ", ".join(map(str, sorted(added))), registry.describe(),
+    )

@@ -36,7 +36,6 @@ schema does not declare are a record of defaults with unknown fields, not an err
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,13 +57,13 @@ from quarantine.stages.schema_registry import (
     RegistrySource,
     SubjectVersion,
     listed_versions,
+    log_listed,
     registry_retry,
     replace_message,
+    warn_not_listed,
     warn_skipped,
 )
 from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
-
-log = logging.getLogger("quarantine")
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
@@ -148,19 +147,12 @@ class ProtobufDecode(Stage):
                     skipped.append((v, f"a file it imports could not be read ({exc})"))
             warn_skipped(self.name, skipped)
         except SchemaLookupError as exc:
-            log.warning(
-                "stage %s: could not list the writer schemas of %s again (%s); records with schema ids not "
-                "listed yet stay in quarantine, for a later micro-batch's listing or a replay",
-                self.name, self.registry.describe(), exc,
-            )
+            warn_not_listed(self.name, self.registry, exc)
             return None
         listed = self.listed | {(v.subject, v.version) for v in found}
         if not added:
             return replace(self, listed=listed) if listed != self.listed else None
-        log.info(
-            "stage %s: schema id(s) %s listed in %s; the next micro-batch decodes them",
-            self.name, ", ".join(map(str, sorted(added))), self.registry.describe(),
-        )
+        log_listed(self.name, self.registry, added)
         return replace(self, sets=tuple(sorted({**known, **added}.items())), listed=listed)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
