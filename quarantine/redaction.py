@@ -371,9 +371,9 @@ def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool
     from pyspark.sql import functions as F
 
     keep = tuple(secrets)
-    redacted = error.withField("message", redact_column(error.getField(MESSAGE), keep))
+    redacted = error.withField(MESSAGE, redact_column(error.getField(MESSAGE), keep))
     if stacktrace:
-        redacted = redacted.withField("stacktrace", redact_column(error.getField(STACKTRACE), keep))
+        redacted = redacted.withField(STACKTRACE, redact_column(error.getField(STACKTRACE), keep))
     return F.when(error.isNull(), error).otherwise(redacted)
 
 

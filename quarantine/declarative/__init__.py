@@ -58,6 +58,7 @@ from quarantine.schema import (
     ERROR_CLASS,
     ERROR_HISTORY,
     FINGERPRINT,
+    HISTORY_AT,
     KAFKA_SOURCE_SCHEMA,
     MESSAGE,
     OFFSET,
@@ -179,7 +180,7 @@ def quarantine_frame(plan: Plan, staged: DataFrame, *, fingerprint: bool | None 
     rows = plan.quarantine_writer().rows(failed, run_id=DECLARATIVE_RUN, batch_id=0,
                                          now=dt.datetime(1970, 1, 1, tzinfo=dt.UTC), fingerprint=fingerprint)
     now = F.current_timestamp()
-    history: Column = F.transform(ERROR_HISTORY, lambda h: h.withField("at", now))
+    history: Column = F.transform(ERROR_HISTORY, lambda h: h.withField(HISTORY_AT, now))
     return rows.withColumns({
         "error_history": history,
         "first_seen_at": now,

@@ -21,7 +21,6 @@ from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
     ERROR_CLASS,
     FIRST_SEEN_AT,
-    HISTORY_AT,
     METRIC,
     METRIC_VALUE,
     OFFSET,
@@ -68,6 +67,10 @@ STATUSES = tuple(s.value for s in QuarantineStatus)
 Rows = list[tuple[Any, ...]]
 
 
+#: A breach row's run: when its first metrics row was recorded (the report's own column).
+_RUN_AT = "at"
+
+
 # --------------------------------------------------------------------------- aggregations (pure)
 
 
@@ -103,7 +106,7 @@ def error_classes(quarantine: DataFrame, top: int = TOP_ERROR_CLASSES) -> DataFr
     return (
         quarantine.groupBy(ERROR_CLASS)
         .agg(_records(), F.sum(is_open).alias("open_records"))
-        .orderBy(F.desc("records"), F.asc_nulls_last("error_class"))
+        .orderBy(F.desc("records"), F.asc_nulls_last(ERROR_CLASS))
         .limit(top)
     )
 
@@ -147,14 +150,14 @@ def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
     """
     rows = metrics.where((F.col(METRIC) == MetricNames.TOLERANCE_BREACHES.value) & (F.col(METRIC_VALUE) > 0))
     first = F.min(RECORDED_AT).over(Window.partitionBy(RUN_ID))
-    per_kind = rows.withColumn(HISTORY_AT, first).groupBy(RUN_ID, HISTORY_AT, STAGE).agg(
+    per_kind = rows.withColumn(_RUN_AT, first).groupBy(RUN_ID, _RUN_AT, STAGE).agg(
         F.sum(METRIC_VALUE).cast("long").alias("breaches")
     )
-    runs = per_kind.select(RUN_ID, HISTORY_AT).distinct().orderBy(F.desc("at"), RUN_ID).limit(latest)
+    runs = per_kind.select(RUN_ID, _RUN_AT).distinct().orderBy(F.desc(_RUN_AT), RUN_ID).limit(latest)
     return (
-        per_kind.join(runs, ["run_id", "at"])
-        .select(RUN_ID, HISTORY_AT, "breaches", STAGE)
-        .orderBy(HISTORY_AT, RUN_ID, F.asc_nulls_first("stage"))
+        per_kind.join(runs, [RUN_ID, _RUN_AT])
+        .select(RUN_ID, _RUN_AT, "breaches", STAGE)
+        .orderBy(_RUN_AT, RUN_ID, F.asc_nulls_first(STAGE))
     )
 
 
@@ -167,7 +170,7 @@ def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
     """
     closed = quarantine.where((F.col(STATUS) != QuarantineStatus.OPEN.value) & F.col(RESOLVED_AT).isNotNull())
     groups = closed.groupBy(RESOLVED_AT, STATUS, RESOLUTION).agg(_records())
-    return groups.orderBy(F.desc("resolved_at")).limit(latest).orderBy(RESOLVED_AT, STATUS, RESOLUTION)
+    return groups.orderBy(F.desc(RESOLVED_AT)).limit(latest).orderBy(RESOLVED_AT, STATUS, RESOLUTION)
 
 
 # --------------------------------------------------------------------------- collecting

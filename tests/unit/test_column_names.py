@@ -49,6 +49,8 @@ COLUMN_CALLS = frozenset({
     "orderBy", "sort", "sortWithinPartitions", "partitionBy", "repartition", "dropDuplicates", "getField",
     "getItem", "alias", "min", "max", "sum", "count", "first", "last", "xxhash64", "hash", "struct",
     "array", "transform", "isNull", "isNotNull", "coalesce", "collect_list", "collect_set", "agg",
+    "asc", "desc", "asc_nulls_first", "asc_nulls_last", "desc_nulls_first", "desc_nulls_last",
+    "withField", "dropFields",
 })
 
 
