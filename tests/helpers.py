@@ -100,3 +100,12 @@ def report_run(spark: Any, d: Any) -> Any:
     conf = d / "report.yml"
     conf.write_text(yaml.safe_dump(fixed), encoding="utf-8")
     return conf
+
+
+def logged(caplog: Any) -> str:
+    """The messages ``caplog`` captured, one a line, as they were logged.
+
+    Not ``caplog.text``: that is formatted by the capture handler's formatter, which a test
+    run earlier in the same worker may have replaced (PySpark's JSON one escapes quotes).
+    """
+    return "\n".join(r.getMessage() for r in caplog.records)

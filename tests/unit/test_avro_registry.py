@@ -23,6 +23,7 @@ from quarantine.stages import build_stage
 from quarantine.stages.avro import AvroDecode
 from quarantine.stages.schema_registry import RegistrySource
 from quarantine.stages.schema_sources import RegistryUnreachableError
+from tests.helpers import logged
 from tests.support.registry import Failure, RegistryStandIn, registry_stand_in
 
 V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "string"}]}
@@ -39,6 +40,7 @@ def stand_in() -> Iterator[RegistryStandIn]:
         s.register("orders-value", V1)
         s.register("orders-value", V2)
         yield s
+
 
 
 def _stage(url: str, **schemas: Any) -> AvroDecode:
@@ -104,7 +106,7 @@ def test_a_new_version_that_is_not_avro_is_listed_once_and_left_out(
         fresh = stage.refreshed()
     assert fresh is not None and [sid for sid, _ in fresh.writers] == [1, 2]
     assert ("orders-value", 3) in fresh.listed and fresh.refreshed() is None  # not read again
-    assert "schema id 3 (orders-value v3) is left out: a PROTOBUF schema, not Avro" in caplog.text
+    assert "schema id 3 (orders-value v3) is left out: a PROTOBUF schema, not Avro" in logged(caplog)
 
 
 def test_a_registry_down_at_a_refresh_is_retried_then_leaves_the_stage_as_it_is(
@@ -117,8 +119,8 @@ def test_a_registry_down_at_a_refresh_is_retried_then_leaves_the_stage_as_it_is(
     with caplog.at_level(logging.WARNING, logger="quarantine"):
         assert stage.refreshed(_fast()) is None
     assert len(stand_in.requests) >= 2  # retried under the policy
-    assert "could not list the writer schemas of subject orders-value" in caplog.text
-    assert "stay in quarantine" in caplog.text and PASSWORD not in caplog.text
+    assert "could not list the writer schemas of subject orders-value" in logged(caplog)
+    assert "stay in quarantine" in logged(caplog) and PASSWORD not in caplog.text
     stand_in.fail_next = [Failure(500, 50001)]  # one failure, then fine: the retry mends it
     fresh = stage.refreshed(_fast())
     assert fresh is not None and [sid for sid, _ in fresh.writers] == [1, 2, 3]
