@@ -424,7 +424,10 @@ def config_error(exc: ValidationError, schema: Mapping[str, Any], prefix: str = 
         tag = ctx["tag_key"]
         if not isinstance(value, Mapping):
             return ConfigError(key, value, f"a mapping with a '{tag}' key")
-        return ConfigError(f"{key}.{tag}", value.get(tag), e["msg"])
+        got = value.get(tag)
+        tags = str(ctx.get("tags", "")).split(",")
+        near = difflib.get_close_matches(got, tags, n=1, cutoff=0.6) if isinstance(got, str) else []
+        return ConfigError(f"{key}.{tag}", got, e["msg"] + (f" (did you mean '{near[0]}'?)" if near else ""))
     return ConfigError(key, value, e["msg"])
 
 

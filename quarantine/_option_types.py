@@ -74,7 +74,7 @@ def tagged(key: str, tags: tuple[str, ...]) -> Discriminator:
         tag_of,
         custom_error_type="tag",
         custom_error_message=f"one of {', '.join(tags)}",
-        custom_error_context={"tag_key": key},
+        custom_error_context={"tag_key": key, "tags": ",".join(tags)},
     )
 
 

@@ -12,6 +12,7 @@ from quarantine.redaction import redact, redact_text
 
 __all__ = [
     "ConfigError",
+    "ConfigFileError",
     "CoordinatesReusedError",
     "ExpectationBreachError",
     "HandlerError",
@@ -49,6 +50,21 @@ class ConfigError(QuarantineError):
         self.allowed = allowed
         shown = redact(value, key)
         super().__init__(f"config key '{key}': got {shown!r}; expected {redact_text(allowed)}")
+
+
+class ConfigFileError(ConfigError):
+    """The config file itself cannot be used: it is missing, not YAML, or not a mapping.
+
+    Said of the file (``config file 'conf/p.yml' is not valid YAML: line 3, column 1: …``),
+    not of a config key; a :class:`ConfigError`, so the command line exits 2 as for any
+    bad config. YAML's message is redacted as any config value is (it may quote a line).
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.key = "--conf"
+        self.value = path
+        self.allowed = problem
+        QuarantineError.__init__(self, f"config file {path!r} {redact_text(problem)}")
 
 
 class MissingDependencyError(QuarantineError):

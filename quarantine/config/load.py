@@ -16,7 +16,7 @@ from quarantine._config_types import (
 )
 from quarantine.config.pipeline import PipelineConfig
 from quarantine.config.sections import YAML_CONTEXT
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, ConfigFileError
 
 __all__ = [
     "load_config",
@@ -115,14 +115,15 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError("--conf", str(path), "an existing YAML file")
+        raise ConfigFileError(str(path), "is not there: no such file" + ("" if not p.exists() else " (a folder)"))
     try:
-        with p.open(encoding="utf-8") as stream:  # a stream: YAML's errors name the file, not "<unicode string>"
+        with p.open(encoding="utf-8") as stream:
             raw = yaml.safe_load(stream)
     except yaml.YAMLError as exc:
-        raise ConfigError("--conf", str(path), f"valid YAML ({exc})") from None
+        raise ConfigFileError(str(path), f"is not valid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(raw, Mapping):
-        raise ConfigError("--conf", str(path), "a YAML mapping at the top level")
+        top = type(raw).__name__
+        raise ConfigFileError(str(path), f"needs a YAML mapping at its top level (pipeline:, source:, …); got {top}")
     raw = dict(raw)
     for dotted, value in (overrides or {}).items():
         bare = _PATH_KEYS.get(dotted)
@@ -130,6 +131,23 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
             value = os.path.abspath(value)
         _set_dotted(raw, dotted, value)
     return parse_config(raw, base_dir=p.parent)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """YAML's complaint as one line: where it stopped, what it expected, and what it was reading.
+
+    ``line 3, column 1: expected ',' or '}', but got '<stream end>' (while parsing a flow
+    mapping from line 2, column 9)``; lines and columns count from 1, as editors do.
+    """
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark = exc.problem_mark
+    said = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    if exc.context:
+        start = exc.context_mark
+        where = f" from line {start.line + 1}, column {start.column + 1}" if start is not None else ""
+        said += f" ({exc.context}{where})"
+    return said
 
 
 def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:

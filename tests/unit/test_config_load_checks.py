@@ -129,3 +129,37 @@ def test_a_yaml_error_names_the_file_and_line_not_a_unicode_string(tmp_path: Pat
     message = str(info.value)
     assert "<unicode string>" not in message
     assert str(conf) in message and "line 4" in message
+
+
+def test_a_misspelt_stage_type_names_the_nearest_type() -> None:
+    e = _error(_raw(stages=[{"name": "decode", "type": "decode_utf9"}]))
+    assert e.key == "stages[0].type" and "did you mean 'decode_utf8'?" in e.allowed, str(e)
+
+
+def test_a_stage_type_like_no_known_one_lists_the_types_without_a_guess() -> None:
+    e = _error(_raw(stages=[{"name": "decode", "type": "zzzz"}]))
+    assert "decode_utf8" in e.allowed and "json" in e.allowed and "did you mean" not in e.allowed, str(e)
+
+
+def test_a_yaml_error_is_said_of_the_config_file_not_of_a_config_key(tmp_path: Path) -> None:
+    conf = tmp_path / "bad.yml"
+    conf.write_text("pipeline: x\nsource: {format: delta\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(conf)
+    message = str(info.value)
+    assert "config key" not in message and "--conf" not in message, message
+    assert message.startswith(f"config file {str(conf)!r} is not valid YAML: line 3, column 1: "), message
+    assert "expected ',' or '}'" in message and "line 2, column 9" in message, message
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [(None, "no such file"), ("- a\n- b\n", "a YAML mapping at its top level")],
+)
+def test_a_missing_or_listy_config_file_is_said_of_the_file(tmp_path: Path, text: str | None, problem: str) -> None:
+    conf = tmp_path / "pipeline.yml"
+    if text is not None:
+        conf.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(conf)
+    assert str(info.value).startswith(f"config file {str(conf)!r}") and problem in str(info.value), str(info.value)
