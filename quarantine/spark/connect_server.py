@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from quarantine.errors import ConfigError
-from quarantine.spark.session import local_settings
+from quarantine.spark.session import local_settings, require_connect
 
 __all__ = ["TOKEN_ENV", "serve"]
 
@@ -43,9 +43,11 @@ def serve(
         stop: set to stop the server (a test's handle); by default a signal stops it.
 
     Raises:
+        MissingDependencyError: ``pyspark[connect]``'s packages are missing (the ``connect`` extra).
         ConfigError: ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` is not set (a server without a
             known token cannot be reached by another process's client).
     """
+    require_connect("quarantine connect-server starts Spark Connect")
     if not os.environ.get(TOKEN_ENV):
         raise ConfigError(TOKEN_ENV, None, "a token the server and its clients share: export it in the "
                                           "server's shell and in each client's")

@@ -27,7 +27,7 @@ from quarantine.spark.runtime import check_runtime, on_databricks
 
 __all__ = [
     "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "READ_ONLY", "READ_ONLY_JVM_OPTIONS", "REMOTE_ENV",
-    "get_spark", "local_settings", "on_databricks", "session_setting",
+    "get_spark", "local_settings", "on_databricks", "require_connect", "session_setting",
 ]
 
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
@@ -279,6 +279,25 @@ def _with_log_config(options: str) -> str:
     return f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()
 
 
+def require_connect(what: str) -> None:
+    """Check that Spark Connect's client packages (``pyspark[connect]``: grpcio, pandas, pyarrow…) import.
+
+    Args:
+        what: who needs them, for the message (``quarantine connect-server``).
+
+    Raises:
+        MissingDependencyError: one is missing; the message ends with
+            ``pip install 'spark-quarantine[connect]'`` (the command line exits 3).
+    """
+    try:
+        import grpc  # noqa: F401  (pyspark[connect]'s client; pyspark's own check below names it too)
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies("pyspark.sql.connect.session")
+    except ImportError:  # PySpark's PySparkImportError is an ImportError
+        raise MissingDependencyError(f"{what}, whose client packages are not installed", "connect") from None
+
+
 def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None) -> SparkSession:
     """A Spark Connect session to ``remote`` (``$QUARANTINE_SPARK_REMOTE``).
 
@@ -296,12 +315,7 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
     import pyspark
 
     check_runtime(pyspark.__version__, databricks=False)
-    try:
-        import grpc  # noqa: F401  (pyspark[connect]'s client)
-    except ImportError:
-        raise MissingDependencyError(
-            f"{REMOTE_ENV}={remote} asks for Spark Connect, whose client packages are not installed", "connect"
-        ) from None
+    require_connect(f"{REMOTE_ENV}={remote} asks for Spark Connect")
     builder = SparkSession.builder.remote(remote).appName(app_name)
     if remote.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -53,3 +53,18 @@ def test_the_error_is_a_quarantine_error_carrying_its_extra() -> None:
     exc = MissingDependencyError("X needs Y, which is not installed", "report")
     assert isinstance(exc, QuarantineError) and exc.extra == "report"
     assert str(exc) == "X needs Y, which is not installed: pip install 'spark-quarantine[report]'"
+
+
+def test_connect_server_without_its_packages_exits_3_naming_the_extra(tmp_path: Path) -> None:
+    """``quarantine connect-server`` (declarative pipelines) without ``[connect]``: exit 3 and the
+    ``pip install`` line, not PySpark's raw import error (issue 54, point 3). A fresh process,
+    with the Connect client's ``grpc`` not importable; no server starts."""
+    script = ("import sys; sys.modules['grpc'] = None\n"
+              "from quarantine.cli import main\n"
+              "sys.exit(main(['connect-server', '--port', '1']))\n")
+    env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": "t0k3n", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr and "connect-server" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith("pip install 'spark-quarantine[connect]'"), done.stderr
