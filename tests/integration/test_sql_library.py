@@ -338,12 +338,13 @@ def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, 
                 .replace("'orders_demo'", f"'{PIPELINE}'") for sql in block(key).statements()]
 
     results = [spark.sql(s).collect() for s in runnable("sql-over-quarantine")]
-    today, look, failed_more, changes = results
+    today, look, failed_more, changes, changes_by_path = results
     assert [tuple(r) for r in today] == [("parse", "MalformedJson", "orders", 3)]
     assert look == []  # no SchemaMismatch in this pipeline
     assert {(r["offset"], r["error_class"]) for r in failed_more} >= {(2, "MalformedJson"), (7, "MissingRequiredField")}
     # the Change Data Feed since version 1: the discard, the re-run and the replay updated rows
     assert {r[0] for r in changes} >= {"update_preimage", "update_postimage"}
+    assert sorted(map(tuple, changes_by_path)) == sorted(map(tuple, changes))  # the path form, the same feed
 
     python = block("views-python").body
     capsys.readouterr()
