@@ -5,7 +5,7 @@ flow on silently; this stage checks with ``is_valid_utf8`` and quarantines.
 
 Error classes and their messages::
 
-    InvalidUtf8   column 'value' is not valid UTF-8 (3 bytes, starting 0xC328FF)
+    InvalidUtf8   column 'value' is not valid UTF-8 at byte 0 (0xC3) of 3 bytes, starting 0xC328FF
     NullInput     column 'value' is NULL; expected UTF-8 bytes   (unless nullable: true)
 
 With ``nullable: true`` a NULL input gives a NULL result and no error.
@@ -47,12 +47,13 @@ class DecodeUtf8(Stage):
         is_null = value.isNull()
         valid = ctx.once("valid", F.is_valid_utf8(value))
         failed = F.coalesce(~valid, F.lit(not self.nullable))
+        bad = _first_invalid_byte(value)
         message = (
             F.when(is_null, F.lit(f"{self._what()} is NULL; expected UTF-8 bytes"))
             .otherwise(
                 F.format_string(
-                    f"{self._what()} is not valid UTF-8 (%d bytes, starting 0x%s)",
-                    F.octet_length(value), F.hex(F.substring(value, 1, 16)),
+                    f"{self._what()} is not valid UTF-8 at byte %d (0x%s) of %d bytes, starting 0x%s",
+                    bad, F.hex(F.substring(value, bad + 1, 1)), F.octet_length(value), F.hex(F.substring(value, 1, 16)),
                 )
             )
         )
@@ -67,3 +68,18 @@ def from_spec(spec: StageSpec, options: DecodeUtf8Options | None) -> DecodeUtf8:
     """The stage ``spec`` declares, from its validated options (none: the defaults)."""
     options = options or DecodeUtf8Options()
     return DecodeUtf8(name=spec.name, input=spec.input or VALUE, nullable=options.nullable)
+
+
+def _first_invalid_byte(value: Column) -> Column:
+    """The 0-based offset of the first byte of ``value`` that starts no valid UTF-8 sequence.
+
+    Computed only in the message of a failed row. Spark's ``make_valid_utf8`` puts U+FFFD
+    where each invalid sequence was, so the valid prefix is the text before the first
+    U+FFFD, and its length in bytes is the offset. A real U+FFFD in the bytes (EF BF BD,
+    valid UTF-8) would end that prefix too early: it is masked first by three bytes of
+    the same length (the cast to STRING keeps the bytes as they are, and ``replace``
+    works on them byte for byte).
+    """
+    masked = F.replace(value.cast("string"), F.lit("\ufffd"), F.lit("\x00\x00\x00"))
+    fixed = F.make_valid_utf8(masked)
+    return F.octet_length(F.substring(fixed, F.lit(1), F.instr(fixed, "\ufffd") - 1))

@@ -32,8 +32,19 @@ def test_invalid_utf8_is_quarantined_with_length_and_leading_bytes(spark: Any) -
     assert row.result is None
     err = row.error
     assert (err.stage, err.kind, err.error_class) == ("decode", "deserialize", "InvalidUtf8")
-    assert err.message == (f"column 'value' is not valid UTF-8 ({len(bad)} bytes, starting 0x{bad[:16].hex().upper()})")
+    assert err.message == (
+        f"column 'value' is not valid UTF-8 at byte 2 (0xC3) of {len(bad)} bytes, starting 0x{bad[:16].hex().upper()}"
+    )
     assert (err.stacktrace, err.retriable, err.attempts) == (None, False, 1)
+
+
+def test_the_first_invalid_byte_is_named_by_its_offset_counted_in_bytes(spark: Any) -> None:
+    """Multi-byte characters before it count as their bytes; a real U+FFFD before it (valid
+    UTF-8, EF BF BD) is not mistaken for it; a sequence cut at the end is at its lead byte."""
+    values = ["€ü".encode() + b"\xff rest", "a\ufffdb".encode() + b"\x80", "ok €".encode()[:-1], b"\xfe"]
+    rows = _run(spark, values, DecodeUtf8("decode"))
+    said = [r.error.message.split(" of ")[0].rsplit(" ", 3)[-3:] for r in rows]
+    assert said == [["byte", "5", "(0xFF)"], ["byte", "5", "(0x80)"], ["byte", "3", "(0xE2)"], ["byte", "0", "(0xFE)"]]
 
 
 def test_truncated_multibyte_sequence_is_invalid(spark: Any) -> None:
@@ -57,7 +68,7 @@ def test_decodes_the_key_column_when_asked(spark: Any) -> None:
     out = apply_stages(df, [DecodeUtf8("key_text", input="key")])
     (row,) = out.collect()
     assert row.key_text.error.error_class == "InvalidUtf8"
-    assert row.key_text.error.message.startswith("column 'key' is not valid UTF-8 (2 bytes")
+    assert row.key_text.error.message.startswith("column 'key' is not valid UTF-8 at byte 0 (0xFF) of 2 bytes")
 
 
 def test_column_type_is_the_result_struct_and_exactly_one_side_is_set(spark: Any) -> None:
