@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tier_times import TierTimes
+
 os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
 # The repository keeps every jar it resolves in .cache/jars (the library's spark-<version>/,
 # the broker's kafka/ from scripts/resolve_jars.sh), not in the user's cache; child
@@ -134,6 +136,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("processes"))
         elif module in MODULE_GROUPS:
             item.add_marker(pytest.mark.xdist_group(MODULE_GROUPS[module]))
+
+
+_TIMES = TierTimes(TIERS)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TIMES.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each tier's test seconds and the run's wall time, last (``make test`` ends with them)."""
+    terminalreporter.section("time by tier")
+    for line in _TIMES.lines():
+        terminalreporter.write_line(line)
 
 
 def _relative(path: Path) -> str:

@@ -163,3 +163,19 @@ def test_the_matrix_subset_covers_each_item_of_the_support_matrix_with_collected
     # a test that proves Kafka streaming really uses the broker (the kafka tier)
     kafka = {n for n, markers in collected.items() if {"matrix", "kafka"} <= markers}
     assert kafka == set(MATRIX["streaming from Kafka"])
+
+
+def test_the_run_ends_with_each_tiers_seconds_and_its_wall_time() -> None:
+    """``make test`` prints each tier's time at the end (issue 50): the reports' seconds per tier."""
+    from tests.support.tier_times import TierTimes
+
+    times = TierTimes(TIERS)
+    for nodeid, tier, when, seconds, outcome in [
+        ("a", "unit", "setup", 0.5, "passed"), ("a", "unit", "call", 1.0, "passed"),
+        ("a", "unit", "teardown", 0.25, "passed"), ("b", "e2e", "setup", 30.0, "failed"),
+    ]:
+        times.add(pytest.TestReport(nodeid, ("x", 1, nodeid), {tier: 1}, outcome, None, when, duration=seconds))
+    lines = times.lines()
+    assert lines[0] == "  unit:     1 tests,      1.8 s (0.5 s of it set-up)", lines
+    assert lines[1] == "   e2e:     1 tests,     30.0 s (30.0 s of it set-up)", lines
+    assert lines[2].startswith("  wall: 0:0") and lines[2].endswith("for 31.8 test seconds"), lines

@@ -1,0 +1,48 @@
+"""Where the suite's time goes, by tier: the seconds its tests took (set-up, call and
+tear-down, as pytest's reports time them), printed at the end of every run.
+
+The sums are test seconds, not wall time: on two workers the wall time is about half
+the sum when both are busy. A fixture's set-up (a broker, a Connect server, the session)
+is charged to the first test that asks for it, which is where ``--durations`` shows it too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+
+__all__ = ["TierTimes"]
+
+
+@dataclass
+class TierTimes:
+    """Adds up each finished test report's seconds under its tier marker (one of ``tiers``)."""
+
+    tiers: tuple[str, ...]
+    started: float = field(default_factory=time.monotonic)
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    set_up: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    tests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, report: pytest.TestReport) -> None:
+        """One phase's report (``setup``, ``call`` or ``teardown``) of one test."""
+        tier = next((t for t in self.tiers if t in report.keywords), "other")
+        self.seconds[tier] += report.duration
+        if report.when == "setup":
+            self.set_up[tier] += report.duration
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.tests[tier] += 1
+
+    def lines(self) -> list[str]:
+        """One line per tier that ran, then the run's wall time."""
+        out = [
+            f"{tier:>6}: {self.tests[tier]:5d} tests, {self.seconds[tier]:8.1f} s "
+            f"({self.set_up[tier]:.1f} s of it set-up)"
+            for tier in (*self.tiers, "other") if self.tests.get(tier) or self.seconds.get(tier)
+        ]
+        wall = time.monotonic() - self.started
+        out.append(f"  wall: {int(wall // 60)}:{int(wall % 60):02d} for {sum(self.seconds.values()):.1f} test seconds")
+        return out
