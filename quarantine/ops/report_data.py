@@ -161,6 +161,19 @@ def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
     )
 
 
+def resolution_runs(metrics: DataFrame) -> DataFrame:
+    """``run_kind``, ``runs``: how many replays and discards ran (distinct run ids), by kind.
+
+    From the metrics table, so a replay that closed nothing (its records failed again) counts:
+    the quarantine table's closed rows show only the runs that closed some.
+    """
+    kinds = [RunKind.REPLAY.value, RunKind.DISCARD.value]
+    return (
+        metrics.where(F.col(RUN_KIND).isin(kinds)).groupBy(RUN_KIND)
+        .agg(F.countDistinct(RUN_ID).alias("runs")).orderBy(RUN_KIND)
+    )
+
+
 def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
     """``resolved_at``, ``status``, ``resolution``, ``records``: the latest resolutions, oldest first.
 
@@ -185,6 +198,8 @@ class ReportData:
     (no quarantine table yet, no metrics table configured). ``records_in`` is the
     source records the pipeline's runs read (``records-in`` of :func:`pipeline_runs`:
     a replay's selection is not counted again); None without a metrics table.
+    ``resolution_runs`` is the replays and discards that ran, by kind
+    (:func:`resolution_runs`), whether or not they closed a record.
     """
 
     pipeline: str
@@ -199,6 +214,7 @@ class ReportData:
     statuses: Rows = field(default_factory=list)
     breaches: Rows = field(default_factory=list)
     replays: Rows = field(default_factory=list)
+    resolution_runs: Rows = field(default_factory=list)
     records_in: int | None = None
     missing: dict[str, str] = field(default_factory=dict)
 
@@ -219,7 +235,13 @@ class ReportData:
         runs = len({r[0] for r in self.breaches})
         lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
                      f"error limits {limits:,}, expectations {expectations:,}")
-        lines.append(f"  replays and discards   {len(self.replays):,}")
+        if "breaches" in self.missing:  # no metrics table: the runs are not known, what they closed is above
+            lines.append("  replays and discards   not counted (no metrics table)")
+        else:
+            runs = dict(self.resolution_runs)
+            replays, discards = runs.get(RunKind.REPLAY.value, 0), runs.get(RunKind.DISCARD.value, 0)
+            said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
+            lines.append(f"  replays and discards   {said}")
         return lines
 
 
@@ -281,6 +303,7 @@ def collect_report_data(
         if since is not None:
             m = m.where(F.col(RECORDED_AT) >= F.lit(since))
         data["breaches"] = _tuples(breaches_per_run(m))
+        data["resolution_runs"] = _tuples(resolution_runs(m))
         # records-in has one row per topic per batch: their sum is the total, over the pipeline's own
         # runs only (a replay's records-in are records it selected from quarantine: counted twice)
         in_runs = (F.col(METRIC) == MetricNames.RECORDS_IN.value) & pipeline_runs()

@@ -164,3 +164,7 @@ def test_records_in_counts_the_pipelines_runs_not_what_replays_and_discards_sele
     spark.createDataFrame(rows, METRICS_SCHEMA).write.format("delta").save(metrics)
     data = collect_report_data(spark, pipeline="p", quarantine_table=str(table_dir / "q"), metrics_table=metrics)
     assert data.records_in == 10_005
+    # two replays and a discard ran, whatever they closed (issue 54: after two replays, one of which
+    # closed nothing, the report said "replays and discards 1")
+    assert data.resolution_runs == [("discard", 1), ("replay", 2)]
+    assert "  replays and discards   3 run(s): replay 2, discard 1" in data.summary_lines()
