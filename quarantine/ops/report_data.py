@@ -238,8 +238,8 @@ class ReportData:
         if "breaches" in self.missing:  # no metrics table: the runs are not known, what they closed is above
             lines.append("  replays and discards   not counted (no metrics table)")
         else:
-            runs = dict(self.resolution_runs)
-            replays, discards = runs.get(RunKind.REPLAY.value, 0), runs.get(RunKind.DISCARD.value, 0)
+            ran = {str(kind): int(n) for kind, n in self.resolution_runs}
+            replays, discards = ran.get(RunKind.REPLAY.value, 0), ran.get(RunKind.DISCARD.value, 0)
             said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
             lines.append(f"  replays and discards   {said}")
         return lines
