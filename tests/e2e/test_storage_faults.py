@@ -28,6 +28,7 @@ from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
 from tests.helpers import kafka_df, orders_config
 from tests.support.crash import write_conf
+from tests.support.quiet import OWN_LOG_LINE
 
 #: A Java stack, or Py4J's exception, anywhere in a command's output.
 _STACK = ("at org.apache", "Py4JJavaError", "\tat ", "Caused by:", "py4j.protocol")
@@ -52,13 +53,13 @@ def _run(conf: Path) -> subprocess.CompletedProcess[str]:
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
     """The command's last line (its error goes to stderr, after everything it printed)."""
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert proc.returncode == 1, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
-    assert proc.stderr.strip().splitlines()[-1] == lines[-1] or lines[-1] in proc.stderr
     stack = [s for s in _STACK if s in proc.stdout or s in proc.stderr]
     assert not stack, (stack, proc.stderr[-3000:])
-    assert len(proc.stderr.splitlines()) <= 5, proc.stderr[-3000:]
-    return proc.stderr.strip().splitlines()[-1]
+    *before, last = proc.stderr.strip().splitlines()
+    foreign = [line for line in before if not OWN_LOG_LINE.match(line)]  # the progress lines are ours
+    assert not foreign, foreign[:20]
+    return last
 
 
 def _versions(spark: Any, *tables: Path) -> list[int]:
@@ -78,21 +79,26 @@ def test_storage_faults_end_with_one_line_naming_the_cause_table_and_path_and_co
     kafka_df(spark, more, start_offset=8).write.format("delta").mode("append").save(str(d / "source"))
     conf = write_conf(raw, d / "faults.yml")
     target, quarantine = d / "target", d / "quarantine"
-    before = _versions(spark, target)
 
+    # The faulty table gets no commit; the batch's offsets are not committed either, so a
+    # table written before the fault (the target, before the quarantine) is written again
+    # by the re-run without a duplicate (its MERGE is idempotent): checked at the end.
+    before = _versions(spark, target)
     with _immutable(target):  # the target's folder: the MERGE's data files cannot be created
         ran = _run(conf)
     line = _last_line(ran)
     assert f"permission denied writing table target at {target}/" in line, line
     assert _versions(spark, target) == before
 
+    before = _versions(spark, quarantine)
     with _immutable(quarantine / "_delta_log"):  # the quarantine table's log: no commit can be made
         ran = _run(conf)
     line = _last_line(ran)
     assert f"permission denied writing table quarantine at {quarantine}/_delta_log" in line, line
-    assert _versions(spark, target) == before
+    assert _versions(spark, quarantine) == before
 
-    (version,) = _versions(spark, quarantine)
+    before = _versions(spark, target, quarantine)
+    version = before[1]
     commit = quarantine / "_delta_log" / f"{version:020d}.json"
     whole = commit.read_bytes()
     commit.write_bytes(whole[: len(whole) // 2])  # a commit file cut mid-JSON
@@ -103,11 +109,10 @@ def test_storage_faults_end_with_one_line_naming_the_cause_table_and_path_and_co
     line = _last_line(ran)
     assert (f"the commit file {commit} of the quarantine table at {quarantine} (version {version}) is damaged"
             in line), line
-    assert _versions(spark, target) == before
+    assert _versions(spark, target, quarantine) == before
 
     # the faults fixed, the re-run reconciles: every record in exactly one table
-    again = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
-    assert again.records_ok == 4
+    Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
     coords = ("topic", "partition", "offset")
     in_target = [tuple(r) for r in spark.read.format("delta").load(str(target))
                  .select("_source_topic", "_source_partition", "_source_offset").collect()]
