@@ -29,6 +29,17 @@ TORN = (
     "file:/data/t/quarantine/_delta_log/00000000000000000002.json at 2048 exp: -1834466858 got: -1257794610\n"
 )
 
+#: The same cut without a checksum file beside it: the JSON ends mid-value.
+TORN_JSON = (
+    "An error occurred while calling o73.load.\n"
+    ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+    "file:///data/t/quarantine/_delta_log/00000000000000000001.json.  SQLSTATE: KD001\n"
+    "Caused by: org.apache.spark.SparkException: [MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] Malformed "
+    "records are detected in record parsing: [null,null,null].\n"
+    "Caused by: com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input in VALUE_STRING\n"
+    "\t... 27 more\n"
+)
+
 TABLES = {"target": "/data/t/target", "quarantine": "/data/t/quarantine"}
 
 
@@ -53,6 +64,12 @@ def test_a_torn_commit_file_names_the_table_its_version_and_the_cause() -> None:
     assert line.startswith("the commit file /data/t/quarantine/_delta_log/00000000000000000002.json of the "
                            "quarantine table at /data/t/quarantine (version 2) is damaged: Checksum error")
     assert "FAILED_READ_FILE" not in line and "\n" not in line
+
+
+def test_a_commit_file_cut_mid_json_names_the_parser_s_reason() -> None:
+    line = describe_failure(_Py4JLikeError(TORN_JSON), TABLES)
+    assert line.startswith("the commit file /data/t/quarantine/_delta_log/00000000000000000001.json of the "
+                           "quarantine table at /data/t/quarantine (version 1) is damaged: Unexpected end-of-input")
 
 
 def test_other_failures_are_no_storage_fault() -> None:
