@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     """Run the parsed command; its exit code (see :func:`main`)."""
+    tables: dict[str, str] = {}  # the config's tables by role, once it is loaded: what a storage fault names
     try:
         if args.command == "init-demo":
             return _init_demo(args)
@@ -264,6 +265,7 @@ def _command(args: argparse.Namespace) -> int:
         from quarantine.config import WrittenBy, load_config
 
         config = load_config(args.conf, _overrides(args.set))
+        tables = _roles(config)
         if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
             raise ConfigError("--pipeline", args.pipeline, f"{config.pipeline} (the pipeline of {args.conf})")
         if args.command == "report":
@@ -341,10 +343,12 @@ def _command(args: argparse.Namespace) -> int:
         print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # Spark/Delta/Py4J: one line for the user, the stack in the log
-        from quarantine.errors import describe_failure
+        from quarantine.errors import describe_failure, storage_fault
 
         logging.getLogger("quarantine").debug("run failed", exc_info=True)
-        print(f"quarantine: run failed: {type(exc).__name__}: {describe_failure(exc)}", file=sys.stderr)
+        # a storage fault is said in words; Py4J's class name would say nothing more
+        kind = "" if storage_fault(exc, tables) is not None else f"{type(exc).__name__}: "
+        print(f"quarantine: run failed: {kind}{describe_failure(exc, tables)}", file=sys.stderr)
         return 1
 
 
@@ -371,6 +375,12 @@ def _start_reader(args: argparse.Namespace) -> None:
     except ConfigError:
         return
     get_spark(f"quarantine:{args.command}", config.spark_conf, read_only=True)
+
+
+def _roles(config: PipelineConfig) -> dict[str, str]:
+    """A pipeline's tables by role (``target``, ``quarantine``, ``metrics`` when set)."""
+    roles = {"target": config.target.table, "quarantine": config.errors.dlq_table_name}
+    return roles | ({"metrics": config.metrics.table} if config.metrics.table else {})
 
 
 def _tables(config: PipelineConfig) -> str:

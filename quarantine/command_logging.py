@@ -24,8 +24,9 @@ def configure_logging(verbose: bool) -> ErrorContextTally | None:
     """A command prints its own lines only, unless ``verbose`` (README: The command line).
 
     Without ``verbose``: Python log lines of the ``quarantine.*`` loggers from INFO, other
-    projects' from WARNING; the local JVM's from ERROR (``$QUARANTINE_SPARK_LOG_LEVEL``,
-    read from the JVM's start: :data:`quarantine.spark.session.LOG_CONFIG`); error-context
+    projects' from WARNING; the local JVM's at FATAL only (``$QUARANTINE_SPARK_LOG_LEVEL``,
+    read from the JVM's start: :data:`quarantine.spark.session.LOG_CONFIG`): Spark's ERROR
+    lines carry Java stacks of a failure the command ends with in one line; error-context
     lines counted, not shown, for the summary the command ends with. With ``verbose``:
     other projects' INFO lines, Spark's WARN lines, each error-context line. Called
     before Spark or MLflow start (each reads its variable once); a variable the user set stands.
@@ -34,8 +35,9 @@ def configure_logging(verbose: bool) -> ErrorContextTally | None:
         The tally of error-context lines kept off the terminal; None with ``verbose``, or
         when the root logger already has handlers (a host's logging stands).
     """
-    if verbose:
-        os.environ.setdefault(LOG_LEVEL_ENV, "WARN")
+    # Spark's ERROR lines carry Java stacks (a task's, the job's abort) for a failure the command
+    # ends with in one line (quarantine.errors.describe_failure): off unless --verbose
+    os.environ.setdefault(LOG_LEVEL_ENV, "WARN" if verbose else "FATAL")
     os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")  # else MLflow prints INFO lines with its own handler
     root = logging.getLogger()
     ours = not root.handlers

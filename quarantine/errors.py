@@ -7,6 +7,8 @@ stage or table involved, so a data engineer can fix the cause from the message.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from quarantine.redaction import redact, redact_text
 
@@ -23,12 +25,14 @@ __all__ = [
     "RetriesExhaustedError",
     "SourceError",
     "StageDefinitionError",
+    "StorageFault",
     "TableWriteError",
     "TablesDisagreeError",
     "ToleranceExceededError",
     "describe_failure",
     "describe_write_failure",
     "message_of",
+    "storage_fault",
 ]
 
 
@@ -220,13 +224,154 @@ _BRACKETED = re.compile(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]\s*([^\n]*)")
 _VAGUE = frozenset({"INTERNAL_ERROR", "INTERNAL_ERROR_BROADCAST", "FAILED_EXECUTE_UDF", "TASK_WRITE_FAILED"})
 
 
-def describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException, tables: Mapping[str, str] | None = None) -> str:
     """Spark's/Delta's failure in one line: ``[CONDITION] message``, no Java stack.
 
     A Py4J error's text is a Java stack; the most specific ``[CONDITION] message``
-    in it (the cause, not a wrapping ``INTERNAL_ERROR``) is what a person needs.
+    in it (the cause, not a wrapping ``INTERNAL_ERROR``) is what a person needs. A
+    storage fault (:func:`storage_fault`) is said in words instead: which table, which
+    path, what is wrong with it.
+
+    Args:
+        exc: the failure, as Spark, Delta or Py4J raised it.
+        tables: the run's tables by role (``target``, ``quarantine``, ``metrics`` → name
+            or path), to say which table a faulty path belongs to.
     """
-    return redact_text(_describe(exc))
+    fault = storage_fault(exc, tables)
+    return redact_text(fault.describe() if fault is not None else _describe(exc))
+
+
+#: Roles a table plays in a run, in the words the messages use.
+_ROLES = ("target", "quarantine", "metrics")
+#: ``<path> (Permission denied)``: Java's ``FileOutputStream``/``FileInputStream`` on a file it may
+#: not open (``Operation not permitted``: an immutable folder, a mount's policy); Java NIO's
+#: ``AccessDeniedException: <path>``; HDFS's ``Permission denied: user=…, access=WRITE, inode="<path>"``.
+_DENIED = (
+    re.compile(r"((?:file:)?/[^\s()\"']+)\s+\((?:Permission denied|Operation not permitted)\)"),
+    re.compile(r"AccessDeniedException:\s*((?:file:)?/[^\s\"']+)"),
+    re.compile(r"Permission denied:.*?inode=\"([^\"]+)\""),
+)
+#: A Delta commit file: ``<table>/_delta_log/<20-digit version>.json``.
+_COMMIT_FILE = re.compile(r"((?:file:)?/[^\s\"']*?)/_delta_log/(\d{20})\.json\b")
+#: Failures that say a file's content cannot be read (torn, truncated, corrupt), not that it is missing.
+_DAMAGED = ("FAILED_READ_FILE", "ChecksumException", "JsonParseException", "JsonEOFException",
+            "MALFORMED_RECORD_IN_PARSING", "Unexpected end-of-input", "Malformed")
+#: ``Caused by: a.b.SomeException: message`` (or a cause's ``toString()``): the message.
+_CAUSE_LINE = re.compile(r"^(?:Caused by:\s*|:\s*)?[\w.$]+(?:Exception|Error):\s*(.+)$", re.MULTILINE)
+#: A write's traces in a Java stack: a file opened for writing, a commit's temporary file.
+_WRITING = ("FileOutputStream", "RawLocalFileSystem.create", "LocalFileSystem.create", ".create(", "mkdirs",
+            "access=WRITE", ".tmp", "Writer")
+
+
+@dataclass(frozen=True)
+class StorageFault:
+    """A fault of the storage under a table, not of a record: no retry or re-run mends it.
+
+    Attributes:
+        kind: ``permission`` (the principal may not open the path) or ``damaged`` (a
+            commit file's content cannot be read).
+        path: the file or folder the JVM named, without a ``file:`` scheme.
+        role: which of the run's tables it belongs to (``target``, ``quarantine``,
+            ``metrics``), empty when the path is none of theirs.
+        table: that table as the config names it (its path, else its name), or the
+            folder holding ``_delta_log`` for a commit file.
+        writing: whether the path was being written (else read).
+        version: a damaged commit file's table version.
+        cause: the deepest reason the JVM gave for a damaged file (first line).
+    """
+
+    kind: str
+    path: str
+    role: str = ""
+    table: str = ""
+    writing: bool = True
+    version: int = -1
+    cause: str = ""
+
+    def describe(self) -> str:
+        """The fault in one line of words, with what to do."""
+        which = f"{self.role} table" if self.role else "table"
+        if self.kind == "permission":
+            verb = "writing" if self.writing else "reading"
+            where = f"table {self.role} at {self.path}" if self.role else f"{self.path}"
+            return f"permission denied {verb} {where}"
+        reason = f": {self.cause}" if self.cause else ""
+        return (f"the commit file {self.path} of the {which} at {self.table} (version {self.version}) is "
+                f"damaged{reason} — a commit file is never rewritten: restore it from a backup or the "
+                "storage's versioning")
+
+
+def _texts(exc: BaseException) -> Iterator[str]:
+    """Every message in ``exc``'s chain: the Python ``__cause__`` chain, and under each the
+    Java cause chain of a Py4J or captured Spark error (``getCause()``, each ``toString()``)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield str(cur)
+        java = getattr(cur, "java_exception", None) or getattr(cur, "_origin", None)
+        depth = 0
+        try:
+            while java is not None and depth < 16:
+                yield str(java.toString())
+                java = java.getCause()
+                depth += 1
+        except Exception:  # Py4J gone or not a JVM object: the message text above is all there is
+            pass
+        cur = cur.__cause__
+
+
+def _local(path: str) -> str:
+    """``file:///a/b``, ``file:/a/b`` → ``/a/b``; other paths as given."""
+    return re.sub(r"^file:/+", "/", path)
+
+
+def _role(path: str, tables: Mapping[str, str]) -> tuple[str, str]:
+    """The role and configured name of the table whose folder holds ``path``, else ``("", "")``."""
+    for role in _ROLES:
+        table = tables.get(role) or ""
+        folder = _local(table).rstrip("/")
+        if folder.startswith("/") and (path == folder or path.startswith(folder + "/")):
+            return role, table
+    return "", ""
+
+
+def storage_fault(exc: BaseException, tables: Mapping[str, str] | None = None) -> StorageFault | None:
+    """The storage fault behind ``exc``, read from its Python and Java cause chains; None when it is another failure.
+
+    A permission fault is a path the JVM was refused (``(Permission denied)``, ``(Operation
+    not permitted)``, ``AccessDeniedException``, HDFS's ``Permission denied: … inode=``); a
+    damaged commit is a ``_delta_log/<version>.json`` that could not be read as such
+    (``FAILED_READ_FILE``, a checksum or JSON parse error). Both are permanent: retrying the
+    write cannot mend them (:class:`quarantine.errorhandling.retriable.RetriableClassifier`).
+
+    Args:
+        exc: the failure.
+        tables: the run's tables by role (``target``, ``quarantine``, ``metrics``); with one
+            entry, a path under no table's folder is that table's (a catalog table's location).
+    """
+    tables = dict(tables or {})
+    texts = list(_texts(exc))
+    text = "\n".join(texts)
+    for pattern in _DENIED:
+        m = pattern.search(text)
+        if m:
+            path = _local(m.group(1))
+            role, table = _role(path, tables)
+            if not role and len(tables) == 1:
+                ((role, table),) = tables.items()
+            writing = any(w in text for w in _WRITING)
+            return StorageFault("permission", path, role, table, writing=writing)
+    m = _COMMIT_FILE.search(text)
+    if m and any(d in text for d in _DAMAGED):
+        path, folder = _local(m.group(0)), _local(m.group(1))
+        role, table = _role(path, tables)
+        if not role and len(tables) == 1:
+            ((role, _),) = tables.items()
+        causes = _CAUSE_LINE.findall(text)  # the deepest Java cause is the last one named
+        cause = causes[-1].strip() if causes else ""
+        return StorageFault("damaged", path, role, folder, version=int(m.group(2)), cause=cause[:300])
+    return None
 
 
 def _describe(exc: BaseException) -> str:
@@ -251,7 +396,8 @@ def describe_write_failure(exc: BaseException, *, action: str, table: str, batch
     line (the stack stays on ``__cause__``) and adds the table, the batch and a
     remedy chosen by the condition.
     """
-    reason = describe_failure(exc)
+    role = action.split(" ", 1)[0]
+    reason = describe_failure(exc, {role: table} if role in _ROLES else None)
     haystack = f"{_condition(exc)} {type(exc).__name__} {reason}"
     advice = next(
         (text for needles, text in _ADVICE if any(n.lower() in haystack.lower() for n in needles)),

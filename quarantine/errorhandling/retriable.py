@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from quarantine.errors import storage_fault
+
 __all__ = [
     "DELTA_NOT_RETRIABLE",
     "DELTA_RETRIABLE",
@@ -158,6 +160,10 @@ class RetriableClassifier:
         predicate: an extra test; retriable when it returns True.
         never: class names that are not retriable (checked first), except a
             metadata conflict with a property-only change (:func:`is_table_property_change`).
+
+    A storage fault (:func:`quarantine.errors.storage_fault`: a path the principal may not
+    write, a damaged commit file) is never retriable, whatever the names say (a configured
+    ``java.io.IOException`` would match it): no attempt mends it, it fails at once.
     """
 
     names: frozenset[str] = frozenset(DELTA_RETRIABLE)
@@ -165,6 +171,8 @@ class RetriableClassifier:
     never: frozenset[str] = frozenset(DELTA_NOT_RETRIABLE)
 
     def __call__(self, exc: BaseException) -> bool:
+        if storage_fault(exc) is not None:
+            return False
         found = _class_names(exc)
         if found & self.never:
             return is_table_property_change(exc)

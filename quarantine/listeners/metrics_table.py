@@ -273,7 +273,7 @@ class MetricsTableListener:
         except Exception as exc:  # the listener contract: never fail the data path
             log.warning(
                 "metrics table %s: %d row(s) of run %s batch %s not written: %s",
-                self.table, len(rows), run_id, batch_id, describe_failure(exc),
+                self.table, len(rows), run_id, batch_id, describe_failure(exc, {"metrics": self.table}),
             )
 
 
