@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from quarantine.instants import collect_utc
 from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
@@ -224,7 +225,8 @@ class ReportData:
 
 
 def _tuples(df: DataFrame) -> Rows:
-    return [tuple(r) for r in df.collect()]
+    """``df``'s rows, each instant its UTC wall clock (naive: the page labels its times UTC)."""
+    return [tuple(v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for v in r) for r in collect_utc(df)]
 
 
 def collect_report_data(
