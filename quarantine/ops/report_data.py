@@ -260,8 +260,8 @@ def collect_report_data(
         read_quarantine(spark, quarantine_table)  # its columns checked: a wrong table is a ConfigError
         q = read_table_pinned(spark, quarantine_table).where(F.col(PIPELINE) == F.lit(pipeline))
         seen = q if since is None else q.where(F.col(FIRST_SEEN_AT) >= F.lit(since))
-        span = seen.agg(F.min(FIRST_SEEN_AT), F.max(FIRST_SEEN_AT)).first()
-        unit = time_unit(*(span if span is not None else (None, None)))
+        (span,) = collect_utc(seen.agg(F.min(FIRST_SEEN_AT), F.max(FIRST_SEEN_AT)))  # an aggregate: one row
+        unit = time_unit(*span)
         resolved = q if since is None else q.where(F.col(RESOLVED_AT) >= F.lit(since))
         data |= {
             "unit": unit,
