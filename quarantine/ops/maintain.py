@@ -73,6 +73,8 @@ DELTA_MIN_RETENTION_HOURS = 168.0
 #: The file listing parallelism of a VACUUM in a session at Spark's default (see the module docstring).
 VACUUM_LISTING_PARALLELISM = 64
 _LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+#: ``DESCRIBE HISTORY``'s commit time column (Delta's, not the quarantine table's ``timestamp``).
+_COMMITTED_AT = "timestamp"
 _SPARK_DEFAULT_LISTING = "10000"
 
 _UNIT_HOURS = {"week": 168.0, "day": 24.0, "hour": 1.0, "minute": 1 / 60, "second": 1 / 3600,
@@ -209,7 +211,7 @@ def _closed_since(spark: SparkSession, name: str, pipeline: str, since: dt.datet
     """
     first = (
         spark.sql(f"DESCRIBE HISTORY {table_ref(name)}")
-        .where(F.col("timestamp") >= F.lit(since).cast("timestamp"))
+        .where(F.col(_COMMITTED_AT) >= F.lit(since).cast("timestamp"))
         .agg(F.min("version")).first()
     )
     if first is None or first[0] is None:
