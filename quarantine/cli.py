@@ -64,7 +64,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine rebuild-target --conf data/demo/orders_demo.yml --dry-run",
         "quarantine rebuild-target --conf data/demo/orders_demo.yml",
     )),
-    "maintain": ("delete old replayed/discarded quarantine rows, then OPTIMIZE and VACUUM the table", (
+    "maintain": ("strip old replayed/discarded quarantine rows of their bytes, then OPTIMIZE and VACUUM the table", (
         "quarantine maintain --conf data/demo/orders_demo.yml",
         "quarantine maintain --conf data/demo/orders_demo.yml --set errors.deadletterqueue.retention.days=90",
     )),

@@ -25,6 +25,7 @@ __all__ = [
     "flaky",
     "parse_amount",
     "parse_amount_vectorized",
+    "raise_without_message",
     "shout",
     "split_name",
     "wrong_length_vectorized",
@@ -41,6 +42,11 @@ class TransientError(Exception):
 def parse_amount(text: str) -> float:
     """``"12.5"`` → 12.5; anything else raises ValueError."""
     return float(text)
+
+
+def raise_without_message(text: str) -> str:
+    """Raises a LookupError with no message (Java's ``getMessage()`` null, Python's empty ``args``)."""
+    raise LookupError
 
 
 def parse_amount_vectorized(s: pd.Series) -> pd.Series:

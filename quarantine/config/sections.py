@@ -200,8 +200,12 @@ class ErrorsConfig(Section):
     dlq_retention_days: Annotated[int, integer(0, unlimited=True)] = Field(
         30, alias="deadletterqueue.retention.days", examples=[90]
     )
-    """quarantine maintain deletes this pipeline's replayed/discarded rows resolved more than N days ago
-    (-1: never); open rows are never deleted."""
+    """quarantine maintain strips this pipeline's replayed/discarded rows resolved more than N days ago
+    (-1: never): key, value, headers, message, stacktrace and the error_history entries' messages become
+    NULL; the row keeps its coordinates, timestamp, fingerprint, status, stage, error class, history
+    times and classes, so a re-run still
+    leaves the record out. Only rows the table's commit clock also dates before the cutoff are
+    stripped; open rows are never touched."""
     dlq_vacuum_retention_hours: Annotated[int, integer(168)] = Field(
         168, alias="deadletterqueue.vacuum.retention.hours", examples=[336]
     )

@@ -24,8 +24,8 @@ The command writes exactly once per batch, by the rows' own ids, as the listener
 batch whose ``(pipeline, run_id, batch_id)`` the metrics table already holds is left out, so
 running the command twice adds nothing. It is exact when no update is running: a micro-batch
 that commits while the command reads is counted by the next call, not this one.
-``maintain`` deletes only closed quarantine rows older than the retention, and their batches
-were recorded long before.
+``maintain`` strips (never deletes) only closed quarantine rows older than the retention, and
+their batches were recorded long before.
 """
 
 from __future__ import annotations

@@ -1,12 +1,28 @@
-"""Quarantine table upkeep (``quarantine maintain``): delete old closed rows, OPTIMIZE, VACUUM.
+"""Quarantine table upkeep (``quarantine maintain``): strip old closed rows, OPTIMIZE, VACUUM.
 
 Three steps, in this order, each its own Delta commit (or none):
 
-1. **Delete** this pipeline's ``replayed`` and ``discarded`` rows resolved more than
-   ``errors.deadletterqueue.retention.days`` ago (``-1``: keep them). ``open``
-   rows are never deleted, however old: only a replay or a discard closes them.
-   The delete runs under the write retry (a concurrent pipeline's MERGE may
-   commit first).
+1. **Strip** this pipeline's ``replayed`` and ``discarded`` rows resolved more than
+   ``errors.deadletterqueue.retention.days`` ago (``-1``: keep them whole): their
+   :data:`~quarantine.sinks.quarantine.STRIPPED` columns (the record's key, value and
+   headers, the failure's message and stack trace) and the messages in its
+   ``error_history`` become NULL; the row stays, with its coordinates, timestamp,
+   fingerprint, status, stage, error class, history (times and classes) and times, so a
+   batch re-run over a source that still holds the record leaves it out
+   (closed stays closed; a deleted row would let the record run, and open, again).
+   ``open`` rows are never touched, however old: only a replay or a discard closes them.
+   The strip is a MERGE under the write retry (a concurrent pipeline's MERGE may commit
+   first).
+
+   **Clocks.** ``resolved_at`` is the closing writer's clock. A row is stripped only when
+   that clock *and* the table's own clock agree it is old: the Delta commits made since the
+   cutoff by the table's clock (``DESCRIBE HISTORY``'s commit times, one clock every
+   writer shares), as far back as VACUUM keeps their change data (the VACUUM retention
+   below, at least 7 days), are read through the table's Change Data Feed, and a row those
+   commits closed is kept whatever its ``resolved_at`` says (a writer's clock behind). Rows whose
+   ``resolved_at`` is later than maintain's ``now`` (a writer's clock ahead) are kept and
+   counted in the summary. A table without Change Data Feed gets the writer's clock alone,
+   and the summary says so.
 2. **OPTIMIZE**: compaction, which also clusters the table by its clustering
    columns (pipeline, topic, first_seen_date).
 3. **VACUUM** with ``errors.deadletterqueue.vacuum.retention.hours`` (at least
@@ -30,7 +46,7 @@ import re
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.config import PipelineConfig
@@ -38,11 +54,14 @@ from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import QuarantineError
 from quarantine.schema import (
     PIPELINE,
+    RESOLVED_AT,
+    SOURCE_KEY,
     STATUS,
     QuarantineStatus,
 )
+from quarantine.sinks.quarantine import strip_settled, stripped
 from quarantine.spark.session import session_setting
-from quarantine.tables import read_table, sql_literal, table_exists, table_ref, table_version
+from quarantine.tables import is_path, read_table, table_exists, table_ref, table_version
 
 __all__ = [
     "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain", "retention_hours",
@@ -54,6 +73,8 @@ DELTA_MIN_RETENTION_HOURS = 168.0
 #: The file listing parallelism of a VACUUM in a session at Spark's default (see the module docstring).
 VACUUM_LISTING_PARALLELISM = 64
 _LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+#: ``DESCRIBE HISTORY``'s commit time column (Delta's, not the quarantine table's ``timestamp``).
+_COMMITTED_AT = "timestamp"
 _SPARK_DEFAULT_LISTING = "10000"
 
 _UNIT_HOURS = {"week": 168.0, "day": 24.0, "hour": 1.0, "minute": 1 / 60, "second": 1 / 3600,
@@ -81,33 +102,51 @@ class MaintenanceResult:
 
     Attributes:
         table: the quarantine table.
-        deleted: closed rows deleted (0 when retention is -1 or none were old enough).
-        cutoff: rows resolved before this were deleted (None: retention -1, nothing deleted).
+        stripped: closed rows stripped of their bytes and messages (0 when retention is -1 or
+            none were old enough); the rows stay.
+        cutoff: rows resolved before this were stripped (None: retention -1, nothing stripped).
         files_compacted: data files OPTIMIZE rewrote (removed).
         vacuum_hours: the retention VACUUM used.
-        open_rows: this pipeline's open rows after the delete (never deleted).
+        open_rows: this pipeline's open rows (never stripped).
+        future_rows: this pipeline's closed rows whose ``resolved_at`` is later than now (a
+            writer's clock ahead): kept, counted here.
+        recent_rows: closed rows stamped before the cutoff that a commit since the cutoff
+            closed (a writer's clock behind): kept, counted here.
+        commit_clock: whether the table's commit clock guarded the strip (False: the table
+            has no Change Data Feed; ``resolved_at`` alone decided).
     """
 
     table: str
-    deleted: int
+    stripped: int
     cutoff: dt.datetime | None
     files_compacted: int
     vacuum_hours: float
     open_rows: int
+    future_rows: int = 0
+    recent_rows: int = 0
+    commit_clock: bool = True
 
     def render(self) -> str:
-        """Three lines: the delete, OPTIMIZE, VACUUM."""
-        kept = "kept (errors.deadletterqueue.retention.days: -1)" if self.cutoff is None else (
-            f"deleted {self.deleted:,} replayed/discarded row(s) resolved before {self.cutoff:%Y-%m-%d %H:%M} UTC")
+        """Three lines: the strip (with the rows whose clocks disagree), OPTIMIZE, VACUUM."""
+        kept = "kept whole (errors.deadletterqueue.retention.days: -1)" if self.cutoff is None else (
+            f"stripped {self.stripped:,} replayed/discarded row(s) resolved before {self.cutoff:%Y-%m-%d %H:%M} UTC "
+            "of their bytes and messages (their coordinates, fingerprint and status kept)")
+        notes = [f"{self.open_rows:,} open row(s) kept",
+                 f"{self.future_rows:,} closed row(s) resolved in the future kept (a writer's clock ahead?)"]
+        if self.recent_rows:
+            notes.append(f"{self.recent_rows:,} closed row(s) stamped before the cutoff but committed after it kept "
+                         "(a writer's clock behind?)")
+        if self.cutoff is not None and not self.commit_clock:
+            notes.append("resolved_at alone decided: the table has no Change Data Feed to check commit times")
         return "\n".join([
-            f"maintain {self.table}: {kept}; {self.open_rows:,} open row(s) kept",
+            f"maintain {self.table}: {kept}; " + "; ".join(notes),
             f"  OPTIMIZE: {self.files_compacted:,} file(s) compacted",
             f"  VACUUM: files removed more than {self.vacuum_hours:g} h ago deleted",
         ])
 
 
 def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | None = None) -> MaintenanceResult:
-    """Delete old closed rows of ``config``'s pipeline, then OPTIMIZE and VACUUM its quarantine table.
+    """Strip old closed rows of ``config``'s pipeline, then OPTIMIZE and VACUUM its quarantine table.
 
     Args:
         spark: the session.
@@ -116,41 +155,74 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
 
     Raises:
         QuarantineError: the quarantine table does not exist.
-        TableWriteError: the delete still failed after its retries.
+        TableWriteError: the strip still failed after its retries.
     """
     name = config.errors.dlq_table_name
     if not table_exists(spark, name):
         raise QuarantineError(f"quarantine table {name} does not exist: nothing to maintain")
     now = now or dt.datetime.now(dt.UTC)
-    ref = table_ref(name)  # SQL only: works over Spark Connect (no DeltaTable API there)
-    mine = f"pipeline = {sql_literal(config.pipeline)}"
+    ref = table_ref(name)  # SQL and mergeInto only: works over Spark Connect (no DeltaTable API there)
+    props = spark.sql(f"DESCRIBE DETAIL {ref}").select("properties").first()
+    properties = (props[0] or {}) if props else {}
+    table_hours = retention_hours(properties.get("delta.deletedFileRetentionDuration"))
+    hours = max(float(config.errors.dlq_vacuum_retention_hours), table_hours, DELTA_MIN_RETENTION_HOURS)
+    mine = read_table(spark, name).where(F.col(PIPELINE) == F.lit(config.pipeline))
+    closed = mine.where(F.col(STATUS).isin(QuarantineStatus.REPLAYED.value, QuarantineStatus.DISCARDED.value))
+    future = closed.where(F.col(RESOLVED_AT) > F.lit(now).cast("timestamp")).count()
     days = config.errors.dlq_retention_days
     cutoff = None if days < 0 else now - dt.timedelta(days=days)
-    deleted = 0
+    stripped_rows = recent = 0
+    commit_clock = str(properties.get("delta.enableChangeDataFeed", "false")).lower() == "true"
     if cutoff is not None:
-        closed = f"status IN ('{QuarantineStatus.REPLAYED.value}', '{QuarantineStatus.DISCARDED.value}')"
-        # the cutoff with its zone: a session's time zone may not be UTC (Databricks)
-        since = cutoff.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00:00")
-        old = f"{mine} AND {closed} AND resolved_at IS NOT NULL AND resolved_at < TIMESTAMP '{since}'"
+        old = closed.where((F.col(RESOLVED_AT) < F.lit(cutoff).cast("timestamp")) & ~stripped())
+        keys = old.select(*SOURCE_KEY).distinct()
+        if commit_clock:
+            since = max(cutoff, now - dt.timedelta(hours=hours))
+            late = _closed_since(spark, name, config.pipeline, since)
+            if late is not None:
+                recent = keys.join(late, list(SOURCE_KEY), "left_semi").count()
+                keys = keys.join(late, list(SOURCE_KEY), "left_anti")
         before = table_version(spark, name)
         retry = RetryWithToleranceOperator.for_writes(config.errors)
         retry.call(
-            lambda: spark.sql(f"DELETE FROM {ref} WHERE {old}").collect(), name=f"delete of closed rows from {name}"
+            lambda: strip_settled(spark, name, keys, pipeline=config.pipeline, before=cutoff),
+            name=f"strip of closed rows in {name}",
         )
-        deleted = _deleted_since(spark, name, before)
+        stripped_rows = _updated_since(spark, name, before)
     optimized = spark.sql(f"OPTIMIZE {ref}").select("metrics.numFilesRemoved").first()
     files = int(optimized[0] or 0) if optimized is not None else 0
-    props = spark.sql(f"DESCRIBE DETAIL {ref}").select("properties").first()
-    table_hours = retention_hours((props[0] or {}).get("delta.deletedFileRetentionDuration") if props else None)
-    hours = max(float(config.errors.dlq_vacuum_retention_hours), table_hours, DELTA_MIN_RETENTION_HOURS)
     with _listing_parallelism(spark):
         spark.sql(f"VACUUM {ref} RETAIN {hours:g} HOURS").collect()
     open_rows = read_table(spark, name).where(
         (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
     ).count()
     return MaintenanceResult(
-        table=name, deleted=deleted, cutoff=cutoff, files_compacted=files, vacuum_hours=hours, open_rows=open_rows
+        table=name, stripped=stripped_rows, cutoff=cutoff, files_compacted=files, vacuum_hours=hours,
+        open_rows=open_rows, future_rows=future, recent_rows=recent, commit_clock=commit_clock,
     )
+
+
+def _closed_since(spark: SparkSession, name: str, pipeline: str, since: dt.datetime) -> DataFrame | None:
+    """The coordinates of ``pipeline``'s rows that commits at or after ``since`` (the table's clock) closed.
+
+    Read from the table's Change Data Feed (post-images and inserts with a closed status) of
+    the first commit ``DESCRIBE HISTORY`` dates at or after ``since`` onwards; None when no
+    commit is that recent.
+    """
+    first = (
+        spark.sql(f"DESCRIBE HISTORY {table_ref(name)}")
+        .where(F.col(_COMMITTED_AT) >= F.lit(since).cast("timestamp"))
+        .agg(F.min("version")).first()
+    )
+    if first is None or first[0] is None:
+        return None
+    reader = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", int(first[0]))
+    changes = reader.load(name) if is_path(name) else reader.table(name)
+    return changes.where(
+        (F.col(PIPELINE) == F.lit(pipeline))
+        & F.col("_change_type").isin("update_postimage", "insert")
+        & F.col(STATUS).isin(QuarantineStatus.REPLAYED.value, QuarantineStatus.DISCARDED.value)
+    ).select(*SOURCE_KEY).distinct()
 
 
 def _listing_parallelism(spark: SparkSession) -> AbstractContextManager[None]:
@@ -160,11 +232,11 @@ def _listing_parallelism(spark: SparkSession) -> AbstractContextManager[None]:
     return nullcontext()
 
 
-def _deleted_since(spark: SparkSession, name: str, version: int) -> int:
-    """Rows deleted by the table's DELETE commits after ``version`` (none if nothing matched)."""
+def _updated_since(spark: SparkSession, name: str, version: int) -> int:
+    """Rows updated by the table's MERGE commits after ``version`` (none if nothing matched)."""
     rows = (
         spark.sql(f"DESCRIBE HISTORY {table_ref(name)} LIMIT 20")
-        .where((F.col("version") > version) & (F.col("operation") == "DELETE"))
+        .where((F.col("version") > version) & (F.col("operation") == "MERGE"))
         .select("operationMetrics").collect()
     )
-    return sum(int((r[0] or {}).get("numDeletedRows", 0) or 0) for r in rows)
+    return sum(int((r[0] or {}).get("numTargetRowsUpdated", 0) or 0) for r in rows)

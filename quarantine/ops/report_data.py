@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from quarantine.instants import collect_utc
 from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
@@ -246,7 +247,8 @@ class ReportData:
 
 
 def _tuples(df: DataFrame) -> Rows:
-    return [tuple(r) for r in df.collect()]
+    """``df``'s rows, each instant its UTC wall clock (naive: the page labels its times UTC)."""
+    return [tuple(v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for v in r) for r in collect_utc(df)]
 
 
 def collect_report_data(
@@ -280,8 +282,8 @@ def collect_report_data(
         read_quarantine(spark, quarantine_table)  # its columns checked: a wrong table is a ConfigError
         q = read_table_pinned(spark, quarantine_table).where(F.col(PIPELINE) == F.lit(pipeline))
         seen = q if since is None else q.where(F.col(FIRST_SEEN_AT) >= F.lit(since))
-        span = seen.agg(F.min(FIRST_SEEN_AT), F.max(FIRST_SEEN_AT)).first()
-        unit = time_unit(*(span if span is not None else (None, None)))
+        (span,) = collect_utc(seen.agg(F.min(FIRST_SEEN_AT), F.max(FIRST_SEEN_AT)))  # an aggregate: one row
+        unit = time_unit(*span)
         resolved = q if since is None else q.where(F.col(RESOLVED_AT) >= F.lit(since))
         data |= {
             "unit": unit,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError, QuarantineError
+from quarantine.instants import collect_utc
 from quarantine.schema import (
     ERROR_CLASS,
     FIRST_SEEN_AT,
@@ -331,7 +332,7 @@ def _quarantine(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 
 def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
     df = select_records(_quarantine(_spark("inspect", config), config), f)
-    records = [record_json(r.asDict()) for r in df.collect()]
+    records = [record_json(r.asDict()) for r in collect_utc(df)]
     if as_json:
         print_json(records)
         return 0
@@ -343,7 +344,7 @@ def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
 
 def _stats(config: PipelineConfig, pipeline: str | None, *, as_json: bool) -> int:
     frames = stats_frames(_quarantine(_spark("stats", config), config), pipeline)
-    tables = {title: (df.columns, [list(r) for r in df.collect()]) for title, df in frames.items()}
+    tables = {title: (df.columns, [list(r) for r in collect_utc(df)]) for title, df in frames.items()}
     if as_json:
         print_json({title: [dict(zip(cols, row, strict=True)) for row in rows]
                     for title, (cols, rows) in tables.items()})
@@ -387,7 +388,7 @@ def _sql(args: argparse.Namespace, config: PipelineConfig) -> int:
     spark = _spark("sql", config)
     _quarantine(spark, config)  # a clear message when there is no table yet
     df = spark.sql(text).limit(args.limit + 1)  # one more row than shown: whether the output is cut
-    rows = [list(r) for r in df.collect()]
+    rows = [list(r) for r in collect_utc(df)]
     cut = len(rows) > args.limit
     rows = rows[: args.limit]
     notice = f"the first {args.limit:,} rows: more rows match (--limit)" if cut else None

@@ -50,6 +50,7 @@ from quarantine.schema import (
     RESOLVED_AT,
     RUN_ID,
     SOURCE_KEY,
+    STACKTRACE,
     STAGE,
     STATUS,
     TIMESTAMP,
@@ -74,6 +75,7 @@ __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
     "ROWS_PER_FILE",
+    "STRIPPED",
     "QuarantineWrite",
     "QuarantineWriter",
     "close_records",
@@ -84,6 +86,8 @@ __all__ = [
     "row_fingerprint",
     "settled_records",
     "stored_fingerprint",
+    "strip_settled",
+    "stripped",
 ]
 
 #: ``error_history`` keeps the first entries of a record's failures ...
@@ -439,6 +443,58 @@ def close_records(
             "resolved_at": F.lit(now).cast("timestamp"),
             "resolution": F.lit(resolution),
         })
+        .merge()
+    )
+
+
+#: What retention strips from a closed row (``quarantine maintain``): the record's bytes and the
+#: failure's words. The row's identity stays: pipeline, coordinates, timestamp, fingerprint, and
+#: its status, stage, kind, error class, counts and times, so a re-run still leaves the record out.
+#: ``error_history`` stays too, its entries' ``message`` stripped (their times and classes feed the
+#: SQL library's ``error_rate``).
+STRIPPED: tuple[str, ...] = (KEY, VALUE, HEADERS, MESSAGE, STACKTRACE)
+
+
+def _stripped(col: Any) -> Column:
+    cond = F.forall(F.coalesce(col(ERROR_HISTORY), F.array()), lambda h: h[MESSAGE].isNull())
+    for c in STRIPPED:
+        cond = cond & col(c).isNull()
+    return cond
+
+
+def stripped() -> Column:
+    """True for a row whose :data:`STRIPPED` columns and history messages are all NULL (retention kept it)."""
+    return _stripped(F.col)
+
+
+def strip_settled(spark: SparkSession, name: str, keys: DataFrame, *, pipeline: str, before: dt.datetime) -> None:
+    """Strip the :data:`STRIPPED` columns (and the history's messages) of this pipeline's closed rows
+    in ``keys`` resolved before ``before``.
+
+    Each row keeps its fingerprint: one a row lacks (written before the column existed) is
+    computed from its bytes first (:func:`stored_fingerprint`), so the record is still known
+    by its content once its bytes are gone, and :func:`settled_records` leaves it out of every
+    later batch. ``open`` rows, rows closed at or after ``before`` (a concurrent writer's) and
+    rows stripped already are left as they are.
+
+    Args:
+        keys: ``topic``, ``partition``, ``offset`` (other columns ignored), each key once.
+        before: the cutoff, as maintain computed it.
+    """
+    source = keys.select(F.lit(pipeline).alias(PIPELINE), *SOURCE_KEY,
+                         F.lit(None).cast("bigint").alias(QUARANTINE_FINGERPRINT))
+
+    def t(c: str) -> Column:
+        return table_column(name, c)
+
+    closed = t(STATUS).isin(QuarantineStatus.REPLAYED.value, QuarantineStatus.DISCARDED.value)
+    old = t(RESOLVED_AT) < F.lit(before).cast("timestamp")
+    update: dict[str, Column] = {c: F.lit(None) for c in STRIPPED}
+    update[ERROR_HISTORY] = F.transform(t(ERROR_HISTORY), lambda h: h.withField(MESSAGE, F.lit(None).cast("string")))
+    update[QUARANTINE_FINGERPRINT] = stored_fingerprint(t)
+    (
+        source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        .whenMatched(closed & old & ~_stripped(t)).update(update)
         .merge()
     )
 

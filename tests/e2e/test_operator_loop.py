@@ -8,7 +8,7 @@ sample is 800 records instead of 10,000. After each step, the tables are checked
 
 run (a stage with a bug) -> inspect and stats show its records -> the fix -> replay
 --dry-run says they would pass and writes nothing -> replay: target complete, rows
-``replayed`` -> a second replay is a no-op -> maintain deletes nothing open -> report
+``replayed`` -> a second replay is a no-op -> maintain strips nothing open -> report
 renders in headless Chromium without errors. The README's SQL runs too.
 """
 

@@ -130,7 +130,7 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, server: Conn
     assert closed == by_stage["check_order"] > 0, fixed
     assert spark.read.format("delta").load(config.target.table).count() == n_ok + closed
 
-    # upkeep over Connect: SQL only (DELETE, OPTIMIZE, VACUUM), the session's settings set and restored
+    # upkeep over Connect: SQL and mergeInto only (the strip, OPTIMIZE, VACUUM), the session's settings set and restored
     kept = _ok(_quarantine("maintain", "--conf", str(conf), server=server))
     assert f"{n_bad - closed:,} open row(s) kept" in kept and "VACUUM: files removed more than 168 h ago" in kept, kept
     assert spark.read.format("delta").load(config.errors.dlq_table_name).count() == n_bad  # closed rows are young

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from quarantine.batch.chain import apply_stages
 from quarantine.config import StageSpec
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryPolicy
+from quarantine.sinks.dlq_topic import dlq_records
+from quarantine.sinks.quarantine import quarantine_rows
 from quarantine.stage import Stage, StageContext
 from quarantine.stages import build_stage as from_spec
 from quarantine.stages.decode import DecodeUtf8
@@ -179,3 +182,18 @@ def test_all_rows_skipped_or_empty_input(spark: Any) -> None:
     assert [r.error.stage for r in rows] == ["decode", "decode"]
     empty = apply_stages(kafka_df(spark, []), [DecodeUtf8("decode"), python_stage("a", fx.parse_amount, "DOUBLE")])
     assert empty.collect() == []
+
+
+def test_an_exception_without_a_message_is_kept_and_sent_as_a_sentence_not_null(spark: Any) -> None:
+    """docs/error-handling.md, "A DLQ topic": Kafka Connect's ``DeadLetterQueueReporter`` adds
+    ``__connect.errors.exception.message`` with a null value when the exception has no message;
+    here the ``message`` column and that header read ``<Class> raised with no message``."""
+    stage = python_stage("f", fx.raise_without_message, "STRING")
+    out = apply_stages(kafka_df(spark, [b"x"]), [DecodeUtf8("decode"), stage])
+    rows = quarantine_rows(out.withColumn("_err", F.col("f.error")), pipeline="p", run_id="r", batch_id=0,
+                           now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), error="_err")
+    (row,) = rows.collect()
+    assert row.message == "LookupError raised with no message"
+    (record,) = dlq_records(rows).collect()
+    headers = {h.key: h.value for h in record.headers}
+    assert headers["__connect.errors.exception.message"] == b"LookupError raised with no message"
