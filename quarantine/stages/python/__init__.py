@@ -218,7 +218,8 @@ def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Ca
         try:
             obj: Any = _import(module_name, folder)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and not module_name.startswith(exc.name):  # the module's own import
+            missing = exc.name or ""
+            if missing and missing != module_name and not module_name.startswith(missing + "."):  # its own import
                 raise ConfigError(
                     key, path, f"an importable function (importing {module_name} raised ModuleNotFoundError: {exc})"
                 ) from None
