@@ -74,9 +74,9 @@ Options::
 Finding the function: a config file's stage imports its module from ``path`` first (by
 default the config file's folder, so ``sensors.py`` beside ``pipeline.yml`` needs no
 ``PYTHONPATH``), then from ``sys.path``. A module found in that folder is pickled by value
-with the UDF (cloudpickle), so Spark's Python workers run it without importing it: locally,
-on a cluster and over Spark Connect. Its own imports are by reference: what it imports must
-be installed where the workers run (see :func:`resolve_callable`).
+with the UDF (cloudpickle), so Spark's Python workers run it without importing it (tested on
+local Spark; a cluster or Spark Connect gets the same pickle). Its own imports are by
+reference: what it imports must be installed where the workers run (see :func:`resolve_callable`).
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Ca
     A module found in ``folder`` (a python stage's ``path`` option: by default the config
     file's folder) is imported with that folder first on ``sys.path``, then registered with
     cloudpickle to be pickled by value: the function and the module's code travel with the
-    UDF, so Spark's Python workers (local, a cluster, Spark Connect) need not import it.
+    UDF, so Spark's Python workers need not import it.
     Anything else is imported from ``sys.path`` (installed packages, ``PYTHONPATH``) and
     pickled by reference, so it must be importable where the workers run.
 
