@@ -32,6 +32,7 @@ __all__ = [
     "CREDENTIAL",
     "EXCEPTIONS",
     "FIELD",
+    "MODULE_FOLDER",
     "NAMES",
     "ON_BREACH",
     "REGISTRY_URL",
@@ -243,6 +244,24 @@ def existing(what: str, *, folder: bool) -> Check:
         return resolved
 
     return Check(check, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
+
+
+def _module_folder(value: Any, info: ValidationInfo) -> str | None:
+    """A python stage's module folder: default the config's folder; a relative one is read from it."""
+    base = base_dir_of(info)
+    if value is None:
+        return base  # loaded from a file: its folder; built in Python: None (sys.path alone)
+    text: str = TEXT.fn(value)
+    if base is None:
+        return text
+    resolved = resolve(text, base) if is_relative_path(text, bare_names=True) else text
+    if not Path(resolved).is_dir():
+        raise fail(f"an existing folder holding the function's module (relative paths are read from {base})",
+                   value=resolved)
+    return resolved
+
+
+MODULE_FOLDER = Check(_module_folder, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
 
 
 def _wire_format(value: Any) -> str:

@@ -22,6 +22,7 @@ from quarantine.errors import ConfigError, MissingDependencyError, QuarantineErr
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
+    from quarantine.stage import Stage
 
 __all__ = ["COMMANDS", "console", "main", "parse_since"]
 
@@ -276,6 +277,7 @@ def _command(args: argparse.Namespace) -> int:
             stages = Pipeline.check_config(config)
             print(f"config ok: pipeline {config.pipeline}, {len(stages)} stages: "
                   + " -> ".join(f"{s.name}({type(s).__name__})" for s in stages))
+            print(_target_columns(config, stages))
             print(_tables(config))
             print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
             from quarantine.source_contract import unchecked
@@ -381,6 +383,24 @@ def _roles(config: PipelineConfig) -> dict[str, str]:
     """A pipeline's tables by role (``target``, ``quarantine``, ``metrics`` when set)."""
     roles = {"target": config.target.table, "quarantine": config.errors.dlq_table_name}
     return roles | ({"metrics": config.metrics.table} if config.metrics.table else {})
+
+
+def _target_columns(config: PipelineConfig, stages: Sequence[Stage]) -> str:
+    """The target's columns as the config declares them: the last stage's result, then the source's."""
+    from quarantine.lineage import declared_result
+    from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
+
+    last = stages[-1].name
+    declared = declared_result(config.stages, stages)
+    if declared is None:
+        shown = f"the result of the last stage, {last} (its type is known when a run starts)"
+    else:
+        fields = target_columns(declared, last).fields
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in fields)
+        shown += f" (the last stage's result: {last})"
+    if config.target.source_columns:
+        shown += " + " + ", ".join(TARGET_SOURCE_COLUMNS.fieldNames())
+    return f"target columns: {shown}"
 
 
 def _tables(config: PipelineConfig) -> str:

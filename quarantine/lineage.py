@@ -45,7 +45,7 @@ from quarantine.errors import ConfigError
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, VALUE
 from quarantine.stage import Stage
 
-__all__ = ["Produced", "check_lineage"]
+__all__ = ["Produced", "check_lineage", "declared_result"]
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,29 @@ def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
         ConfigError: naming the key of the first column a stage reads that its input
             does not have, or of a json stage reading BINARY.
     """
+    _walk(specs, stages, check=True)
+
+
+def declared_result(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> DataType | None:
+    """The last stage's result type as the config declares it (the target's row: see
+    :func:`quarantine.schema.target_columns`); None when it is only known once Spark runs."""
+    if not stages:
+        return None
+    return _walk(specs, stages, check=False)[stages[-1].name].type
+
+
+def _walk(specs: Sequence[StageSpec], stages: Sequence[Stage], *, check: bool) -> dict[str, Produced]:
+    """What each stage produces, in order; each stage's input checked first when ``check``."""
     produced: dict[str, Produced] = {}
     previous: str | None = None
     for spec, stage in zip(specs, stages, strict=True):
         source = stage.input if stage.input is not None else previous
         read = _input(source or VALUE, produced)
-        _check_stage(spec, stage, source or VALUE, read)
+        if check:
+            _check_stage(spec, stage, source or VALUE, read)
         produced[stage.name] = Produced(f"stage '{stage.name}' ({spec.type})", _output(spec.type, stage, read))
         previous = stage.name
+    return produced
 
 
 def _input(name: str, produced: Mapping[str, Produced]) -> Produced:

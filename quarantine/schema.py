@@ -81,6 +81,7 @@ __all__ = [
     "TARGET_KEY",
     "TARGET_OFFSET",
     "TARGET_PARTITION",
+    "TARGET_SOURCE_COLUMNS",
     "TARGET_SOURCE_PREFIX",
     "TARGET_TIMESTAMP",
     "TARGET_TOPIC",
@@ -94,6 +95,7 @@ __all__ = [
     "QuarantineStatus",
     "kafka_shape_problems",
     "result_struct",
+    "target_columns",
 ]
 
 
@@ -129,6 +131,32 @@ TARGET_KEY: tuple[str, ...] = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 #: The fingerprint's column in the quarantine table, and in the target (with the coordinates).
 QUARANTINE_FINGERPRINT = "fingerprint"
 TARGET_FINGERPRINT = "_source_fingerprint"
+#: The target's columns after the result's when ``target.source_columns`` (the default): where
+#: each good row came from, with their types.
+TARGET_SOURCE_COLUMNS = StructType(
+    [
+        StructField(TARGET_TOPIC, StringType()),
+        StructField(TARGET_PARTITION, IntegerType()),
+        StructField(TARGET_OFFSET, LongType()),
+        StructField(TARGET_TIMESTAMP, TimestampType()),
+        StructField(TARGET_FINGERPRINT, LongType()),
+    ]
+)
+
+
+def target_columns(result_type: DataType, last_stage: str) -> StructType:
+    """The target's columns that hold a good row: the **last** stage's result, nothing earlier.
+
+    A struct result's fields are the target's columns, by their names; any other result
+    is one column named after the last stage (a ``python`` stage returning ``DOUBLE``
+    gives a target of one ``DOUBLE`` column). :data:`TARGET_SOURCE_COLUMNS` follow them
+    when ``target.source_columns``.
+    """
+    if isinstance(result_type, StructType):
+        return result_type
+    return StructType([StructField(last_stage, result_type)])
+
+
 #: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.batch.verdict`).
 CHECK_INPUT_PREFIX = "_q_check_"
 #: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).

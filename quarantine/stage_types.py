@@ -35,6 +35,7 @@ from quarantine._option_types import (
     CREDENTIAL,
     EXCEPTIONS,
     FIELD,
+    MODULE_FOLDER,
     NAMES,
     ON_BREACH,
     REGISTRY_URL,
@@ -262,20 +263,32 @@ class ChecksOptions(StageOptions):
 class PythonOptions(StageOptions):
     """Options of a ``python`` stage."""
 
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("path",)
+
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"function": "mypkg.scoring.score", "returns": "DOUBLE", "mode": "vectorized"},
+        {"function": "sensors.enrich", "returns": "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE"},
     ]})
 
-    function: Annotated[str, TEXT] = Field(examples=["mypkg.scoring.score"])
-    """The function's dotted path (pkg.module.fn or pkg.module:Class.method), importable on the cluster."""
-    returns: Annotated[str, TEXT] = Field(examples=["DECIMAL(10,2)"])
-    """The result's Spark type, e.g. DOUBLE or 'DECIMAL(10,2)'."""
+    function: Annotated[str, TEXT] = Field(examples=["sensors.enrich"])
+    """The function's dotted path (module.fn, pkg.module.fn or pkg.module:Class.method); the module is
+    imported from path (default the config's folder) first, then from the installed packages."""
+    returns: Annotated[str, TEXT] = Field(examples=["DECIMAL(10,2)", "reading_id BIGINT, celsius DOUBLE"])
+    """The result's Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field list
+    ('reading_id BIGINT, celsius DOUBLE') or STRUCT<...>. The last stage's result is the target's row: a
+    struct's fields become its columns, any other type one column named after the stage."""
     mode: Annotated[str, lowered("row", "vectorized")] = "row"
-    """row: fn(value) per row; vectorized: fn(pandas.Series) per Arrow batch."""
+    """row: fn(value) per row (a struct is a dict, the result a value or dict); vectorized: fn(pandas.Series
+    or, for a struct, pandas.DataFrame) per Arrow batch, returning a Series (or DataFrame) of the same length."""
     nullable: Annotated[bool, BOOL] = False
     """A None result is a success (NULL result) instead of a NullResult error."""
     retriable: Annotated[Any, EXCEPTIONS] = Field(None, examples=[["TimeoutError", "mypkg.errors.Throttled"]])
     """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
+    path: Annotated[str | None, MODULE_FOLDER] = Field(None, validate_default=True, examples=["lib"])
+    """The folder the function's module is imported from first (a relative one is read from the config's
+    folder); default the config file's folder. A module found there is shipped to Spark's Python workers with
+    the function, so neither needs PYTHONPATH."""
 
 
 class ExpectationOptions(StageOptions):

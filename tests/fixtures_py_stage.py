@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import Row
 
 __all__ = [
     "NOT_CALLABLE",
@@ -22,12 +23,16 @@ __all__ = [
     "always_none",
     "amount_times_quantity",
     "amount_times_quantity_vectorized",
+    "as_row",
+    "as_tuple",
     "flaky",
     "parse_amount",
     "parse_amount_vectorized",
     "raise_without_message",
     "shout",
     "split_name",
+    "type_of",
+    "type_of_batch",
     "wrong_length_vectorized",
     "wrong_type",
 ]
@@ -137,3 +142,24 @@ class FailFirstCalls:
             self.remaining -= 1
             raise TransientError(f"transient failure, {self.remaining} more to go")
         return value
+
+
+def type_of(value: Any) -> str:
+    """What row mode passes: the value's type name and, for a dict, its keys."""
+    return type(value).__name__ + (f"[{','.join(value)}]" if isinstance(value, dict) else "")
+
+
+def type_of_batch(values: Any) -> pd.Series:
+    """What vectorized mode passes: the batch's type name and, for a DataFrame, its columns."""
+    columns = f"[{','.join(values.columns)}]" if isinstance(values, pd.DataFrame) else ""
+    return pd.Series([type(values).__name__ + columns] * len(values))
+
+
+def as_row(value: dict[str, Any]) -> Any:
+    """A struct result as a pyspark Row (for ``returns: "a INT, b STRING"``)."""
+    return Row(a=value["a"], b=str(value["b"]))
+
+
+def as_tuple(value: dict[str, Any]) -> tuple[Any, ...]:
+    """A struct result as a tuple in field order (for ``returns: "a INT, b STRING"``)."""
+    return (value["a"], str(value["b"]))

@@ -73,6 +73,7 @@ from quarantine.schema import (
     TIMESTAMP_TYPE,
     TOPIC,
     VALUE,
+    target_columns,
 )
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
@@ -233,7 +234,8 @@ class Plan:
         return replaced
 
     def target_rows(self, split: DataFrame, *, result_type: DataType | None = None) -> DataFrame:
-        """Good rows in the target's shape: the final result's fields + source coordinates.
+        """Good rows in the target's shape (:func:`quarantine.schema.target_columns`): the last stage's
+        result (a struct's fields, or one column named after the stage) + the source coordinates.
 
         ``result_type``: the type of ``split``'s result column, when the caller knows it (None:
         ``split`` is analysed for it; a declarative pipeline's query function may not)."""
@@ -241,10 +243,11 @@ class Plan:
 
         res_type = split.schema[RESULT].dataType if result_type is None else result_type
 
+        columns = target_columns(res_type, self.stages[-1].name)
         if isinstance(res_type, StructType):
-            payload = [F.col(f"{RESULT}.{f.name}").alias(f.name) for f in res_type.fields]
+            payload = [F.col(f"{RESULT}.{f.name}").alias(f.name) for f in columns.fields]
         else:
-            payload = [F.col(RESULT).alias(self.stages[-1].name)]
+            payload = [F.col(RESULT).alias(f.name) for f in columns.fields]
         extra: list[Column] = []
         if self.config.target.source_columns:
             extra = [

@@ -137,3 +137,19 @@ def test_validate_says_it_did_not_check_a_catalog_source(tmp_path: Path) -> None
     proc = _validate(_write(tmp_path, cfg))
     assert proc.returncode == 0, proc.stderr
     assert "not checked: source main.raw.orders is a catalog table" in proc.stdout
+
+
+def test_validate_names_the_target_columns_the_last_stage_gives(tmp_path: Path) -> None:
+    """Issue 54, point 1: the target holds the last stage's result only, and validate says so."""
+    config: dict[str, Any] = orders_config(tmp_path)
+    proc = _validate(_write(tmp_path, config))
+    assert proc.returncode == 0, proc.stderr
+    assert ("target columns: order_id STRING, amount DOUBLE (the last stage's result: parse) + _source_topic, "
+            "_source_partition, _source_offset, _source_timestamp, _source_fingerprint\n") in proc.stdout
+
+    # a last python stage returning one DOUBLE: the target is that one column, named after the stage
+    config["stages"].append({"name": "fahrenheit", "type": "python",
+                             "options": {"function": "math.fabs", "returns": "DOUBLE"}})
+    proc = _validate(_write(tmp_path, config))
+    assert proc.returncode == 0, proc.stderr
+    assert "target columns: fahrenheit DOUBLE (the last stage's result: fahrenheit) + _source_topic" in proc.stdout

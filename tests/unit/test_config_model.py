@@ -226,7 +226,7 @@ def test_the_declared_options_are_the_ones_each_stage_module_reads() -> None:
     from quarantine.stages.checks import _RULES
 
     assert _names(STAGE_TYPES["checks"].options) == {"rules"}
-    assert _names(STAGE_TYPES["python"].options) == {"function", "returns", "mode", "nullable", "retriable"}
+    assert _names(STAGE_TYPES["python"].options) == {"function", "returns", "mode", "nullable", "retriable", "path"}
     assert {c.value: {"column", "check", *r.options} for c, r in _RULES.items()} == {
         c: _names(m) for c, m in RULE_DECLARATIONS.items()
     }

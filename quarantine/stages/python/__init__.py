@@ -69,15 +69,26 @@ Options::
     mode: row | vectorized               # default row
     nullable: false                      # None results are errors unless true
     retriable: [requests.Timeout]        # exception classes marked retriable
+    path: lib                            # the module's folder; default the config file's
+
+Finding the function: a config file's stage imports its module from ``path`` first (by
+default the config file's folder, so ``sensors.py`` beside ``pipeline.yml`` needs no
+``PYTHONPATH``), then from ``sys.path``. A module found in that folder is pickled by value
+with the UDF (cloudpickle), so Spark's Python workers run it without importing it (tested on
+local Spark; a cluster or Spark Connect gets the same pickle). Its own imports are by
+reference: what it imports must be installed where the workers run (see :func:`resolve_callable`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pyspark import cloudpickle
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
@@ -174,12 +185,24 @@ def _stage_policy(retry: object | None, retriable: tuple[type[BaseException], ..
 # ---------------------------------------------------------------------- building
 
 
-def resolve_callable(path: object, key: str) -> Callable[..., Any]:
-    """Import ``pkg.mod.fn`` (or ``pkg.mod:fn``, or ``pkg.mod.Class.method``).
+def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Callable[..., Any]:
+    """Import ``pkg.mod.fn`` (or ``pkg.mod:fn``, or ``pkg.mod.Class.method``), from ``folder`` first.
+
+    A module found in ``folder`` (a python stage's ``path`` option: by default the config
+    file's folder) is imported with that folder first on ``sys.path``, then registered with
+    cloudpickle to be pickled by value: the function and the module's code travel with the
+    UDF, so Spark's Python workers need not import it.
+    Anything else is imported from ``sys.path`` (installed packages, ``PYTHONPATH``) and
+    pickled by reference, so it must be importable where the workers run.
+
+    Args:
+        path: the dotted path as configured.
+        key: the config key, for errors (``stages[3].options.function``).
+        folder: the folder to import from first; None for ``sys.path`` alone.
 
     Raises:
-        ConfigError: naming ``key`` when the module does not import, the
-            attribute does not exist, or it is not callable.
+        ConfigError: naming ``key`` when the module does not import (saying where it was
+            looked for and what to set), the attribute does not exist, or it is not callable.
     """
     if not isinstance(path, str) or not path.strip() or "." not in path.replace(":", "."):
         raise ConfigError(key, path, "a dotted path to a function, e.g. mypkg.orders.enrich")
@@ -193,7 +216,15 @@ def resolve_callable(path: object, key: str) -> Callable[..., Any]:
     last_error: BaseException | None = None
     for module_name, attrs in candidates:
         try:
-            obj: Any = importlib.import_module(module_name)
+            obj: Any = _import(module_name, folder)
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if missing and missing != module_name and not module_name.startswith(missing + "."):  # its own import
+                raise ConfigError(
+                    key, path, f"an importable function (importing {module_name} raised ModuleNotFoundError: {exc})"
+                ) from None
+            last_error = exc
+            continue
         except ImportError as exc:
             last_error = exc
             continue
@@ -216,10 +247,38 @@ def resolve_callable(path: object, key: str) -> Callable[..., Any]:
             raise ConfigError(key, path, f"a callable (found {type(obj).__name__})")
         fn: Callable[..., Any] = obj
         return fn
-    raise ConfigError(key, path, f"an importable function ({last_error})")
+    top = candidates[-1][0].split(".")[0]
+    where = f"{folder} (the stage's path option: the config file's folder unless set), then " if folder else ""
+    option = key.rpartition(".")[0] + ".path" if "." in key else "path"
+    raise ConfigError(
+        key,
+        path,
+        f"an importable function ({last_error}; looked in {where}sys.path: the installed packages and PYTHONPATH). "
+        f"Put {top}.py (or the package {top}/) beside the config, set {option} to the folder holding it, "
+        "or install it",
+    )
 
 
-def _exception_classes(raw: object, key: str) -> tuple[type[BaseException], ...]:
+def _import(module_name: str, folder: str | None) -> Any:
+    """``module_name`` imported with ``folder`` first on ``sys.path``; pickled by value when found there."""
+    if folder is None:
+        return importlib.import_module(module_name)
+    folder = os.path.abspath(folder)
+    on_path = folder in {os.path.abspath(p or os.curdir) for p in sys.path}
+    importlib.invalidate_caches()
+    sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    finally:
+        sys.path.remove(folder)
+    top = sys.modules[module_name.split(".")[0]]
+    origin = getattr(top, "__file__", None)
+    if not on_path and origin is not None and os.path.abspath(origin).startswith(folder + os.sep):
+        cloudpickle.register_pickle_by_value(top)  # type: ignore[no-untyped-call]  # workers get its code
+    return module
+
+
+def _exception_classes(raw: object, key: str, folder: str | None = None) -> tuple[type[BaseException], ...]:
     if raw is None:
         return ()
     names = [raw] if isinstance(raw, str) else raw
@@ -233,7 +292,7 @@ def _exception_classes(raw: object, key: str) -> tuple[type[BaseException], ...]
 
             cls = getattr(builtins, name, None)
         else:
-            cls = resolve_callable(name, k)
+            cls = resolve_callable(name, k, folder=folder)
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
             raise ConfigError(k, name, "an exception class, e.g. TimeoutError or requests.Timeout")
         out.append(cls)
@@ -291,10 +350,10 @@ def from_spec(spec: StageSpec, options: PythonOptions) -> PythonStage:
     arrow_type(returns, spec.key("options.returns"))
     return PythonStage(
         name=spec.name,
-        fn=resolve_callable(options.function, spec.key("options.function")),
+        fn=resolve_callable(options.function, spec.key("options.function"), folder=options.path),
         returns=returns,
         mode=PythonMode(options.mode),
         input=spec.input,
         nullable=options.nullable,
-        retriable=_exception_classes(options.retriable, spec.key("options.retriable")),
+        retriable=_exception_classes(options.retriable, spec.key("options.retriable"), options.path),
     )
