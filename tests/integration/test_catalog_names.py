@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pyspark.sql import functions as F
 
 from quarantine.demo.orders import write_demo_source
 
-RECORDS = 300
+RECORDS, NEW = 300, 100
 #: The documented name forms: a schema-qualified name and a catalog-qualified one.
 TARGET, QUARANTINE = "default.orders_t", "spark_catalog.default.q_t"
 
@@ -63,7 +64,10 @@ def test_catalog_names_on_the_local_default_persist_between_commands_and_hold_ea
     assert first.returncode == 0, first.stdout + first.stderr
     stats = _quarantine(tmp_path, "stats", "--conf", str(conf))
     assert stats.returncode == 0 and "no quarantine table" not in stats.stdout + stats.stderr, stats
-    # a second run in a new process finds both tables by their names: nothing new, nothing twice
+    # new records arrive; a second run in a new process finds both tables by their names
+    # and adds the new records, none of the first run's twice
+    new = spark.read.format("delta").load(str(source)).limit(NEW).withColumn("offset", F.col("offset") + 10_000)
+    new.write.format("delta").mode("append").save(str(source))
     again = _quarantine(tmp_path, "run", "--conf", str(conf))
     assert again.returncode == 0, again.stdout + again.stderr
     # and a name is a name in SQL too, in a process that did not create it
@@ -74,7 +78,8 @@ def test_catalog_names_on_the_local_default_persist_between_commands_and_hold_ea
     target = _coordinates(spark, warehouse / "orders_t", ("_source_topic", "_source_partition", "_source_offset"))
     failed = _coordinates(spark, warehouse / "q_t", ("topic", "partition", "offset"))
     every = _coordinates(spark, source, ("topic", "partition", "offset"))
-    assert failed and len(set(target)) == len(target) and len(set(failed)) == len(failed)
+    assert len(every) == RECORDS + NEW and failed
+    assert len(set(target)) == len(target) and len(set(failed)) == len(failed)
     assert set(target).isdisjoint(failed) and set(target) | set(failed) == set(every)
 
 
