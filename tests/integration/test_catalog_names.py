@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,24 @@ def test_a_name_spark_s_session_catalog_cannot_hold_is_refused_before_anything_i
     ran = _quarantine(tmp_path, "run", "--conf", str(conf))
     assert ran.returncode == 2 and "config key 'target.table'" in ran.stderr, ran
     assert not (tmp_path / "spark-warehouse").exists()  # no table, no folder left behind
+
+
+def test_the_counts_of_a_write_that_creates_a_catalog_table_are_none_not_a_failure(spark: Any) -> None:
+    # saveAsTable of a new name is Delta's CREATE TABLE AS SELECT: the observed plan runs in
+    # a query of its own and Spark completes the observation with an empty row, on which
+    # Observation.get fails (toPyRow: assertion failed); the batch then counts over its cache
+    from pyspark.sql import Observation
+
+    from quarantine.metrics.columns import observed_row
+
+    db = f"observed_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE DATABASE {db}")
+    try:
+        created, appended = Observation("created"), Observation("appended")
+        for obs in (created, appended):
+            rows = spark.range(5).observe(obs, F.count(F.lit(1)).alias("n"))
+            rows.write.format("delta").mode("append").saveAsTable(f"{db}.t")
+        assert observed_row(created) is None
+        assert observed_row(appended) == {"n": 5}
+    finally:
+        spark.sql(f"DROP DATABASE {db} CASCADE")
