@@ -42,6 +42,7 @@ __all__ = [
     "IDENTIFIER",
     "OPTIONAL_TABLE_NAME",
     "OPTIONAL_TEXT",
+    "SESSION_CATALOGS",
     "TABLE_NAME",
     "TABLE_NAME_ALLOWED",
     "TEXT",
@@ -55,6 +56,7 @@ __all__ = [
     "integer",
     "is_path",
     "is_relative_path",
+    "is_table_name",
     "number",
     "read_only",
     "resolve",
@@ -324,11 +326,33 @@ def base_dir_of(info: ValidationInfo) -> str | None:
 _NAME_PART = r"(?:[A-Za-z0-9_]+|`(?:[^`]|``)+`)"
 #: A table name Spark parses: one to three parts (``orders``, ``schema.orders``, ``catalog.schema.orders``).
 TABLE_NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART}){{0,2}}")
+#: A part in Spark's session catalog: letters, digits and ``_`` (back-quoted or not). Spark's
+#: own catalog (local, Hive) refuses any other character (``INVALID_SCHEMA_OR_RELATION_NAME``).
+_SESSION_PART = re.compile(r"[A-Za-z0-9_]+|`[A-Za-z0-9_]+`")
+#: The catalogs that are Spark's session catalog: a one- or two-part name is in it too.
+SESSION_CATALOGS = frozenset({"spark_catalog", "hive_metastore"})
 #: What a table key holds, for messages.
 TABLE_NAME_ALLOWED = (
-    "a table name catalog.schema.table (letters, digits and _; any other characters inside backquotes: "
-    "main.raw.`my orders`) or a path (one with a /, or a URI such as s3://…)"
+    "a table name catalog.schema.table (letters, digits and _; any other characters inside backquotes, "
+    "in a Unity Catalog name only: main.raw.`my orders`; a one- or two-part name, spark_catalog.… and "
+    "hive_metastore.… are Spark's session catalog, which holds letters, digits and _ only) "
+    "or a path (one with a /, or a URI such as s3://…)"
 )
+
+
+def is_table_name(value: str) -> bool:
+    """Whether ``value`` is a table name Spark parses and its catalog can hold (:data:`TABLE_NAME_ALLOWED`).
+
+    A name in Spark's session catalog (one or two parts, or :data:`SESSION_CATALOGS`'
+    three) has parts of letters, digits and ``_`` only: the local default and a Hive
+    metastore refuse others when the table is created, after Delta has written its files.
+    """
+    if not TABLE_NAME.fullmatch(value):
+        return False
+    parts = re.findall(rf"{_NAME_PART}(?=\.|$)", value)
+    if len(parts) == 3 and parts[0].strip("`").lower() not in SESSION_CATALOGS:
+        return True
+    return all(_SESSION_PART.fullmatch(p) for p in parts)
 
 
 def is_path(value: str) -> bool:
@@ -339,7 +363,7 @@ def is_path(value: str) -> bool:
 def _path_check(*, bare_names: bool, optional: bool) -> Check:
     def check(value: Any, info: ValidationInfo) -> str | None:
         out = _optional_text(value) if optional else TEXT.fn(value)
-        if out is not None and not bare_names and not is_path(out) and not TABLE_NAME.fullmatch(out):
+        if out is not None and not bare_names and not is_path(out) and not is_table_name(out):
             raise fail(TABLE_NAME_ALLOWED)
         base = base_dir_of(info)
         if out is not None and base is not None and is_relative_path(out, bare_names=bare_names):
@@ -365,8 +389,8 @@ def table_ref(*, optional: bool = False) -> Check:
 
 def _table_name(value: Any) -> str | None:
     out = _optional_text(value)
-    if out is not None and not TABLE_NAME.fullmatch(out):
-        raise fail(TABLE_NAME_ALLOWED.split(") or a path")[0] + "); a path goes in source.path")
+    if out is not None and not is_table_name(out):
+        raise fail(TABLE_NAME_ALLOWED.split(" or a path")[0] + "; a path goes in source.path")
     return out
 
 

@@ -16,12 +16,15 @@ see :func:`table_exists`, and to create a path table).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -31,8 +34,11 @@ __all__ = [
     "create_table",
     "is_connect",
     "is_path",
+    "local_table_location",
+    "name_parts",
     "read_table",
     "read_table_pinned",
+    "register_warehouse_tables",
     "save",
     "sql_literal",
     "table_column",
@@ -40,6 +46,8 @@ __all__ = [
     "table_ref",
     "table_version",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: What ``DeltaTable.forPath`` raises for a path that holds no Delta table (yet).
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
@@ -71,7 +79,31 @@ def table_ref(name: str) -> str:
     if is_path(name):
         path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
         return "delta." + _quote(path)
-    return ".".join(_quote(part) for part in name.split("."))
+    return ".".join(_quote(part) for part in name_parts(name))
+
+
+#: One part of a catalog name: a run of characters other than ``.`` and a backquote, or
+#: anything in backquotes (a doubled backquote is one), followed by a ``.`` or the end.
+_NAME_PART = re.compile(r"(?:([^.`]+)|`((?:[^`]|``)+)`)(?:\.|$)")
+
+
+def name_parts(name: str) -> list[str]:
+    """The parts of a catalog name, back-quotes removed: ``main.raw.`my.orders``` -> ``["main", "raw", "my.orders"]``.
+
+    Raises:
+        ValueError: ``name`` is not a dot-separated list of parts (the config refuses such a name first).
+    """
+    parts: list[str] = []
+    at = 0
+    while at < len(name):
+        m = _NAME_PART.match(name, at)
+        if m is None or m.end() == at or (m.end() == len(name) and name.endswith(".")):
+            raise ValueError(f"not a table name: {name!r}")
+        parts.append(m.group(1) if m.group(1) is not None else m.group(2).replace("``", "`"))
+        at = m.end()
+    if not parts:
+        raise ValueError("an empty table name")
+    return parts
 
 
 def table_column(name: str, column: str) -> Column:
@@ -100,7 +132,7 @@ def table_exists(spark: SparkSession, name: str) -> bool:
     which reads the log again. Over Spark Connect the table's schema is asked for.
     """
     if not is_path(name):
-        return bool(spark.catalog.tableExists(name))
+        return bool(spark.catalog.tableExists(name)) or _register_local(spark, name)
     if is_connect(spark):
         try:
             _ = spark.read.format("delta").load(name).schema
@@ -236,3 +268,105 @@ def add_missing_columns(spark: SparkSession, name: str, schema: StructType) -> l
         cols = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"ALTER TABLE {table_ref(name)} ADD COLUMNS ({cols})")
     return [f.name for f in missing]
+
+
+#: The catalog names of Spark's session catalog: a one- or two-part name is in it too.
+_SESSION_CATALOGS = frozenset({"spark_catalog"})
+
+
+def _local_warehouse(spark: SparkSession) -> Path | None:
+    """The local default's warehouse folder: Spark's in-memory catalog over a ``file:`` warehouse; else None.
+
+    The in-memory catalog forgets every name when its process ends; the tables' folders
+    stay in the warehouse. A Hive or Unity Catalog metastore keeps its names itself.
+    """
+    try:
+        # unset is Spark's default, the in-memory catalog (enableHiveSupport sets "hive")
+        catalog = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+        warehouse = spark.conf.get("spark.sql.warehouse.dir", None) or ""
+    except PySparkException:  # a Connect server that does not show its static settings
+        return None
+    if catalog != "in-memory":
+        return None
+    uri = urlparse(warehouse)
+    if uri.scheme not in ("", "file"):
+        return None
+    return Path(unquote(uri.path)) if uri.path else None
+
+
+def local_table_location(spark: SparkSession, name: str) -> Path | None:
+    """The folder the local default keeps the catalog table ``name`` in; None off the local default.
+
+    Spark's session catalog puts a table of the ``default`` schema at
+    ``<warehouse>/<table>`` and one of schema ``s`` at ``<warehouse>/s.db/<table>``
+    (names lower-cased); a name of another catalog has no such folder.
+    """
+    warehouse = _local_warehouse(spark)
+    if warehouse is None:
+        return None
+    parts = [p.lower() for p in name_parts(name)]
+    if len(parts) == 3 and parts[0] not in _SESSION_CATALOGS:
+        return None
+    schema = parts[-2] if len(parts) > 1 else spark.catalog.currentDatabase().lower()
+    return warehouse / parts[-1] if schema == "default" else warehouse / f"{schema}.db" / parts[-1]
+
+
+def _is_committed_delta(folder: Path) -> bool:
+    """Whether ``folder`` holds a Delta table with at least one commit (a creator may not have committed yet)."""
+    log = folder / "_delta_log"
+    return log.is_dir() and any(log.glob("*.json"))
+
+
+def _register(spark: SparkSession, schema: str, table: str, folder: Path) -> None:
+    """Give the Delta table at ``folder`` the name ``spark_catalog.schema.table`` in this session's catalog."""
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS spark_catalog.{_quote(schema)}")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS spark_catalog.{_quote(schema)}.{_quote(table)} "
+        f"USING delta LOCATION {sql_literal(folder.as_uri())}"
+    )
+
+
+def _register_local(spark: SparkSession, name: str) -> bool:
+    """On the local default, register ``name`` if its warehouse folder holds a Delta table; return whether it did.
+
+    Another process may have created the table since this session listed the warehouse
+    (:func:`register_warehouse_tables`).
+    """
+    folder = local_table_location(spark, name)
+    if folder is None or not _is_committed_delta(folder):
+        return False
+    schema = "default" if folder.parent == _local_warehouse(spark) else folder.parent.name[: -len(".db")]
+    _register(spark, schema, folder.name, folder)
+    return True
+
+
+def register_warehouse_tables(spark: SparkSession) -> list[str]:
+    """On the local default, give each Delta table in the warehouse its catalog name again; return the names.
+
+    Spark's in-memory catalog (a local session's, without Hive) forgets a table's name
+    when its process ends, while the table stays in ``spark-warehouse/``: a name written
+    by ``quarantine run`` would be unknown to the next command. A session the library
+    builds therefore registers every committed Delta table it finds there
+    (``<warehouse>/<table>`` as ``default.<table>``, ``<warehouse>/<s>.db/<table>`` as
+    ``s.<table>``) under its name, pointing at its folder, as a metastore that persists
+    would have kept it. Off the local default (Hive, Unity Catalog, a warehouse that is
+    not a local folder) nothing is done.
+    """
+    warehouse = _local_warehouse(spark)
+    if warehouse is None or not warehouse.is_dir():
+        return []
+    names: list[str] = []
+    schemas = [("default", warehouse)] + [
+        (d.name[: -len(".db")], d) for d in sorted(warehouse.glob("*.db")) if d.is_dir()
+    ]
+    for schema, folder in schemas:
+        for table in sorted(t for t in folder.iterdir() if t.is_dir() and not t.name.endswith(".db")):
+            if not _is_committed_delta(table):
+                continue
+            try:
+                _register(spark, schema, table.name, table)
+            except AnalysisException as exc:  # one damaged folder does not keep the others nameless
+                _log.warning("the Delta table at %s keeps no name in this session: %s", table, exc.getCondition())
+                continue
+            names.append(f"{schema}.{table.name}")
+    return names

@@ -339,7 +339,8 @@ class BatchWriter:
         counts = observed_row(obs)
         if counts is None:
             # the write ran no job over the batch (a stream's micro-batch Delta had already
-            # committed under its txnVersion): count over the cache instead
+            # committed under its txnVersion), or ran it in a query of its own (the first
+            # write creating a catalog-named target): count over the cache instead
             counts = self._count_pass(b.split, observed)
         if b.mode.watermark is not None and not b.append:
             b.mode.watermark.advance(counts)

@@ -225,7 +225,7 @@ def observed_counts(
 
 
 def observed_row(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any] | None:
-    """``obs``'s metrics once the action that carried it has run; None if none ran it.
+    """``obs``'s metrics once the action that carried it has run; None if none ran it, or Spark kept them from it.
 
     A classic session completes observations from its listener bus, a moment
     after the action returns: wait up to ``timeout_s`` for them (``Observation.get``
@@ -244,4 +244,10 @@ def observed_row(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any]
         if time.monotonic() > deadline:
             return None
         time.sleep(0.005)
+    if jo.getRow().schema() is None:
+        # A write that created its catalog table (saveAsTable of a new name: Delta's
+        # CREATE TABLE AS SELECT) ran the observed plan in a query of its own; Spark then
+        # completes the observation with an empty row, which Observation.get fails on
+        # (PythonSQLUtils.toPyRow: "assertion failed") after the write has committed.
+        return None
     return obs.get

@@ -24,6 +24,7 @@ from quarantine.errors import MissingDependencyError
 from quarantine.redaction import unlogged_jvm_calls
 from quarantine.spark.jars import local_jars
 from quarantine.spark.runtime import check_runtime, on_databricks
+from quarantine.tables import register_warehouse_tables
 
 __all__ = [
     "JVM_CHATTER", "JVM_OPTIONS", "LOG_CONFIG", "LOG_LEVEL_ENV", "READ_ONLY", "READ_ONLY_JVM_OPTIONS", "REMOTE_ENV",
@@ -155,6 +156,11 @@ def get_spark(
     With ``$QUARANTINE_SPARK_REMOTE`` set (and no active session, not on Databricks),
     a Spark Connect session instead (:data:`REMOTE_ENV`).
 
+    A session it builds locally (Spark's in-memory catalog) starts with the name of every
+    Delta table in its warehouse folder registered again
+    (:func:`quarantine.tables.register_warehouse_tables`): a catalog name a run gave its
+    table is the same table in the next command, as on Databricks.
+
     Args:
         app_name: the Spark application name (local only).
         conf: extra Spark settings (the pipeline's ``spark.conf``); applied on top
@@ -201,6 +207,9 @@ def get_spark(
         _start_jvm(settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV, "ERROR"))
+    # Spark's in-memory catalog starts empty: the names earlier commands gave their tables
+    # come back from the warehouse's folders, so every command finds them by name
+    register_warehouse_tables(spark)
     return spark
 
 
@@ -328,7 +337,10 @@ def _connect_session(remote: str, app_name: str, conf: Mapping[str, str] | None)
         # the local server starts with every setting; the client then tries to set each
         # again at runtime and warns for each static one ("Cannot modify the value…")
         warnings.simplefilter("ignore", UserWarning)
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
+    if remote.startswith("local"):
+        register_warehouse_tables(spark)  # as a classic local session does (get_spark)
+    return spark
 
 
 def _with_jvm_options(options: str, ours: tuple[str, ...] = JVM_OPTIONS) -> str:

@@ -60,8 +60,30 @@ def test_a_table_name_that_is_neither_an_identifier_nor_a_path_is_refused_naming
     assert "catalog.schema.table" in e.allowed and "backquote" in e.allowed and "path" in e.allowed
 
 
+@pytest.mark.parametrize(("section", "key", "name"), [
+    ("target", "table", "default.`orders-t`"),
+    ("errors", "deadletterqueue.table.name", "spark_catalog.default.`q t`"),
+    ("metrics", "table", "`ops-metrics`"),
+    ("source", "table", "hive_metastore.raw.`orders-raw`"),
+])
+def test_a_back_quoted_name_spark_s_session_catalog_cannot_hold_is_refused_naming_the_key(
+    section: str, key: str, name: str
+) -> None:
+    # one or two parts, spark_catalog.… or hive_metastore.…: Spark's session catalog, which
+    # refuses other characters than letters, digits and _ once Delta has written the files
+    raw = _raw()
+    if section == "source":
+        raw["source"] = {"format": "delta", "table": name}
+    else:
+        raw[section] = {**raw.get(section, {}), key: name}
+    e = _error(raw)
+    assert e.key == f"{section}.{key}" and e.value == name
+    assert "Unity Catalog name only" in e.allowed and "letters, digits and _ only" in e.allowed
+
+
 @pytest.mark.parametrize("name", [
     "orders", "main.raw.orders", "`main`.`raw`.`my orders`", "main.raw.`orders-2026`", "spark_catalog.db.t1",
+    "default.`orders_t`", "`spark_catalog`.`default`.`q_t`", "main.raw.`my.orders`",
     "/data/target", "data/target", "s3://bucket/target", "dbfs:/mnt/target",
 ])
 def test_identifiers_with_optional_backquotes_and_paths_are_table_names(name: str) -> None:
