@@ -88,6 +88,9 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
 
     (tmp_path / "tests").mkdir()
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    (tmp_path / "tests" / "support").mkdir()  # the conftest's own import: the tier times it prints
+    for name in ("__init__.py", "tier_times.py"):
+        shutil.copy(REPO / "tests" / "support" / name, tmp_path / "tests" / "support" / name)
     seen = tmp_path / "seen"
     seen.mkdir()
     body = (
