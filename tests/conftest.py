@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tier_times import TierTimes
+from tests.tier_times import TierTimes
 
 os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
 # The repository keeps every jar it resolves in .cache/jars (the library's spark-<version>/,

@@ -88,9 +88,7 @@ def test_process_starting_modules_run_on_one_worker_under_make_test(tmp_path: Pa
 
     (tmp_path / "tests").mkdir()
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
-    (tmp_path / "tests" / "support").mkdir()  # the conftest's own import: the tier times it prints
-    for name in ("__init__.py", "tier_times.py"):
-        shutil.copy(REPO / "tests" / "support" / name, tmp_path / "tests" / "support" / name)
+    shutil.copy(REPO / "tests" / "tier_times.py", tmp_path / "tests" / "tier_times.py")  # the conftest imports it
     seen = tmp_path / "seen"
     seen.mkdir()
     body = (
@@ -170,7 +168,7 @@ def test_the_matrix_subset_covers_each_item_of_the_support_matrix_with_collected
 
 def test_the_run_ends_with_each_tiers_seconds_and_its_wall_time() -> None:
     """``make test`` prints each tier's time at the end (issue 50): the reports' seconds per tier."""
-    from tests.support.tier_times import TierTimes
+    from tests.tier_times import TierTimes
 
     times = TierTimes(TIERS)
     for nodeid, tier, when, seconds, outcome in [
