@@ -57,11 +57,13 @@ class FieldChange:
             table spells it (the pipeline's spelling for a new field).
         table_type: its type in the table; None for a new field.
         rows_type: its type in the pipeline's output; None for a removed field.
+        required: the table holds the field NOT NULL (a removed field cannot be written NULL).
     """
 
     path: tuple[str, ...]
     table_type: DataType | None
     rows_type: DataType | None
+    required: bool = False
 
     @property
     def name(self) -> str:
@@ -130,7 +132,10 @@ def compare(table: StructType, rows: StructType) -> SchemaChange:
                 walk(old.dataType, f.dataType, (*at, old.name))
             elif not writes_into(f.dataType, old.dataType):
                 retyped.append(FieldChange((*at, old.name), old.dataType, f.dataType))
-        removed.extend(FieldChange((*at, f.name), f.dataType, None) for f in t.fields if f.name.lower() not in made)
+        removed.extend(
+            FieldChange((*at, f.name), f.dataType, None, required=not f.nullable)
+            for f in t.fields if f.name.lower() not in made
+        )
 
     walk(table, rows, ())
     return SchemaChange(tuple(added), tuple(removed), tuple(retyped))
@@ -153,9 +158,9 @@ def check(
             columns a target of an older version lacks).
 
     Raises:
-        SchemaMismatchError: a field retyped (first), a new field of no type (``void``), or a
-            new field under ``fail``; one line naming the table, the column, the table's type,
-            the pipeline's type and what to do.
+        SchemaMismatchError: a field retyped (first), a removed field the table holds NOT
+            NULL, a new field of no type (``void``), or a new field under ``fail``; one line
+            naming the table, the column, the table's type, the pipeline's type and what to do.
     """
     if change.retyped:
         c = change.retyped[0]
@@ -171,6 +176,15 @@ def check(
             f"it {_type(c.rows_type)}{others}; nothing was written. Add a cast stage that makes {c.name} "
             f"{_type(c.table_type)} again, or write to a new target (target.table){widen}; "
             "target.schema_evolution adds new columns only, it never changes a column's type"
+        )
+    required = [c for c in change.removed if c.required]
+    if required:
+        c = required[0]
+        assert c.table_type is not None
+        raise SchemaMismatchError(
+            f"target {table}: column {c.name} is {_type(c.table_type)} NOT NULL in the table but the pipeline no "
+            "longer makes it; nothing was written. Make it again in the stages, write to a new target "
+            f"(target.table), or drop the constraint (ALTER TABLE … ALTER COLUMN {c.name} DROP NOT NULL)"
         )
     void = [c for c in change.added if isinstance(c.rows_type, NullType)]
     if void:

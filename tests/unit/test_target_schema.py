@@ -49,6 +49,12 @@ def test_a_removed_field_is_said_apart_and_not_refused() -> None:
     check(change, table="t", evolution=SchemaEvolution.FAIL)  # no error
 
 
+def test_a_removed_field_the_table_holds_not_null_is_refused() -> None:
+    table = StructType([*TABLE.fields, StructField("sku", StringType(), nullable=False)])
+    with pytest.raises(SchemaMismatchError, match=r"column sku is STRING NOT NULL in the table"):
+        check(compare(table, TABLE), table="t", evolution=SchemaEvolution.ADD_COLUMNS)
+
+
 def test_a_new_nested_field_is_added_by_its_path() -> None:
     table = StructType([StructField("addr", StructType([StructField("city", StringType())]))])
     rows = StructType([StructField("addr", StructType([
