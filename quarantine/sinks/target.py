@@ -37,7 +37,7 @@ from quarantine.schema import (
     TARGET_TOPIC,
 )
 from quarantine.sinks.ownership import claim_written_topics
-from quarantine.sinks.target_schema import SchemaChange, add_columns_sql, check, compare, same_type
+from quarantine.sinks.target_schema import SchemaChange, add_columns_sql, check, compare, lacking, same_type
 from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = [
@@ -95,31 +95,8 @@ def add_new_columns(spark: SparkSession, table: str, change: SchemaChange) -> No
     try:
         spark.sql(f"ALTER TABLE {table_ref(table)} ADD COLUMNS ({columns})")
     except Exception:
-        if compare(read_table(spark, table).schema, _schema_of(change)).added:
+        if lacking(read_table(spark, table).schema, change):
             raise
-
-
-def _schema_of(change: SchemaChange) -> StructType:
-    """The added fields as a schema of their own (nested ones as structs holding them)."""
-    out = StructType()
-    for c in change.added:
-        assert c.rows_type is not None
-        field_type: DataType = c.rows_type
-        for part in reversed(c.path[1:]):
-            field_type = StructType().add(part, field_type)
-        out = _merged(out, c.path[0], field_type)
-    return out
-
-
-def _merged(schema: StructType, name: str, t: DataType) -> StructType:
-    old = next((f for f in schema.fields if f.name == name), None)
-    if old is None:
-        return schema.add(name, t)
-    assert isinstance(old.dataType, StructType) and isinstance(t, StructType)
-    inner = old.dataType
-    for f in t.fields:
-        inner = _merged(inner, f.name, f.dataType)
-    return StructType([f if f.name != name else type(f)(name, inner) for f in schema.fields])
 
 
 def _quoted(name: str) -> str:

@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 from quarantine.config.choices import SchemaEvolution
 from quarantine.errors import SchemaMismatchError
 
-__all__ = ["FieldChange", "SchemaChange", "add_columns_sql", "check", "compare", "same_type", "writes_into"]
+__all__ = ["FieldChange", "SchemaChange", "add_columns_sql", "check", "compare", "lacking", "same_type", "writes_into"]
 
 
 @dataclass(frozen=True)
@@ -219,3 +219,17 @@ def add_columns_sql(change: SchemaChange) -> str | None:
         for c in change.added
         if c.rows_type is not None
     )
+
+
+def lacking(table: StructType, change: SchemaChange) -> tuple[FieldChange, ...]:
+    """``change``'s new fields that ``table`` still lacks (after a concurrent writer may have added them)."""
+
+    def has(schema: StructType, path: tuple[str, ...]) -> bool:
+        found = next((f for f in schema.fields if f.name.lower() == path[0].lower()), None)
+        if found is None:
+            return False
+        if len(path) == 1:
+            return True
+        return isinstance(found.dataType, StructType) and has(found.dataType, path[1:])
+
+    return tuple(c for c in change.added if not has(table, c.path))

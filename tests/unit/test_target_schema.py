@@ -18,7 +18,15 @@ from pyspark.sql.types import (
 
 from quarantine.config import SchemaEvolution
 from quarantine.errors import SchemaMismatchError
-from quarantine.sinks.target_schema import FieldChange, SchemaChange, add_columns_sql, check, compare, writes_into
+from quarantine.sinks.target_schema import (
+    FieldChange,
+    SchemaChange,
+    add_columns_sql,
+    check,
+    compare,
+    lacking,
+    writes_into,
+)
 
 TABLE = StructType([
     StructField("id", LongType()), StructField("name", StringType()), StructField("qty", IntegerType()),
@@ -63,6 +71,8 @@ def test_a_new_nested_field_is_added_by_its_path() -> None:
     change = compare(table, rows)
     assert [c.name for c in change.added] == ["addr.zip"]
     assert add_columns_sql(change) == "`addr`.`zip` string"
+    assert lacking(table, change) == change.added
+    assert lacking(rows, change) == ()  # a concurrent writer added it first
 
 
 def test_a_retyped_field_is_refused_in_one_line_naming_table_column_and_both_types() -> None:
