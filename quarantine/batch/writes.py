@@ -71,7 +71,7 @@ from quarantine.schema import (
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records
-from quarantine.sinks.target import add_new_columns, append_batch, merge_new_rows, target_change
+from quarantine.sinks.target import append_batch, evolve_target, merge_new_rows, target_change
 from quarantine.stage import Stage
 
 __all__ = ["Batch", "BatchMode", "BatchWriter", "Outcome"]
@@ -259,14 +259,19 @@ class BatchWriter:
             pipeline.spark, table, pipeline.target_rows(b.split).schema,
             evolution=pipeline.config.target.schema_evolution,
         )
-        if change is not None and change.added:
-            pipeline.write(
-                "target ADD COLUMNS", table, b.batch_id, lambda: add_new_columns(pipeline.spark, table, change)
-            )
-            log.info(
-                "target %s: added column(s) %s (older rows read NULL; target.schema_evolution: add_columns)",
-                table, ", ".join(c.name for c in change.added),
-            )
+        if change is not None and (change.added or change.widened):
+            pipeline.write("target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change))
+            if change.added:
+                log.info(
+                    "target %s: added column(s) %s (older rows read NULL; target.schema_evolution: add_columns)",
+                    table, ", ".join(c.name for c in change.added),
+                )
+            for c in change.widened:
+                log.warning(
+                    "target %s: widened column %s from %s to %s (Delta type widening, delta.enableTypeWidening: "
+                    "readers need Delta 3.2+; target.schema_evolution: add_columns)",
+                    table, c.name, c.table_type, c.rows_type,
+                )
 
     def _observed(self, b: Batch) -> list[Column]:
         """Every count the batch's report and policy need, as ``observe`` columns."""

@@ -38,8 +38,9 @@ class ReusedCoordinates(StrEnum):
 
 
 class SchemaEvolution(StrEnum):
-    """``target.schema_evolution``: what a field the target table lacks does (a field the
-    pipeline's output gained). A field is never dropped: it is added, or the run refuses."""
+    """``target.schema_evolution``: what a field the target table lacks (a field the pipeline's
+    output gained), or a number Delta's type widening takes, does. A field is never dropped: it
+    is added (a column widened), or the run refuses before any write."""
 
     ADD_COLUMNS = "add_columns"
     FAIL = "fail"

@@ -37,14 +37,22 @@ from quarantine.schema import (
     TARGET_TOPIC,
 )
 from quarantine.sinks.ownership import claim_written_topics
-from quarantine.sinks.target_schema import SchemaChange, add_columns_sql, check, compare, lacking, same_type
+from quarantine.sinks.target_schema import (
+    SchemaChange,
+    add_columns_sql,
+    check,
+    compare,
+    lacking,
+    same_type,
+    widen_sql,
+)
 from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = [
     "SOURCE_COLUMNS",
-    "add_new_columns",
     "aligned",
     "append_batch",
+    "evolve_target",
     "highest_offsets",
     "merge_new_rows",
     "target_change",
@@ -70,11 +78,11 @@ def target_change(
     ``evolution`` says.
 
     Returns:
-        The change (:func:`add_new_columns` adds its new fields); None when there is no
+        The change (:func:`evolve_target` adds its new fields and widens its columns); None when there is no
         table yet (the write creates it with the rows' schema).
 
     Raises:
-        SchemaMismatchError: a field retyped, or new fields under ``evolution`` ``fail``.
+        SchemaMismatchError: a field retyped, or new or widened fields under ``evolution`` ``fail``.
     """
     if not table_exists(spark, table):
         return None
@@ -83,17 +91,24 @@ def target_change(
     return change
 
 
-def add_new_columns(spark: SparkSession, table: str, change: SchemaChange) -> None:
-    """Add ``change``'s new fields to the table (nested ones inside their structs), NULL in its rows.
+def evolve_target(spark: SparkSession, table: str, change: SchemaChange) -> None:
+    """Make the table take ``change``: add its new fields (nested ones inside their structs, NULL in
+    its rows) and widen its widened columns (Delta's type widening, turned on for the table).
 
-    One ``ALTER TABLE … ADD COLUMNS`` commit; nothing when there is nothing to add. A
-    concurrent writer that added the same columns first is no failure.
+    An ``ALTER TABLE … ADD COLUMNS`` commit, and for a widening one commit turning on
+    ``delta.enableTypeWidening`` and one per column; nothing when there is nothing to do. A
+    concurrent writer that made the same change first is no failure.
     """
     columns = add_columns_sql(change)
-    if columns is None:
-        return
+    widen = widen_sql(change)
+    ref = table_ref(table)
     try:
-        spark.sql(f"ALTER TABLE {table_ref(table)} ADD COLUMNS ({columns})")
+        if columns is not None:
+            spark.sql(f"ALTER TABLE {ref} ADD COLUMNS ({columns})")
+        if widen:
+            spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for clause in widen:
+            spark.sql(f"ALTER TABLE {ref} ALTER COLUMN {clause}")
     except Exception:
         if lacking(read_table(spark, table).schema, change):
             raise
@@ -125,7 +140,7 @@ def aligned(rows: DataFrame, schema: StructType) -> DataFrame:
 
     Raises:
         SchemaMismatchError: the rows hold a field the table lacks or one it cannot take
-            (:func:`target_change` and :func:`add_new_columns` were not asked first).
+            (:func:`target_change` and :func:`evolve_target` were not asked first).
     """
     change = compare(schema, rows.schema)
     if change.added or change.retyped:
@@ -144,7 +159,7 @@ def _fitted(spark: SparkSession, rows: DataFrame, table: str, evolution: SchemaE
     change = target_change(spark, table, rows.schema, evolution=evolution)
     if change is None:  # dropped since it was seen: the write creates it
         return rows
-    add_new_columns(spark, table, change)
+    evolve_target(spark, table, change)
     return aligned(rows, read_table(spark, table).schema)
 
 

@@ -14,10 +14,12 @@ What each change does (``target.schema_evolution``; README, Guarantees):
   streaming tables do. Nothing is lost; its older rows keep their values.
 * **a narrower type** (the pipeline's ``INT`` into the table's ``BIGINT``, ``FLOAT`` into
   ``DOUBLE``): written, cast up; no value changes.
-* **any other type** (``INT`` to ``STRING``, to ``BIGINT``, or a change inside an array or a
-  map): refused before any write, naming the column, both types and what to do. Widening
-  the table's column is Delta's type widening, a table feature its readers must support:
-  the message says how to turn it on, the run does not do it for you.
+* **a wider type Delta's type widening takes** (the table's ``INT`` made ``BIGINT`` or
+  ``DOUBLE``, ``FLOAT`` to ``DOUBLE``, ``DATE`` to ``TIMESTAMP_NTZ``): under ``add_columns`` the
+  column is widened (``delta.enableTypeWidening`` turned on, a table feature its readers
+  need: Delta 3.2+, Databricks Runtime 15.4+), older values unchanged; under ``fail`` refused.
+* **any other type** (``INT`` to ``STRING``, ``BIGINT`` to ``INT``, or a change inside an
+  array or a map): refused before any write, naming the column, both types and what to do.
 
 Names are matched as Spark matches them by default, ignoring case; the table's spelling
 is kept.
@@ -32,6 +34,7 @@ from pyspark.sql.types import (
     ArrayType,
     ByteType,
     DataType,
+    DateType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -40,12 +43,17 @@ from pyspark.sql.types import (
     NullType,
     ShortType,
     StructType,
+    TimestampNTZType,
 )
 
 from quarantine.config.choices import SchemaEvolution
 from quarantine.errors import SchemaMismatchError
+from quarantine.tables import table_ref
 
-__all__ = ["FieldChange", "SchemaChange", "add_columns_sql", "check", "compare", "lacking", "same_type", "writes_into"]
+__all__ = [
+    "FieldChange", "SchemaChange", "add_columns_sql", "check", "compare", "lacking", "same_type", "widen_sql",
+    "writes_into",
+]
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ class SchemaChange:
     added: tuple[FieldChange, ...] = ()
     removed: tuple[FieldChange, ...] = ()
     retyped: tuple[FieldChange, ...] = ()
+    #: columns whose type Delta's type widening can widen into the pipeline's (INT to BIGINT or DOUBLE)
+    widened: tuple[FieldChange, ...] = ()
 
 
 #: Integral and floating types, each writable into the ones after it in its row without loss.
@@ -85,6 +95,11 @@ _WIDER: tuple[tuple[type[DataType], ...], ...] = (
     (ByteType, ShortType, IntegerType, LongType),
     (FloatType, DoubleType),
 )
+#: What Delta's type widening may turn a column of each type into, besides :data:`_WIDER`
+#: (``ALTER TABLE … ALTER COLUMN … TYPE``, with ``delta.enableTypeWidening``).
+_DELTA_WIDENS: dict[type[DataType], tuple[type[DataType], ...]] = {
+    ByteType: (DoubleType,), ShortType: (DoubleType,), IntegerType: (DoubleType,), DateType: (TimestampNTZType,),
+}
 
 
 def _plain(t: DataType) -> str:
@@ -111,6 +126,11 @@ def writes_into(rows: DataType, table: DataType) -> bool:
     return False
 
 
+def _delta_widens(table: DataType, rows: DataType) -> bool:
+    """Whether Delta's type widening can turn the table's column of type ``table`` into ``rows``."""
+    return writes_into(table, rows) or type(rows) in _DELTA_WIDENS.get(type(table), ())
+
+
 def compare(table: StructType, rows: StructType) -> SchemaChange:
     """How ``rows`` (what the pipeline writes) differs from ``table`` (the target's schema).
 
@@ -120,6 +140,7 @@ def compare(table: StructType, rows: StructType) -> SchemaChange:
     added: list[FieldChange] = []
     removed: list[FieldChange] = []
     retyped: list[FieldChange] = []
+    widened: list[FieldChange] = []
 
     def walk(t: StructType, r: StructType, at: tuple[str, ...]) -> None:
         have = {f.name.lower(): f for f in t.fields}
@@ -130,6 +151,8 @@ def compare(table: StructType, rows: StructType) -> SchemaChange:
                 added.append(FieldChange((*at, f.name), None, f.dataType))
             elif isinstance(old.dataType, StructType) and isinstance(f.dataType, StructType):
                 walk(old.dataType, f.dataType, (*at, old.name))
+            elif _delta_widens(old.dataType, f.dataType) and not writes_into(f.dataType, old.dataType):
+                widened.append(FieldChange((*at, old.name), old.dataType, f.dataType))
             elif not writes_into(f.dataType, old.dataType):
                 retyped.append(FieldChange((*at, old.name), old.dataType, f.dataType))
         removed.extend(
@@ -138,7 +161,7 @@ def compare(table: StructType, rows: StructType) -> SchemaChange:
         )
 
     walk(table, rows, ())
-    return SchemaChange(tuple(added), tuple(removed), tuple(retyped))
+    return SchemaChange(tuple(added), tuple(removed), tuple(retyped), tuple(widened))
 
 
 def _type(t: DataType) -> str:
@@ -166,16 +189,11 @@ def check(
         c = change.retyped[0]
         assert c.table_type is not None and c.rows_type is not None
         others = f" ({len(change.retyped) - 1} more column(s) changed type too)" if len(change.retyped) > 1 else ""
-        widen = (
-            f"; to widen it, enable Delta's type widening (ALTER TABLE … SET TBLPROPERTIES "
-            f"('delta.enableTypeWidening' = 'true')) and ALTER TABLE … ALTER COLUMN {c.name} TYPE {_type(c.rows_type)}"
-            if writes_into(c.table_type, c.rows_type) else ""
-        )
         raise SchemaMismatchError(
             f"target {table}: column {c.name} is {_type(c.table_type)} in the table but the pipeline now makes "
             f"it {_type(c.rows_type)}{others}; nothing was written. Add a cast stage that makes {c.name} "
-            f"{_type(c.table_type)} again, or write to a new target (target.table){widen}; "
-            "target.schema_evolution adds new columns only, it never changes a column's type"
+            f"{_type(c.table_type)} again, or write to a new target (target.table), or migrate the table "
+            "yourself; target.schema_evolution only adds columns and widens numbers"
         )
     required = [c for c in change.removed if c.required]
     if required:
@@ -191,6 +209,16 @@ def check(
         raise SchemaMismatchError(
             f"target {table}: new column {void[0].name} has no type (the pipeline makes it a NULL literal); "
             "nothing was written. Give it a type with a cast stage"
+        )
+    if change.widened and evolution is SchemaEvolution.FAIL:
+        c = change.widened[0]
+        assert c.table_type is not None and c.rows_type is not None
+        raise SchemaMismatchError(
+            f"target {table}: column {c.name} is {_type(c.table_type)} in the table but the pipeline now makes it "
+            f"{_type(c.rows_type)} and target.schema_evolution is fail; nothing was written. Set "
+            "target.schema_evolution: add_columns to widen it (Delta's type widening), widen it yourself "
+            f"(ALTER TABLE {table_ref(table)} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true'), then "
+            f"ALTER TABLE {table_ref(table)} ALTER COLUMN {c.name} TYPE {_type(c.rows_type)}), or add a cast stage"
         )
     new = [c for c in change.added if not (len(c.path) == 1 and c.path[0] in always_added)]
     if new and evolution is SchemaEvolution.FAIL:
@@ -221,15 +249,27 @@ def add_columns_sql(change: SchemaChange) -> str | None:
     )
 
 
+def widen_sql(change: SchemaChange) -> tuple[str, ...]:
+    """``ALTER TABLE … ALTER COLUMN`` clauses (``… TYPE …``) widening ``change``'s widened columns."""
+    return tuple(
+        f"{'.'.join(_quote(p) for p in c.path)} TYPE {c.rows_type.simpleString()}"
+        for c in change.widened
+        if c.rows_type is not None
+    )
+
+
 def lacking(table: StructType, change: SchemaChange) -> tuple[FieldChange, ...]:
-    """``change``'s new fields that ``table`` still lacks (after a concurrent writer may have added them)."""
+    """``change``'s new and widened fields that ``table`` does not hold as the change wants them yet
+    (after a concurrent writer may have made the same change)."""
 
-    def has(schema: StructType, path: tuple[str, ...]) -> bool:
-        found = next((f for f in schema.fields if f.name.lower() == path[0].lower()), None)
-        if found is None:
-            return False
-        if len(path) == 1:
-            return True
-        return isinstance(found.dataType, StructType) and has(found.dataType, path[1:])
+    def found(schema: StructType, path: tuple[str, ...]) -> DataType | None:
+        field = next((f for f in schema.fields if f.name.lower() == path[0].lower()), None)
+        if field is None or len(path) == 1:
+            return None if field is None else field.dataType
+        return found(field.dataType, path[1:]) if isinstance(field.dataType, StructType) else None
 
-    return tuple(c for c in change.added if not has(table, c.path))
+    def done(c: FieldChange) -> bool:
+        have = found(table, c.path)
+        return have is not None and c.rows_type is not None and writes_into(c.rows_type, have)
+
+    return tuple(c for c in (*change.added, *change.widened) if not done(c))

@@ -144,10 +144,17 @@ def test_a_narrower_type_is_written_into_the_wider_column(spark: Any, tmp_path: 
     assert sorted(r["qty"] for r in target.collect()) == [1, 2, 5]
 
 
-def test_a_wider_type_than_the_table_is_refused(spark: Any, tmp_path: Path) -> None:
-    """INT to BIGINT needs Delta's type widening on the table: refused, saying how."""
+def test_a_wider_number_is_widened_by_delta_or_refused_under_fail(spark: Any, tmp_path: Path) -> None:
+    """INT to BIGINT: refused before any write under ``fail``; under ``add_columns`` (the default)
+    the column is widened with Delta's type widening and the older values read the same."""
     _append(spark, tmp_path, OLD, 0)
     _run(spark, tmp_path, FIRST)
+    before = _versions(spark, tmp_path)
     _append(spark, tmp_path, [b'{"id":5,"name":"e","qty":5000000000}'], 3)
     with pytest.raises(SchemaMismatchError, match=r"delta\.enableTypeWidening"):
-        _run(spark, tmp_path, "id BIGINT, name STRING, qty BIGINT")
+        _run(spark, tmp_path, "id BIGINT, name STRING, qty BIGINT", schema_evolution="fail")
+    assert _versions(spark, tmp_path) == before
+    _run(spark, tmp_path, "id BIGINT, name STRING, qty BIGINT")
+    target = _target(spark, tmp_path)
+    assert dict(target.dtypes)["qty"] == "bigint"
+    assert sorted(r["qty"] for r in target.collect()) == [1, 2, 5000000000]

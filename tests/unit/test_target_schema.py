@@ -25,6 +25,7 @@ from quarantine.sinks.target_schema import (
     check,
     compare,
     lacking,
+    widen_sql,
     writes_into,
 )
 
@@ -110,10 +111,31 @@ def test_only_a_narrower_number_of_the_same_kind_is_written_into_a_column(
     assert writes_into(rows, table) is ok
 
 
-def test_a_wider_type_than_the_table_says_how_to_widen_it() -> None:
-    rows = StructType([*TABLE.fields[:2], StructField("qty", LongType())])
-    with pytest.raises(SchemaMismatchError, match=r"delta\.enableTypeWidening.*ALTER COLUMN qty TYPE BIGINT"):
+@pytest.mark.parametrize(("wider", "name"), [(LongType(), "BIGINT"), (DoubleType(), "DOUBLE")])
+def test_a_wider_number_delta_can_widen_is_widened_or_refused_under_fail(wider: DataType, name: str) -> None:
+    rows = StructType([*TABLE.fields[:2], StructField("qty", wider)])
+    change = compare(TABLE, rows)
+    assert change.widened == (FieldChange(("qty",), IntegerType(), wider),) and not change.retyped
+    assert widen_sql(change) == (f"`qty` TYPE {wider.simpleString()}",)
+    check(change, table="t", evolution=SchemaEvolution.ADD_COLUMNS)
+    with pytest.raises(SchemaMismatchError, match=rf"delta\.enableTypeWidening.*ALTER COLUMN qty TYPE {name}"):
+        check(change, table="t", evolution=SchemaEvolution.FAIL)
+    assert lacking(TABLE, change) == change.widened
+    assert lacking(rows, change) == ()
+
+
+def test_a_change_delta_cannot_widen_losslessly_is_refused() -> None:
+    table = StructType([*TABLE.fields[:2], StructField("qty", LongType())])
+    rows = StructType([*TABLE.fields[:2], StructField("qty", DoubleType())])
+    with pytest.raises(SchemaMismatchError, match="qty is BIGINT in the table but the pipeline now makes it DOUBLE"):
+        check(compare(table, rows), table="t", evolution=SchemaEvolution.ADD_COLUMNS)
+
+
+def test_a_type_delta_cannot_widen_into_gives_no_widening_advice() -> None:
+    rows = StructType([*TABLE.fields[:2], StructField("qty", StringType())])
+    with pytest.raises(SchemaMismatchError) as caught:
         check(compare(TABLE, rows), table="t", evolution=SchemaEvolution.ADD_COLUMNS)
+    assert "enableTypeWidening" not in str(caught.value)
 
 
 def test_fail_refuses_new_fields_naming_them_but_not_the_source_columns_an_older_table_lacks() -> None:
