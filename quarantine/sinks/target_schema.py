@@ -96,6 +96,7 @@ _WIDER: tuple[tuple[type[DataType], ...], ...] = (
     (FloatType, DoubleType),
 )
 #: What Delta's type widening may turn a column of each type into, besides :data:`_WIDER`
+#: (``LongType`` to ``DoubleType`` is not one: a double cannot hold every long)
 #: (``ALTER TABLE … ALTER COLUMN … TYPE``, with ``delta.enableTypeWidening``).
 _DELTA_WIDENS: dict[type[DataType], tuple[type[DataType], ...]] = {
     ByteType: (DoubleType,), ShortType: (DoubleType,), IntegerType: (DoubleType,), DateType: (TimestampNTZType,),
@@ -115,20 +116,20 @@ def same_type(a: DataType, b: DataType) -> bool:
 def writes_into(rows: DataType, table: DataType) -> bool:
     """Whether values of type ``rows`` are written into a column of type ``table`` without loss.
 
-    The same type, a NULL (``void``) column, or a narrower number of the same kind
-    (:data:`_WIDER`). Structs are not judged here (:func:`compare` walks their fields).
+    The same type, a NULL (``void``) column, or a type Delta's type widening would widen
+    into ``table`` (a narrower number of the same kind, :data:`_WIDER`; an integer into a
+    ``DOUBLE``; a ``DATE`` into a ``TIMESTAMP_NTZ``: :data:`_DELTA_WIDENS`). Structs are not
+    judged here (:func:`compare` walks their fields).
     """
-    if same_type(rows, table) or isinstance(rows, NullType):
-        return True
+    return same_type(rows, table) or isinstance(rows, NullType) or _delta_widens(rows, table)
+
+
+def _delta_widens(narrow: DataType, wide: DataType) -> bool:
+    """Whether Delta's type widening turns a column of type ``narrow`` into ``wide`` (values unchanged)."""
     for row in _WIDER:
-        if type(rows) in row and type(table) in row:
-            return row.index(type(rows)) <= row.index(type(table))
-    return False
-
-
-def _delta_widens(table: DataType, rows: DataType) -> bool:
-    """Whether Delta's type widening can turn the table's column of type ``table`` into ``rows``."""
-    return writes_into(table, rows) or type(rows) in _DELTA_WIDENS.get(type(table), ())
+        if type(narrow) in row and type(wide) in row:
+            return row.index(type(narrow)) < row.index(type(wide))
+    return type(wide) in _DELTA_WIDENS.get(type(narrow), ())
 
 
 def compare(table: StructType, rows: StructType) -> SchemaChange:

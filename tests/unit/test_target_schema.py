@@ -102,10 +102,12 @@ def test_a_field_inside_an_array_of_structs_that_changes_is_a_retyped_column() -
         (NullType(), StringType(), True),
         (LongType(), IntegerType(), False),
         (IntegerType(), StringType(), False),
-        (IntegerType(), DoubleType(), False),
+        (IntegerType(), DoubleType(), True),
+        (LongType(), DoubleType(), False),
+        (DoubleType(), IntegerType(), False),
     ],
 )
-def test_only_a_narrower_number_of_the_same_kind_is_written_into_a_column(
+def test_only_a_number_delta_would_widen_into_the_column_is_written_into_it(
     rows: DataType, table: DataType, ok: bool
 ) -> None:
     assert writes_into(rows, table) is ok
