@@ -12,8 +12,8 @@ What each change does (``target.schema_evolution``; README, Guarantees):
 * **a removed field** (the table has it, the pipeline no longer makes it): kept by the
   table and written NULL in the new rows, as Delta's ``mergeSchema`` and Lakeflow's
   streaming tables do. Nothing is lost; its older rows keep their values.
-* **a narrower type** (the pipeline's ``INT`` into the table's ``BIGINT``, ``FLOAT`` into
-  ``DOUBLE``): written, cast up; no value changes.
+* **a narrower type** (the pipeline's ``INT`` into the table's ``BIGINT`` or ``DOUBLE``,
+  ``FLOAT`` into ``DOUBLE``): written, cast up; no value changes.
 * **a wider type Delta's type widening takes** (the table's ``INT`` made ``BIGINT`` or
   ``DOUBLE``, ``FLOAT`` to ``DOUBLE``, ``DATE`` to ``TIMESTAMP_NTZ``): under ``add_columns`` the
   column is widened (``delta.enableTypeWidening`` turned on, a table feature its readers
