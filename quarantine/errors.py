@@ -23,6 +23,7 @@ __all__ = [
     "QuarantineError",
     "QuarantineWriteError",
     "RetriesExhaustedError",
+    "SchemaMismatchError",
     "SourceError",
     "StageDefinitionError",
     "StorageFault",
@@ -95,6 +96,15 @@ class SourceError(QuarantineError):
 class CoordinatesReusedError(SourceError):
     """A record's coordinates are held by an earlier record with other content, and
     ``errors.coordinates.reused`` is ``fail``: raised before anything is written."""
+
+
+class SchemaMismatchError(QuarantineError):
+    """The pipeline's output does not fit the target table's schema (a field retyped, or a new
+    field under ``target.schema_evolution: fail``): raised before any write of the run.
+
+    The message is one line naming the table, the column (a nested field by its dotted path),
+    the table's type, the pipeline's type and what to do.
+    """
 
 
 class TablesDisagreeError(QuarantineError):

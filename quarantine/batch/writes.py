@@ -71,7 +71,7 @@ from quarantine.schema import (
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records
-from quarantine.sinks.target import append_batch, merge_new_rows
+from quarantine.sinks.target import append_batch, evolve_target, merge_new_rows, target_change
 from quarantine.stage import Stage
 
 __all__ = ["Batch", "BatchMode", "BatchWriter", "Outcome"]
@@ -239,8 +239,39 @@ class BatchWriter:
             TableWriteError: a write failed after its retries (``QuarantineWriteError``
                 for the quarantine table, raised first when both failed).
             InconsistentBatchError: an uncached batch's second run failed other records.
+            SchemaMismatchError: the target cannot take the batch's good rows (a field
+                retyped, or new under ``target.schema_evolution: fail``), before any write.
         """
+        self._fit_target(b)
         return self._count_then_write(b) if count_first else self._write_then_count(b)
+
+    def _fit_target(self, b: Batch) -> None:
+        """Before any write of the batch: refuse good rows the target cannot take, add their new columns.
+
+        Compares the schema of the batch's good rows (Spark's analysis: no job runs) with the
+        target's (:func:`~quarantine.sinks.target.target_change`); a target the batch creates
+        is not looked at. The columns are added in a commit of their own, under the write
+        retry policy; the batch's writes then find them.
+        """
+        pipeline = self.pipeline
+        table = pipeline.target_table
+        change = target_change(
+            pipeline.spark, table, pipeline.target_rows(b.split).schema,
+            evolution=pipeline.config.target.schema_evolution,
+        )
+        if change is not None and (change.added or change.widened):
+            pipeline.write("target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change))
+            if change.added:
+                log.info(
+                    "target %s: added column(s) %s (older rows read NULL; target.schema_evolution: add_columns)",
+                    table, ", ".join(c.name for c in change.added),
+                )
+            for c in change.widened:
+                log.warning(
+                    "target %s: widened column %s from %s to %s (Delta type widening, delta.enableTypeWidening: "
+                    "readers need Delta 3.2+; target.schema_evolution: add_columns)",
+                    table, c.name, c.table_type, c.rows_type,
+                )
 
     def _observed(self, b: Batch) -> list[Column]:
         """Every count the batch's report and policy need, as ``observe`` columns."""
@@ -415,12 +446,14 @@ class BatchWriter:
                 lambda: append_batch(
                     good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
                     batch_id=txn_version, owner=self.pipeline.config.pipeline,
+                    evolution=self.pipeline.config.target.schema_evolution,
                 ),
             )
         else:
             def merge() -> None:
                 b.inserted = merge_new_rows(
-                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline
+                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline,
+                    evolution=self.pipeline.config.target.schema_evolution,
                 )
 
             self.pipeline.write("target MERGE", self.pipeline.target_table, batch_id, merge)

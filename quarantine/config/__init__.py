@@ -34,6 +34,7 @@ from quarantine._config_types import BreachAction
 from quarantine.config.choices import (
     RateDuration,
     ReusedCoordinates,
+    SchemaEvolution,
     SourceFormat,
     Tolerance,
     TriggerKind,
@@ -61,6 +62,7 @@ __all__ = [
     "PipelineConfig",
     "RateDuration",
     "ReusedCoordinates",
+    "SchemaEvolution",
     "SourceConfig",
     "SourceFormat",
     "SparkConfig",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["RateDuration", "ReusedCoordinates", "SourceFormat", "Tolerance", "TriggerKind", "WrittenBy"]
+__all__ = [
+    "RateDuration", "ReusedCoordinates", "SchemaEvolution", "SourceFormat", "Tolerance", "TriggerKind", "WrittenBy",
+]
 
 
 class Tolerance(StrEnum):
@@ -32,6 +34,15 @@ class ReusedCoordinates(StrEnum):
 
     QUARANTINE = "quarantine"
     PROCESS = "process"
+    FAIL = "fail"
+
+
+class SchemaEvolution(StrEnum):
+    """``target.schema_evolution``: what a field the target table lacks (a field the pipeline's
+    output gained), or a number Delta's type widening takes, does. A field is never dropped: it
+    is added (a column widened), or the run refuses before any write."""
+
+    ADD_COLUMNS = "add_columns"
     FAIL = "fail"
 
 

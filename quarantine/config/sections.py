@@ -39,6 +39,7 @@ from quarantine._config_types import (
 from quarantine.config.choices import (
     RateDuration,
     ReusedCoordinates,
+    SchemaEvolution,
     SourceFormat,
     Tolerance,
     TriggerKind,
@@ -359,6 +360,11 @@ class TargetConfig(Section):
     shared: Annotated[bool, BOOL] = False
     """Other pipelines write the same topics into this target on purpose (else a batch run writing a topic
     another pipeline writes into it is refused before any write)."""
+    schema_evolution: Annotated[SchemaEvolution, choice(SchemaEvolution)] = SchemaEvolution.ADD_COLUMNS
+    """add_columns (a field the pipeline's output gained is added to the table before the write, NULL in
+    older rows; a number Delta's type widening takes, INT to BIGINT, is widened) or fail (the run refuses
+    before any write, naming it); a field is never dropped. Any other retyped field is refused either way; a
+    removed one is kept by the table and written NULL."""
     written_by: Annotated[WrittenBy, choice(WrittenBy)] = WrittenBy.JOB
     """job (quarantine run writes the tables) or pipeline (a declarative pipeline's updates do:
     quarantine.declarative.declare; run refuses, replay queues records for the pipeline's next update)."""

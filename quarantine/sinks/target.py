@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import uuid
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import DataType, StructType
 
+from quarantine.config.choices import SchemaEvolution
+from quarantine.errors import SchemaMismatchError
 from quarantine.schema import (
     OFFSET,
     TARGET_FINGERPRINT,
@@ -35,9 +37,27 @@ from quarantine.schema import (
     TARGET_TOPIC,
 )
 from quarantine.sinks.ownership import claim_written_topics
-from quarantine.tables import add_missing_columns, read_table, save, table_exists, table_ref
+from quarantine.sinks.target_schema import (
+    SchemaChange,
+    add_columns_sql,
+    check,
+    compare,
+    lacking,
+    same_type,
+    widen_sql,
+)
+from quarantine.tables import read_table, save, table_exists, table_ref
 
-__all__ = ["SOURCE_COLUMNS", "append_batch", "highest_offsets", "merge_new_rows", "txn_app_id"]
+__all__ = [
+    "SOURCE_COLUMNS",
+    "aligned",
+    "append_batch",
+    "evolve_target",
+    "highest_offsets",
+    "merge_new_rows",
+    "target_change",
+    "txn_app_id",
+]
 
 #: The source record kept in the target (when ``target.source_columns``): its coordinates,
 #: timestamp and content fingerprint (:func:`quarantine.identity.fingerprint`).
@@ -45,13 +65,102 @@ SOURCE_COLUMNS: tuple[str, ...] = (
     TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET, TARGET_TIMESTAMP, TARGET_FINGERPRINT,
 )
 
-_FINGERPRINTED = StructType([StructField(TARGET_FINGERPRINT, LongType())])
+
+def target_change(
+    spark: SparkSession, table: str, rows: StructType, *, evolution: SchemaEvolution
+) -> SchemaChange | None:
+    """How rows of schema ``rows`` differ from the existing target's schema, refused if it cannot take them.
+
+    The one place that decides whether the pipeline's output may be written into the
+    target (:mod:`quarantine.sinks.target_schema`): a batch's writer asks it before any
+    write of the batch, and :func:`merge_new_rows` and :func:`append_batch` ask it again.
+    The :data:`SOURCE_COLUMNS` a target of an older version lacks are added whatever
+    ``evolution`` says.
+
+    Returns:
+        The change (:func:`evolve_target` adds its new fields and widens its columns); None when there is no
+        table yet (the write creates it with the rows' schema).
+
+    Raises:
+        SchemaMismatchError: a field retyped, or new or widened fields under ``evolution`` ``fail``.
+    """
+    if not table_exists(spark, table):
+        return None
+    change = compare(read_table(spark, table).schema, rows)
+    check(change, table=table, evolution=evolution, always_added=SOURCE_COLUMNS)
+    return change
 
 
-def _add_fingerprint(spark: SparkSession, rows: DataFrame, table: str) -> None:
-    """Give a target written before the fingerprint existed its column (NULL in its rows)."""
-    if TARGET_FINGERPRINT in rows.columns and TARGET_FINGERPRINT not in read_table(spark, table).columns:
-        add_missing_columns(spark, table, _FINGERPRINTED)
+def evolve_target(spark: SparkSession, table: str, change: SchemaChange) -> None:
+    """Make the table take ``change``: add its new fields (nested ones inside their structs, NULL in
+    its rows) and widen its widened columns (Delta's type widening, turned on for the table).
+
+    An ``ALTER TABLE … ADD COLUMNS`` commit, and for a widening one commit turning on
+    ``delta.enableTypeWidening`` and one per column; nothing when there is nothing to do. A
+    concurrent writer that made the same change first is no failure.
+    """
+    columns = add_columns_sql(change)
+    widen = widen_sql(change)
+    ref = table_ref(table)
+    try:
+        if columns is not None:
+            spark.sql(f"ALTER TABLE {ref} ADD COLUMNS ({columns})")
+        if widen:
+            spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for clause in widen:
+            spark.sql(f"ALTER TABLE {ref} ALTER COLUMN {clause}")
+    except Exception:
+        if lacking(read_table(spark, table).schema, change):
+            raise
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _fit(col: Column, have: DataType, want: DataType) -> Column:
+    """``col`` (of type ``have``) as type ``want``: a struct field by field (a field it lacks NULL), else cast."""
+    if same_type(have, want):
+        return col
+    if isinstance(have, StructType) and isinstance(want, StructType):
+        fields = {f.name.lower(): f for f in have.fields}
+        parts = [
+            _fit(col.getField(fields[w.name.lower()].name), fields[w.name.lower()].dataType, w.dataType).alias(w.name)
+            if w.name.lower() in fields else F.lit(None).cast(w.dataType).alias(w.name)
+            for w in want.fields
+        ]
+        return F.when(col.isNull(), F.lit(None).cast(want)).otherwise(F.struct(*parts))
+    return col.cast(want)
+
+
+def aligned(rows: DataFrame, schema: StructType) -> DataFrame:
+    """``rows`` in the table's shape: its columns in its order and types; a column the rows lack is NULL.
+
+    A struct column is rebuilt field by field the same way; a narrower type is cast up.
+
+    Raises:
+        SchemaMismatchError: the rows hold a field the table lacks or one it cannot take
+            (:func:`target_change` and :func:`evolve_target` were not asked first).
+    """
+    change = compare(schema, rows.schema)
+    if change.added or change.retyped:
+        wrong = (change.added or change.retyped)[0]
+        raise SchemaMismatchError(f"the target's schema changed during the write: column {wrong.name}; re-run")
+    have = {f.name.lower(): f for f in rows.schema.fields}
+    return rows.select(*[
+        _fit(F.col(_quoted(have[f.name.lower()].name)), have[f.name.lower()].dataType, f.dataType).alias(f.name)
+        if f.name.lower() in have else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in schema.fields
+    ])
+
+
+def _fitted(spark: SparkSession, rows: DataFrame, table: str, evolution: SchemaEvolution) -> DataFrame:
+    """``rows`` ready for the existing ``table``: checked, its new columns added, aligned to it."""
+    change = target_change(spark, table, rows.schema, evolution=evolution)
+    if change is None:  # dropped since it was seen: the write creates it
+        return rows
+    evolve_target(spark, table, change)
+    return aligned(rows, read_table(spark, table).schema)
 
 
 def txn_app_id(pipeline: str, table: str) -> str:
@@ -60,7 +169,13 @@ def txn_app_id(pipeline: str, table: str) -> str:
 
 
 def append_batch(
-    rows: DataFrame, table: str, *, pipeline: str, batch_id: int | None, owner: str | None = None
+    rows: DataFrame,
+    table: str,
+    *,
+    pipeline: str,
+    batch_id: int | None,
+    owner: str | None = None,
+    evolution: SchemaEvolution = SchemaEvolution.ADD_COLUMNS,
 ) -> None:
     """Append a micro-batch: exactly once by ``txnAppId``/``txnVersion``, or plainly.
 
@@ -73,11 +188,16 @@ def append_batch(
             README, Guarantees).
         owner: the pipeline recorded as the writer of the topics of a table this
             append creates (:mod:`quarantine.sinks.ownership`).
+        evolution: ``target.schema_evolution``: an existing table takes the rows as
+            :func:`target_change` says (new columns added, removed ones NULL).
+
+    Raises:
+        SchemaMismatchError: the table cannot take the rows (:func:`target_change`).
     """
     spark = rows.sparkSession
     existed = table_exists(spark, table)
     if existed:
-        _add_fingerprint(spark, rows, table)
+        rows = _fitted(spark, rows, table, evolution)
     writer = rows.write.format("delta").mode("append")
     if batch_id is not None:
         # Delta checks the identifiers against the snapshot's whole state (in Delta 4.1,
@@ -89,26 +209,35 @@ def append_batch(
 
 
 def merge_new_rows(
-    spark: SparkSession, rows: DataFrame, table: str, *, pipeline: str | None = None
+    spark: SparkSession,
+    rows: DataFrame,
+    table: str,
+    *,
+    pipeline: str | None = None,
+    evolution: SchemaEvolution = SchemaEvolution.ADD_COLUMNS,
 ) -> int | None:
     """Insert rows whose source record is not in the table yet (see the module doc).
 
     Creates the table with a plain append when it does not exist, and then records
     ``pipeline`` as the writer of the topics it wrote (:mod:`quarantine.sinks.ownership`).
-    Needs the :data:`SOURCE_COLUMNS`.
+    Needs the :data:`SOURCE_COLUMNS`. An existing table takes the rows as
+    :func:`target_change` says for ``evolution`` (new columns added, removed ones NULL).
 
     Returns:
         The rows this call's own commit inserted (Delta's ``num_inserted_rows`` of its
         MERGE): fewer than ``rows`` holds when another writer (a replay, a concurrent
         run) or an earlier run had already written some of the records. None when the
         call created the table (every row was appended).
+
+    Raises:
+        SchemaMismatchError: the table cannot take the rows (:func:`target_change`).
     """
     if not table_exists(spark, table):
         save(rows.write.format("delta").mode("append"), table)
         if pipeline is not None:
             claim_written_topics(spark, table, pipeline, rows)
         return None
-    _add_fingerprint(spark, rows, table)
+    rows = _fitted(spark, rows, table, evolution)
     view = f"_quarantine_merge_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
     try:
