@@ -41,6 +41,18 @@ def _error(raw: dict[str, Any]) -> ConfigError:
 # --------------------------------------------------------------------------- table names
 
 
+def _error_naming(section: str, key: str, name: str) -> ConfigError:
+    """The error of a config whose ``section.key`` table is ``name``; it must name that key and value."""
+    raw = _raw()
+    if section == "source":
+        raw["source"] = {"format": "delta", "table": name}
+    else:
+        raw[section] = {**raw.get(section, {}), key: name}
+    e = _error(raw)
+    assert e.key == f"{section}.{key}" and e.value == name
+    return e
+
+
 @pytest.mark.parametrize(("section", "key", "name"), [
     ("target", "table", "my target"),
     ("errors", "deadletterqueue.table.name", "quarantine table"),
@@ -50,13 +62,7 @@ def _error(raw: dict[str, Any]) -> ConfigError:
 def test_a_table_name_that_is_neither_an_identifier_nor_a_path_is_refused_naming_the_key(
     section: str, key: str, name: str
 ) -> None:
-    raw = _raw()
-    if section == "source":
-        raw["source"] = {"format": "delta", "table": name}
-    else:
-        raw[section] = {**raw.get(section, {}), key: name}
-    e = _error(raw)
-    assert e.key == f"{section}.{key}" and e.value == name
+    e = _error_naming(section, key, name)
     assert "catalog.schema.table" in e.allowed and "backquote" in e.allowed and "path" in e.allowed
 
 
@@ -71,13 +77,7 @@ def test_a_back_quoted_name_spark_s_session_catalog_cannot_hold_is_refused_namin
 ) -> None:
     # one or two parts, spark_catalog.… or hive_metastore.…: Spark's session catalog, which
     # refuses other characters than letters, digits and _ once Delta has written the files
-    raw = _raw()
-    if section == "source":
-        raw["source"] = {"format": "delta", "table": name}
-    else:
-        raw[section] = {**raw.get(section, {}), key: name}
-    e = _error(raw)
-    assert e.key == f"{section}.{key}" and e.value == name
+    e = _error_naming(section, key, name)
     assert "Unity Catalog name only" in e.allowed and "letters, digits and _ only" in e.allowed
 
 
