@@ -158,3 +158,31 @@ def test_a_wider_number_is_widened_by_delta_or_refused_under_fail(spark: Any, tm
     target = _target(spark, tmp_path)
     assert dict(target.dtypes)["qty"] == "bigint"
     assert sorted(r["qty"] for r in target.collect()) == [1, 2, 5000000000]
+
+
+def test_the_command_ends_a_refusal_with_one_line_in_words_and_no_java_stack(spark: Any, tmp_path: Path) -> None:
+    """``quarantine run`` as users start it (a process, no ``--verbose``): the retyped field's refusal
+    is the last line, naming the table, the column and both types; no Java stack above it."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    _append(spark, tmp_path, OLD, 0)
+    _run(spark, tmp_path, FIRST)
+    before = _versions(spark, tmp_path)
+    _append(spark, tmp_path, [b'{"id":5,"name":"e","qty":"seven"}'], 3)
+    conf = tmp_path / "pipeline.yml"
+    conf.write_text(yaml.safe_dump(_config(tmp_path, "id BIGINT, name STRING, qty STRING")), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "QUARANTINE_SPARK_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "quarantine.cli", "run", "--conf", str(conf)], capture_output=True,
+                          text=True, env=env, timeout=600, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr[-2000:])
+    output = proc.stdout + proc.stderr
+    assert not [s for s in ("at org.apache", "Py4JJavaError", "Traceback", "Caused by:") if s in output], output[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("quarantine: run failed: SchemaMismatchError: "), proc.stderr[-2000:]
+    assert "column qty is INT in the table" in last and "makes it STRING" in last, last
+    assert str(tmp_path / "target") in last and "seven" not in last, last
+    assert _versions(spark, tmp_path) == before
