@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from quarantine.command_logging import configure_logging
+from quarantine.command_logging import HOLDS, configure_logging
 from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError
 
 if TYPE_CHECKING:
@@ -328,6 +328,8 @@ def _command(args: argparse.Namespace) -> int:
 
             print(maintain(get_spark(f"quarantine:maintain:{config.pipeline}", config.spark_conf), config).render())
             return 0
+        # a batch run's summary lists each breach: its log line is not shown too (a stream's is)
+        HOLDS.breaches = not config.source.streaming
         pipe = Pipeline.from_config(config)
         summary = pipe.run()
         print(summary.render())

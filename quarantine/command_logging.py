@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import os
 
+from quarantine.errorhandling.breach import BREACH_ATTR
 from quarantine.listeners.error_log import ErrorContextTally
 from quarantine.spark.session import LOG_LEVEL_ENV
 
-__all__ = ["configure_logging"]
+__all__ = ["HOLDS", "SummaryHolds", "configure_logging"]
 
 
 #: Loggers whose INFO lines are other projects' chatter: WARNING unless ``--verbose``.
@@ -18,6 +19,27 @@ _THIRD_PARTY = ("py4j", "urllib3", "alembic", "mlflow", "great_expectations", "p
 def _other_projects_info(record: logging.LogRecord) -> bool:
     """Drops other projects' records below WARNING (a library may set its own logger to INFO: GX does)."""
     return record.name == "quarantine" or record.name.startswith("quarantine.") or record.levelno >= logging.WARNING
+
+
+class SummaryHolds(logging.Filter):
+    """A handler's filter: while :attr:`breaches` is set, a tolerance breach's line (one carrying
+    :data:`~quarantine.errorhandling.breach.BREACH_ATTR`) is held off the terminal.
+
+    A batch ``run`` sets it: its summary, printed seconds later, lists every breach, and the
+    line printed twice read as two breaches. A stream's ``run`` leaves it unset: its summary
+    comes when the stream stops, so each breach is shown as it happens.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.breaches = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.breaches and getattr(record, BREACH_ATTR, None) is not None)
+
+
+#: The one filter of the command's own handlers that :func:`configure_logging` installs.
+HOLDS = SummaryHolds()
 
 
 def configure_logging(verbose: bool) -> ErrorContextTally | None:
@@ -52,4 +74,5 @@ def configure_logging(verbose: bool) -> ErrorContextTally | None:
     for handler in root.handlers:
         handler.addFilter(_other_projects_info)
         handler.addFilter(tally)
+        handler.addFilter(HOLDS)
     return tally

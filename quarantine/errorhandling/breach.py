@@ -8,7 +8,11 @@ from typing import Any
 
 from quarantine._config_types import BreachAction
 
-__all__ = ["Breach", "BreachAction"]
+__all__ = ["BREACH_ATTR", "Breach", "BreachAction"]
+
+#: The attribute a breach's log line carries (``extra={BREACH_ATTR: breach}``), so that a handler can
+#: tell it from other lines: the command line holds it off the terminal where its summary lists it.
+BREACH_ATTR = "tolerance_breach"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from quarantine.config import BreachAction
-from quarantine.errorhandling.breach import Breach
+from quarantine.errorhandling.breach import BREACH_ATTR, Breach
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.redaction import redact_text
 
@@ -195,7 +195,7 @@ class GxValidator:
             result_json=_jsonable(result.to_json_dict()),
         )
         for b in outcome.breaches:
-            log.warning("expectation breach [%s] %s", b.action.value, redact_text(b.message))
+            log.warning("expectation breach [%s] %s", b.action.value, redact_text(b.message), extra={BREACH_ATTR: b})
         return outcome
 
 

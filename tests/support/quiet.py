@@ -67,6 +67,9 @@ def assert_only_the_projects_own_lines(
     assert re.search(r"^error context: \d+ of \d+ failed records logged on quarantine\.errors", ran.stdout, re.M), \
         ran.stdout
     assert f"quarantine inspect --conf {conf}" in ran.stdout
+    # each expectation breach once, in the summary; not also as a WARNING line above it (issue 54)
+    assert re.search(r"^  breach \[warn\] ", ran.stdout, re.M), ran.stdout
+    assert not [line for line in err if "expectation breach [" in line], ran.stderr
     # quarantine.progress logs a line per 15 s of a batch run, and the jars' first download one:
     # their number follows the machine's speed and cache, not the command's verbosity, so the cap
     # counts the other lines (a run at load 10 printed 39 lines in all, 34 on a quiet machine)

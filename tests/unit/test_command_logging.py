@@ -36,3 +36,25 @@ def test_a_command_starts_the_jvm_at_fatal_unless_verbose() -> None:
                          text=True, env=env, check=True, timeout=120)
     # quiet: Spark's ERROR lines (Java stacks) off the terminal; --verbose: its WARN lines; a level set stands
     assert json.loads(ran.stdout) == ["FATAL", "WARN", "ERROR"]
+
+
+_BREACHES = """
+import logging
+from quarantine.command_logging import HOLDS, configure_logging
+from quarantine.errorhandling.breach import BREACH_ATTR, Breach, BreachAction
+configure_logging(False)
+log = logging.getLogger("quarantine.expectations")
+breach = Breach("expect_x:amount", BreachAction.WARN, "found 3 unexpected of 9 values")
+log.warning("expectation breach [warn] a stream's: shown as it happens", extra={BREACH_ATTR: breach})
+HOLDS.breaches = True  # what a batch run sets: its summary lists each breach
+log.warning("expectation breach [warn] a batch's: the summary's line only", extra={BREACH_ATTR: breach})
+log.warning("another warning of the batch: shown")
+"""
+
+
+def test_a_batch_runs_breach_lines_are_left_to_its_summary_and_a_streams_are_shown() -> None:
+    """Issue 54, point 5: a batch run printed each breach twice, as a WARNING line and in its summary."""
+    ran = subprocess.run([sys.executable, "-c", _BREACHES], capture_output=True, text=True, check=True, timeout=120)
+    assert "a stream's: shown as it happens" in ran.stderr, ran.stderr
+    assert "the summary's line only" not in ran.stderr, ran.stderr
+    assert "another warning of the batch: shown" in ran.stderr, ran.stderr
