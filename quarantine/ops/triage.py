@@ -216,7 +216,7 @@ def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     for r in records:
         headers = ", ".join(f"{h[HEADER_KEY]}={_shown(h[HEADER_VALUE])}" for h in r[HEADERS]) or None
         rows.append([
-            r[TOPIC], r[PARTITION], r[OFFSET], r["status"], r["stage"], r["error_class"],
+            _coordinates(r), r["status"], r["stage"], r["error_class"],
             gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
             r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
             _shown(r[KEY]), _shown(r[VALUE]), shorten(headers, _HEADERS_WIDTH),
@@ -229,8 +229,16 @@ def _print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | N
     print_table(title, _INSPECT_COLUMNS, _inspect_rows(records), out=out, first=("message",))
 
 
-_INSPECT_COLUMNS = (TOPIC, PARTITION, OFFSET, "status", "stage", "error_class", "message",
+#: A record's coordinates in one column, as Kafka's tools write them (``orders-0@4``: topic-partition@offset):
+#: three columns of their own left the message and the payloads less of the page.
+_INSPECT_COLUMNS = ("record", "status", "stage", "error_class", "message",
                     "failures", "last_seen_at", KEY, VALUE, HEADERS)
+
+
+def _coordinates(record: Mapping[str, Any]) -> str:
+    """``topic-partition@offset``; a NULL part reads ``NULL``."""
+    topic, partition, offset = (("NULL" if record[c] is None else record[c]) for c in (TOPIC, PARTITION, OFFSET))
+    return f"{topic}-{partition}@{offset}"
 
 
 # --------------------------------------------------------------------------- the commands

@@ -114,7 +114,7 @@ def test_the_inspect_table_shows_the_value_found_however_narrow_its_message_colu
     record = record_json({"topic": "t", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
                           "error_class": "range", "message": RANGE, "error_count": 1,
                           "key": None, "value": b"{}", "headers": []})
-    assert "found 250.0" in _inspect_rows([record])[0][6]
+    assert "found 250.0" in _inspect_rows([record])[0][_INSPECT_COLUMNS.index("message")]
     out = _Pipe()
     print_table("t", ["stage", "message", "value"], [["check_order", RANGE, "x" * 300]], out=out)
     row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
@@ -150,3 +150,16 @@ def test_the_inspect_table_gives_the_message_its_width_before_the_payloads() -> 
     _print_records("t", [record], out=out)
     row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
     assert "field 'amount': expected" in row and "found 250.0" in row, row
+
+
+def test_the_inspect_table_names_a_record_as_kafka_s_tools_do_in_one_column() -> None:
+    """``orders-0@4`` (topic-partition@offset): the coordinates in one column leave the message and the
+    payloads the page (issue 54, point 6: the table was wider than the page)."""
+    record = record_json({"topic": "orders", "partition": 0, "offset": 4, "status": "open", "stage": "decode",
+                          "error_class": "InvalidUtf8", "message": "m", "error_count": 1, "key": None,
+                          "value": None, "headers": []})
+    out = _Pipe()
+    _print_records("t", [record], out=out)
+    header, row = [line for line in out.getvalue().splitlines() if line.startswith(("┃", "│"))]
+    assert header.split("┃")[1].strip() == "record" and row.split("│")[1].strip() == "orders-0@4", out.getvalue()
+    assert "partition" not in header and "offset" not in header
