@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyspark
+from py4j.protocol import Py4JError
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
@@ -244,10 +245,14 @@ def observed_row(obs: Observation, timeout_s: float = 10.0) -> Mapping[str, Any]
         if time.monotonic() > deadline:
             return None
         time.sleep(0.005)
-    if jo.getRow().schema() is None:
-        # A write that created its catalog table (saveAsTable of a new name: Delta's
-        # CREATE TABLE AS SELECT) ran the observed plan in a query of its own; Spark then
-        # completes the observation with an empty row, which Observation.get fails on
-        # (PythonSQLUtils.toPyRow: "assertion failed") after the write has committed.
-        return None
-    return obs.get
+    # A write that created its catalog table (saveAsTable of a new name: Delta's CREATE
+    # TABLE AS SELECT) ran the observed plan in a query of its own; Spark then completes
+    # the observation with an empty row, which Spark 4.1's Observation.get fails on
+    # (PythonSQLUtils.toPyRow: "assertion failed") after the write has committed, and
+    # Spark 4.0's (a map, no getRow) reads as no metrics at all.
+    try:
+        if jo.getRow().schema() is None:
+            return None
+    except Py4JError:  # Spark 4.0: no getRow
+        pass
+    return obs.get or None
