@@ -125,7 +125,8 @@ def test_the_counts_of_a_write_that_creates_a_catalog_table_are_none_not_a_failu
         for obs in (created, appended):
             rows = spark.range(5).observe(obs, F.count(F.lit(1)).alias("n"))
             rows.write.format("delta").mode("append").saveAsTable(f"{db}.t")
-        assert observed_row(created) is None
+        # Spark 4.1 completes it with an empty row (None: count over the cache); Spark 4.0 with its metrics
+        assert observed_row(created) in (None, {"n": 5})
         assert observed_row(appended) == {"n": 5}
     finally:
         spark.sql(f"DROP DATABASE {db} CASCADE")
