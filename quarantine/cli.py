@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from quarantine.command_logging import HOLDS, configure_logging
-from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError
+from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError, describe_failure, storage_fault
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
@@ -347,8 +347,6 @@ def _command(args: argparse.Namespace) -> int:
         print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # Spark/Delta/Py4J: one line for the user, the stack in the log
-        from quarantine.errors import describe_failure, storage_fault
-
         logging.getLogger("quarantine").debug("run failed", exc_info=True)
         # a storage fault is said in words; Py4J's class name would say nothing more
         kind = "" if storage_fault(exc, tables) is not None else f"{type(exc).__name__}: "
