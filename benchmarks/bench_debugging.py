@@ -65,7 +65,7 @@ def micro_batch_columns(spark: SparkSession, *, on: bool, times: int = 20) -> fl
     source = spark.createDataFrame([], "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
                                    "timestamp TIMESTAMP, timestampType INT, "
                                    "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
-    split = pipe.split_frame(pipe.prepare(source, streaming=True))
+    split = pipe.split_frame(source)
     run = pipe.start_run()
     writer = pipe.quarantine_writer()
     samples = []

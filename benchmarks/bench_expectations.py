@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks import Row, bench_spark, drop_dir, ensure_source, fresh_dir, median, standard_main, timed
 from benchmarks.bench_pipeline import available_stages, demo_config
+from quarantine.batch.settle import prepare
 from quarantine.batch.writes import BatchMode
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import Suite, load_suite
@@ -75,7 +76,7 @@ def persisted_mib(spark: SparkSession, source: str, suite: Suite) -> tuple[float
             cfg = demo_config(source, folder)
             _, stages, _ = available_stages(cfg)
             pipe = Pipeline.from_config(cfg, spark, listeners=[], stages=[*stages, cls(name="expect", suite=suite)])
-            split: DataFrame = pipe.split_frame(pipe.prepare(read_source(spark, pipe.config.source)))
+            split: DataFrame = pipe.split_frame(prepare(pipe, read_source(spark, pipe.config.source)))
             before = on_disk()
             held = split.persist(StorageLevel.DISK_ONLY)
             held.count()

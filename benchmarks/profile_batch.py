@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks import drop_dir, fresh_dir
 from benchmarks.bench_pipeline import demo_config, plain_target, run_plain, run_quarantine, standalone_setup, warm_up
+from quarantine.batch.settle import prepare
 from quarantine.pipeline import Pipeline
 
 __all__ = ["main"]
@@ -69,7 +70,7 @@ def _repeat(spark: Any, source: str, specs: Any, stages: Any) -> dict[str, float
     try:
         pipe = Pipeline.from_config(demo_config(source, out), spark, listeners=[], stages=stages)
         df = spark.read.format("delta").load(source)
-        (split, calls), build = _timed(lambda: _py4j_calls(lambda: pipe.split_frame(pipe.prepare(df))))
+        (split, calls), build = _timed(lambda: _py4j_calls(lambda: pipe.split_frame(prepare(pipe, df))))
         jqe = split._jdf.queryExecution()
         return {
             "build": build,

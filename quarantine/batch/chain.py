@@ -237,7 +237,7 @@ def _filter_barrier(df: DataFrame, stage_columns: Sequence[str]) -> DataFrame:
     so a filter on a late stage's ``error`` would be inlined into an expression
     that grows geometrically with the number of stages: planning
     ``staged.where("check_order.error IS NOT NULL")`` over the four demo stages
-    ran out of a 3 GiB heap. A predicate on a ``Generate``'s output is never pushed
+    ran out of the driver's heap. A predicate on a ``Generate``'s output is never pushed
     below it; ``inline`` of a one-element array yields each row once, unchanged.
     Predicates on the source columns still go down to the scan.
     """

@@ -3,24 +3,24 @@
 A :class:`Plan` holds configuration (the config, the session, the built stages,
 the listeners, the error policy) and no run state: a run's id, counts and
 tolerance live in :class:`quarantine.batch.run.Run` (:func:`quarantine.batch.run.start_run`).
-The runs and the runners read a plan; the facade above them all is
+Nothing here reads or writes a table or collects: what a batch runs on is
+prepared against the tables by :mod:`quarantine.batch.settle`, beside the run that
+does it. The runs and the runners read a plan; the facade above them all is
 :class:`quarantine.pipeline.Pipeline`, a plan that can run itself. What is here,
 in the order a record meets it:
 
-1. :meth:`Plan.prepare` — identify the records and leave out those already
-   settled (:mod:`quarantine.identity`);
-2. :meth:`Plan.transform` — the stages (:func:`quarantine.batch.chain.apply_stages`);
-3. :meth:`Plan.split_frame` — the projection the two writes need;
-4. :meth:`Plan.quarantine_writer` and :meth:`Plan.target_rows` — what
+1. :meth:`Plan.transform` — the stages (:func:`quarantine.batch.chain.apply_stages`);
+2. :meth:`Plan.split_frame` — the projection the two writes need;
+3. :meth:`Plan.quarantine_writer` and :meth:`Plan.target_rows` — what
    goes to quarantine and what to the target (written by the run);
-5. :meth:`Plan.policy` — the error policy that decides in between.
+4. :meth:`Plan.policy` — the error policy that decides in between.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Self
 
@@ -28,7 +28,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.batch.agreement import check_tables_agree, check_target_holds_replayed
 from quarantine.batch.chain import StageAnalysisError, apply_stages, final_error, final_result
 from quarantine.batch.verdict import carried_columns, keeps_raw_bytes
 from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat, WrittenBy
@@ -38,18 +37,10 @@ from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperat
 from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
 from quarantine.errors import (
     ConfigError,
-    CoordinatesReusedError,
-    QuarantineWriteError,
-    RetriesExhaustedError,
-    TableWriteError,
-    describe_write_failure,
 )
 from quarantine.identity import (
-    DELIVERED,
     VARIANTS,
-    against_settled,
     fingerprint,
-    identified_topics,
 )
 from quarantine.listeners.events import RunListener
 from quarantine.schema import (
@@ -62,9 +53,7 @@ from quarantine.schema import (
     PARTITION,
     RESULT,
     REUSED,
-    SOURCE_KEY,
     TARGET_FINGERPRINT,
-    TARGET_KEY,
     TARGET_OFFSET,
     TARGET_PARTITION,
     TARGET_TIMESTAMP,
@@ -76,11 +65,9 @@ from quarantine.schema import (
     target_columns,
 )
 from quarantine.sinks.dlq_topic import dlq_topic
-from quarantine.sinks.ownership import check_owners, claim_topics, owners
-from quarantine.sinks.quarantine import QuarantineWriter, settled_records
+from quarantine.sinks.quarantine import QuarantineWriter
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
 from quarantine.stages.source import SourceCheck
-from quarantine.tables import read_table, table_exists
 
 __all__ = ["Plan", "refuse_pipeline_tables"]
 
@@ -196,7 +183,7 @@ class Plan:
         Building the staged plan takes thousands of Py4J calls (every stage's
         expressions, every error message); on the streaming DataFrame that is
         once per query instead of once per micro-batch. Only for Kafka sources,
-        whose micro-batches need no :meth:`prepare` (offsets are new, coordinates
+        whose micro-batches need no :func:`~quarantine.batch.settle.prepare` (offsets are new, coordinates
         unique); other streams are identified per batch first, and so is a stream with
         a stage that counts over the batch (``unique``: :class:`BatchWideStageError`)
         or a stage that may be refreshed between micro-batches (:meth:`refresh`: an
@@ -205,33 +192,9 @@ class Plan:
         if self.config.source.format is not SourceFormat.KAFKA or any(s.refreshes() for s in self.stages):
             return None
         try:
-            return self.split_frame(self.prepare(stream, streaming=True))
+            return self.split_frame(stream)
         except BatchWideStageError:  # a stage counts over the batch (unique): per micro-batch
             return None
-
-    def refresh(self, names: Iterable[str]) -> list[str]:
-        """Refresh the stages named (:meth:`Stage.refreshed <quarantine.stage.Stage.refreshed>`), in place.
-
-        The streaming runner calls it between micro-batches, with the stages whose records
-        failed in a way a refresh may mend (:attr:`~quarantine.listeners.events.BatchReport.stale_stages`).
-        Each stage is asked once, under the ``errors.retry.*`` policy; a stage that has nothing
-        new, or cannot reach its source, stays as it is. :attr:`stages` is changed in place, so
-        the run and the runner holding this plan run the refreshed stages from the next batch;
-        nothing else of the plan changes.
-
-        Returns:
-            The names of the stages replaced.
-        """
-        wanted = set(names)
-        policy = RetryPolicy.from_config(self.config.errors)
-        replaced: list[str] = []
-        for i, stage in enumerate(self.stages):
-            if stage.name in wanted and stage.refreshes():
-                fresh = stage.refreshed(policy)
-                if fresh is not None:
-                    self.stages[i] = fresh
-                    replaced.append(stage.name)
-        return replaced
 
     def target_rows(self, split: DataFrame, *, result_type: DataType | None = None) -> DataFrame:
         """Good rows in the target's shape (:func:`quarantine.schema.target_columns`): the last stage's
@@ -259,108 +222,6 @@ class Plan:
             ]
         return split.where(F.col(ERROR).isNull()).select(*payload, *extra)
 
-    # ------------------------------------------------------------------ the batch
-
-    def prepare(self, df: DataFrame, *, streaming: bool = False) -> DataFrame:
-        """What a batch runs on: identified records not settled yet (see :mod:`quarantine.identity`).
-
-        * Not a Kafka topic (or a replay): coordinates made total, copies of one
-          record dropped (:func:`~quarantine.identity.identified`: one narrow job
-          checks the coordinates; only a batch with duplicates or unkeyed records is
-          shuffled).
-        * A batch run or a replay: records already in the target, or closed in
-          quarantine (``replayed``, ``discarded``), are left out: a re-run does not
-          run them again, so the two tables stay disjoint. A record is the same
-          record when its coordinates and its content's fingerprint are
-          (:func:`~quarantine.identity.against_settled`); ``_q_open`` marks
-          records open in quarantine, which are closed once their good row is in
-          the target, and ``_q_reused`` records whose coordinates an earlier record
-          with other content holds.
-        * A micro-batch of a stream: offsets are new, nothing is looked up.
-
-        Raises:
-            TablesDisagreeError: the target does not exist while the quarantine table
-                says records of this pipeline were replayed into it
-                (:func:`~quarantine.batch.agreement.check_tables_agree`), or a target that
-                has no record of this pipeline writing it lacks some of them
-                (:func:`~quarantine.batch.agreement.check_target_holds_replayed`), or another pipeline
-                writes one of the batch's topics into the target
-                (:mod:`quarantine.sinks.ownership`; not with ``target.shared``).
-            CoordinatesReusedError: ``errors.coordinates.reused: fail`` and a record's
-                coordinates are held by other content (one Spark job looks, under
-                ``fail`` only), before anything is written.
-        """
-        topics: frozenset[str | None] = frozenset()
-        if self.config.source.format is not SourceFormat.KAFKA or not streaming:
-            df, topics = identified_topics(df)
-        if streaming:
-            return df
-        df = df.withColumn(FINGERPRINT, fingerprint())
-        quarantined = settled_records(self.spark, self.quarantine_table, self.config.pipeline)
-        delivered = self._delivered()
-        check_tables_agree(self.spark, self.config, target_exists=delivered is not None,
-                           quarantine_exists=quarantined is not None)
-        if delivered is not None:
-            target, name = self.target_table, self.config.pipeline
-            known = owners(self.spark, target)
-            new = check_owners(target, name, topics, known.topics, shared=self.config.target.shared)
-            first = not known.writes(name)
-            if first and quarantined is not None:
-                check_target_holds_replayed(self.spark, self.config)
-            if new or first:
-                self.write("target claim", target, 0, lambda: claim_topics(self.spark, target, name, new))
-        settled = _union(quarantined, delivered)
-        if settled is None:
-            df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
-        else:
-            df = against_settled(df, settled)
-        if self.config.errors.coordinates_reused is ReusedCoordinates.FAIL:
-            self._refuse_reused(df)
-        return df
-
-    def unsettled(self, split: DataFrame) -> DataFrame:
-        """A Kafka stream's staged micro-batch less the records the tables already settled.
-
-        For a query started from a new checkpoint (a reset, or after a topic was
-        recreated) over tables that hold records of its topics: until the stream
-        has read past them (the runner's overlap :class:`OffsetWatermark`), each
-        micro-batch is compared with them as a batch run's records are
-        (:func:`~quarantine.identity.against_settled`): records in the target or
-        closed in quarantine are left out, open ones run again into their own rows
-        (``_q_open``: closed once they pass), and records whose coordinates other
-        content holds (``_q_reused``) run as new records.
-        """
-        settled = _union(settled_records(self.spark, self.quarantine_table, self.config.pipeline), self._delivered())
-        return split if settled is None else against_settled(split.drop(OPEN), settled)
-
-    def _delivered(self) -> DataFrame | None:
-        """The target's records in :func:`~quarantine.identity.against_settled`'s ``settled`` shape."""
-        if not table_exists(self.spark, self.target_table):
-            return None
-        target = read_table(self.spark, self.target_table)
-        fp = F.col(TARGET_FINGERPRINT) if TARGET_FINGERPRINT in target.columns else F.lit(None).cast("bigint")
-        return target.select(
-            *[F.col(t).alias(c) for t, c in zip(TARGET_KEY, SOURCE_KEY, strict=True)],
-            fp.alias("_s_fp"), F.col(TARGET_TIMESTAMP).alias("_s_ts"),
-            F.lit(DELIVERED).alias("_s_status"), F.lit(None).cast("timestamp").alias("_s_first"),
-            F.lit(f"in the target table {self.target_table}").alias("_s_where"),
-        )
-
-    def _refuse_reused(self, df: DataFrame) -> None:
-        """Raise :class:`CoordinatesReusedError` naming a record of ``df`` whose coordinates other content shares."""
-        shared = F.col(REUSED).isNotNull() | (F.col(VARIANTS) > 1 if VARIANTS in df.columns else F.lit(False))
-        found = df.where(shared).select(*SOURCE_KEY, REUSED).limit(1).collect()
-        if found:
-            r = found[0]
-            where = r[REUSED] or "in this read, with other content"
-            raise CoordinatesReusedError(
-                f"errors.coordinates.reused is fail: the record at topic={r[TOPIC]} partition={r[PARTITION]} "
-                f"offset={r[OFFSET]} has other content than the record {where}; nothing was written. "
-                "If the topic was recreated or the source rewritten, set errors.coordinates.reused to "
-                "quarantine (the default: such records are quarantined as CoordinatesReused) or process "
-                "(they are taken as new records)"
-            )
-
     def quarantine_writer(self, retry: RetryWithToleranceOperator | None = None) -> QuarantineWriter:
         """The pipeline's quarantine writer (its batches and its errant record reporters use it).
 
@@ -379,28 +240,6 @@ class Plan:
             topic=dlq_topic(cfg),
         )
 
-    def write(
-        self, action: str, table: str, batch_id: int, write: Callable[[], None], *, quarantine: bool = False
-    ) -> int:
-        """Run a table write under the write retry policy (see :mod:`quarantine.errorhandling.retry`).
-
-        Returns the attempts made. A write that still fails raises a
-        :class:`TableWriteError` (:class:`QuarantineWriteError` for the quarantine
-        table) whose message names the table, the batch, Delta's/Spark's reason in
-        one line and what to do (:func:`quarantine.errors.describe_write_failure`);
-        the Java stack stays on ``__cause__``.
-        """
-        retry = self.write_retry or RetryWithToleranceOperator.for_writes(self.config.errors)
-        try:
-            _, attempts = retry.call(write, name=f"{action} into {table}")
-        except RetriesExhaustedError as exc:
-            kind = QuarantineWriteError if quarantine else TableWriteError
-            raise kind(
-                describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts),
-                attempts=exc.attempts,
-            ) from exc.last
-        return attempts
-
     def policy(self) -> ErrorPolicy:
         """The pipeline's :class:`~quarantine.errorhandling.policy.ErrorPolicy` (built on first use)."""
         if self.error_policy is None:
@@ -413,13 +252,6 @@ class Plan:
                 ),
             )
         return self.error_policy
-
-
-def _union(quarantined: DataFrame | None, delivered: DataFrame | None) -> DataFrame | None:
-    """The settled records of both tables (:meth:`Plan._delivered`'s shape), None when neither exists."""
-    if quarantined is None or delivered is None:
-        return quarantined if delivered is None else delivered
-    return quarantined.unionByName(delivered)
 
 
 def refuse_pipeline_tables(plan: Plan, command: str) -> None:

@@ -7,7 +7,7 @@ functions; everything that belongs to one run lives here: the run's id and
 runner starts a run (:func:`start_run`) and hands it each batch; the
 streaming runner starts one per query id (stable across restarts from the same
 checkpoint), so nothing changes the pipeline under a running query but a stage the
-runner refreshes between micro-batches (:meth:`Plan.refresh <quarantine.batch.plan.Plan.refresh>`).
+runner refreshes between micro-batches (:func:`quarantine.runners.foreach_batch.refresh_stages`).
 
 Order of a batch (:meth:`Run.process_batch`), and why. The stages run and the
 batch is projected to what the two writes need (raw bytes kept only for failed
@@ -34,6 +34,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from quarantine.batch.plan import Plan
+from quarantine.batch.settle import prepare, unsettled
 from quarantine.batch.verdict import judging, quarantined_by_check
 from quarantine.batch.writes import Batch, BatchMode, BatchWriter
 from quarantine.errorhandling.policy import Scope
@@ -58,7 +59,7 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
     """``split`` kept as its first pass computes it, for every later read of the batch.
 
     A batch run's (or a replay's) batch reads the tables it writes: records already
-    delivered or closed are left out (:meth:`Plan.prepare`). A cache of it is
+    delivered or closed are left out (:func:`~quarantine.batch.settle.prepare`). A cache of it is
     dropped when either table commits (Spark re-caches a plan whose source changed),
     so the write that comes second, or the close of passed records, would run the
     batch again over the new tables, and a stage that is not deterministic would
@@ -70,12 +71,12 @@ def _hold(split: DataFrame, streaming: bool) -> DataFrame:
 
     A micro-batch of a stream reads only its new offsets, so it is cached (cheaper:
     columnar and compressed); not one from a new checkpoint that is compared with the
-    tables (:meth:`Plan.unsettled`): it reads them, and is checkpointed.
+    tables (:func:`~quarantine.batch.settle.unsettled`): it reads them, and is checkpointed.
 
     A batch run's checkpoint is on disk only (``DISK_ONLY``): a batch run reads its whole
     source at once, so its size is the source's, not a trigger's: a read streams a block
-    from its file, never copies it back into the heap whole (why, measured:
-    benchmarks/README.md, memory).
+    from its file, never copies it back into the heap whole (benchmarks/README.md,
+    memory).
     """
     if streaming:
         return split.persist(StorageLevel.MEMORY_AND_DISK)
@@ -168,7 +169,7 @@ class Run:
         run = self.info
         now = self.pipeline.clock()
         streaming, overlap = mode.streaming, mode.overlap
-        prepared = df if mode.staged else self.pipeline.prepare(df, streaming=streaming)
+        prepared = df if mode.staged else prepare(self.pipeline, df, streaming=streaming)
         chain = self.pipeline.chain(prepared)
         split = prepared if mode.staged else self.pipeline.split_frame(prepared)
         # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
@@ -178,7 +179,7 @@ class Run:
             mode.resumed and self.pipeline.config.target.source_columns
         )
         if settling:
-            split = self.pipeline.unsettled(split)
+            split = unsettled(self.pipeline, split)
         scope = Scope.REPLAY if mode.replaying else Scope.RUN
         count_first = mode.resumed or self.pipeline.policy().may_stop(scope) or bool(judging(chain))
         # Without a cache, the stages run again for the quarantine write: only where they give

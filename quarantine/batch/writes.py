@@ -51,6 +51,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
+from quarantine.batch.settle import retried_write
 from quarantine.batch.verdict import Verdicts, check_counts, judge_batch
 from quarantine.config import BreachAction
 from quarantine.errorhandling.handlers import counts_by_kind
@@ -173,7 +174,7 @@ class BatchMode:
             overlap: a Kafka stream started from a new checkpoint over tables holding
                 records of its topics: until it has passed their highest offsets, the
                 batch leaves out the records they settled
-                (:meth:`Plan.unsettled <quarantine.batch.plan.Plan.unsettled>`).
+                (:func:`quarantine.batch.settle.unsettled`).
         """
         return cls(streaming=True, watermark=watermark, staged=staged, resumed=resumed, overlap=overlap)
 
@@ -260,7 +261,9 @@ class BatchWriter:
             evolution=pipeline.config.target.schema_evolution,
         )
         if change is not None and (change.added or change.widened):
-            pipeline.write("target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change))
+            retried_write(
+                pipeline, "target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change)
+            )
             if change.added:
                 log.info(
                     "target %s: added column(s) %s (older rows read NULL; target.schema_evolution: add_columns)",
@@ -441,8 +444,8 @@ class BatchWriter:
             # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
             # batch ids at 0, and Delta would silently skip those appends otherwise.
             txn_version = None if self.pipeline.config.target.source_columns else batch_id
-            self.pipeline.write(
-                "target append", self.pipeline.target_table, batch_id,
+            retried_write(
+                self.pipeline, "target append", self.pipeline.target_table, batch_id,
                 lambda: append_batch(
                     good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
                     batch_id=txn_version, owner=self.pipeline.config.pipeline,
@@ -456,7 +459,7 @@ class BatchWriter:
                     evolution=self.pipeline.config.target.schema_evolution,
                 )
 
-            self.pipeline.write("target MERGE", self.pipeline.target_table, batch_id, merge)
+            retried_write(self.pipeline, "target MERGE", self.pipeline.target_table, batch_id, merge)
 
     def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
         """Close the open quarantine rows of the batch's records that passed.
@@ -467,8 +470,8 @@ class BatchWriter:
         """
         passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY, FINGERPRINT)
         how = "replayed by run" if replaying else "passed on re-run, run"
-        self.pipeline.write(
-            "quarantine close", self.pipeline.quarantine_table, 0,
+        retried_write(
+            self.pipeline, "quarantine close", self.pipeline.quarantine_table, 0,
             lambda: close_records(
                 self.pipeline.spark, self.pipeline.quarantine_table, passed, pipeline=self.pipeline.config.pipeline,
                 status=QuarantineStatus.REPLAYED, resolution=f"{how} {self.run_id}", now=now,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from quarantine.batch.agreement import REOPENED, rebuilding, replayed_records
 from quarantine.batch.plan import refuse_pipeline_tables
+from quarantine.batch.settle import retried_write
 from quarantine.errors import TablesDisagreeError
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
@@ -94,7 +95,7 @@ def rebuild_target(pipe: Pipeline, *, dry_run: bool = False) -> Rebuild:
                 f"WHERE pipeline = {sql_literal(config.pipeline)} AND status = 'replayed'"
             )
 
-        pipe.write("rebuild-target reopen", quarantine, 0, reopen, quarantine=True)
+        retried_write(pipe, "rebuild-target reopen", quarantine, 0, reopen, quarantine=True)
     summary = pipe.run()
     again = replay(pipe, f"resolution LIKE '{REOPENED}%'")
     return Rebuild(dry_run=False, reopened=n, records_ok=summary.records_ok,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from quarantine.batch.plan import Plan
 from quarantine.batch.run import Run, start_run
 from quarantine.batch.writes import BatchMode
 from quarantine.config import SourceFormat
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.listeners.events import BatchReport
 from quarantine.runners.relay import RelayListener, relay_prefix
@@ -126,9 +128,35 @@ class BatchRunner:
             # avro or protobuf stage's schema ids not listed yet) are in quarantine. At most once per batch,
             # never failing it (a source that cannot be asked is logged): the next batch runs it.
             try:
-                p.refresh(report.stale_stages)
+                refresh_stages(p, report.stale_stages)
             except Exception as exc:  # a stage's refresh must not raise; if one does, the batch stands
                 log.warning("batch %s: refreshing %s failed: %s", batch_id, ", ".join(report.stale_stages), exc)
+
+
+def refresh_stages(plan: Plan, names: Iterable[str]) -> list[str]:
+    """Refresh ``plan``'s stages named (:meth:`Stage.refreshed <quarantine.stage.Stage.refreshed>`), in place.
+
+    The streaming runner calls it between micro-batches, with the stages whose records
+    failed in a way a refresh may mend (:attr:`~quarantine.listeners.events.BatchReport.stale_stages`).
+    Each stage is asked once, under the ``errors.retry.*`` policy; a stage that has nothing
+    new, or cannot reach its source, stays as it is. ``plan.stages`` is changed in place, so
+    the run and the runner holding this plan run the refreshed stages from the next batch;
+    nothing else of the plan changes.
+
+    Returns:
+        The names of the stages replaced.
+    """
+    wanted = set(names)
+    policy = RetryPolicy.from_config(plan.config.errors)
+    replaced: list[str] = []
+    for i, stage in enumerate(plan.stages):
+        if stage.name in wanted and stage.refreshes():
+            fresh = stage.refreshed(policy)
+            if fresh is not None:
+                plan.stages[i] = fresh
+                replaced.append(stage.name)
+    return replaced
+
 
 
 @dataclass

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
+from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
 from quarantine.display import gist
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
@@ -232,7 +233,7 @@ def replay_outcomes(pipe: Plan, where: str | None = None) -> DataFrame:
         *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
         row_fingerprint(selected).alias(f"_old_{FINGERPRINT}"),
     )
-    split = pipe.split_frame(pipe.prepare(selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
+    split = pipe.split_frame(prepare(pipe, selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
     new = split.select(
         *SOURCE_KEY, FINGERPRINT,
         F.col(ERROR).isNull().alias("would_pass"),
@@ -365,8 +366,8 @@ def discard(pipe: Plan, where: str, reason: str, *, now: dt.datetime | None = No
     try:
         n = keys.count()  # reported to the user; not a data-path decision
         # under the write retry: a concurrent run or replay committing first is a conflict to retry
-        pipe.write(
-            "discard", pipe.quarantine_table, 0,
+        retried_write(
+            pipe, "discard", pipe.quarantine_table, 0,
             lambda: close_records(
                 pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
                 status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=at,

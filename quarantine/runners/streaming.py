@@ -46,6 +46,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from quarantine.batch.agreement import check_target_holds_replayed
 from quarantine.batch.plan import Plan
+from quarantine.batch.settle import retried_write
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.listeners.events import RunStatus, RunSummary
@@ -304,7 +305,7 @@ def _check_owners(pipeline: Plan) -> None:
     if first and table_exists(spark, pipeline.quarantine_table):
         check_target_holds_replayed(spark, cfg)
     if new or first:
-        pipeline.write("target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
+        retried_write(pipeline, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
 
 
 def _run_query(

@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.batch.settle import prepare
 from quarantine.config import BreachAction, parse_config
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ExpectationBreachError
@@ -141,7 +142,7 @@ def test_a_last_stage_whose_result_is_its_input_carries_it_only_where_it_failed(
 ) -> None:
     stage = AtLeastRows(rows=10, passes_through=passes_through)
     pipe = _pipe(spark, table_dir, stage)
-    split = pipe.split_frame(pipe.prepare(spark.read.format("delta").load(str(table_dir / "source"))))
+    split = pipe.split_frame(prepare(pipe, spark.read.format("delta").load(str(table_dir / "source"))))
     carried = {r["offset"]: r[0] for r in split.select(f"{CHECK_INPUT_PREFIX}size", "offset").collect()}
     # a and b pass, c fails at the stage, the poison fails upstream (never reaches it)
     assert {o for o, v in carried.items() if v is not None} == ({2} if passes_through else {0, 1, 2})

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from quarantine.batch.settle import prepare
 from quarantine.config import parse_config
 from quarantine.errors import CoordinatesReusedError
 from quarantine.pipeline import Pipeline
@@ -380,7 +381,7 @@ def test_a_run_counts_only_what_its_own_commit_wrote_and_says_what_another_write
     Pipeline.from_config(parse_config(_amounts_config(table_dir, "INT")), spark, listeners=[]).run()  # 2, 3, 7 open
     fixed = Pipeline.from_config(parse_config(_amounts_config(table_dir, "DOUBLE")), spark, listeners=[])
     # another writer (a replay killed before it closed the row) has written offset 2's good row already
-    prepared = fixed.split_frame(fixed.prepare(fixed.spark.read.format("delta").load(str(table_dir / "source"))))
+    prepared = fixed.split_frame(prepare(fixed, fixed.spark.read.format("delta").load(str(table_dir / "source"))))
     one = fixed.target_rows(prepared).where("_source_offset = 2")
     assert merge_new_rows(spark, one, str(table_dir / "target")) == 1
     summary = fixed.run()
