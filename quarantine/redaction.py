@@ -345,8 +345,9 @@ def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
         out = text
         for regex, repl in JAVA_RULES:
             out = F.regexp_replace(out, F.lit(regex), F.lit(repl))
-        # the seven regexes only where one could match (JAVA_GUARD): ~12 us a row saved on
-        # messages like "field 'amount': expected …" (100k failed rows: 1.2 s of CPU, benchmarks/)
+        # the seven regexes only where one could match (JAVA_GUARD): most messages ("field
+        # 'amount': expected …") match none, and skipping them is most of the rows' redaction
+        # cost (benchmarks/README.md, "The redaction guarded")
         return F.when(text.rlike(JAVA_GUARD), out).otherwise(text)
 
     @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]

@@ -32,8 +32,9 @@ Three steps, in this order, each its own Delta commit (or none):
    no switch to go below it (readers of an older version, and time travel for
    that long, keep working). Delta's VACUUM lists and groups the table's files in
    ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` tasks: at Spark's
-   default (10,000) that alone took ~25 s on a table of a few files on 2 cores, so
-   a session still at that default runs the VACUUM at
+   default (10,000) that listing dominates a small table's VACUUM on a small
+   cluster (benchmarks/README.md, "Figures the code's comments rest on"), so a
+   session still at that default runs the VACUUM at
    :data:`VACUUM_LISTING_PARALLELISM` (the table is clustered, not partitioned:
    its files sit in one folder), and gets its setting back after. A session that
    set its own value keeps it.

@@ -402,7 +402,7 @@ def append_quarantine(spark: SparkSession, name: str, rows: DataFrame) -> None:
     Only for rows no key of which can be in the table
     (:class:`~quarantine.sinks.offset_watermark.OffsetWatermark` says when): the append does not
     look. Once-only needs no Delta transaction id here (checking one reconstructs the
-    table's transactions, ~0.5 s a write): a micro-batch is only run again after its query
+    table's transactions on every write): a micro-batch is only run again after its query
     restarted, and a restarted query MERGEs until it is past every offset the table holds,
     those of a batch appended before the crash included.
     """

@@ -78,9 +78,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # PySpark 4's DataFrame debugging sends each Column call's Python call site to the JVM
     # (about eight Py4J round trips a call, where F.lit is one): building a batch's plan
-    # (stages, observed counts, the quarantine rows) is thousands of calls. Off, a 1M-record
-    # batch run took 8.93 s against 9.76 s (plain 7.77 s), and a micro-batch's columns were
-    # built in 0.17 s instead of 0.36 s (benchmarks/bench_debugging.py). What it gives up:
+    # (stages, observed counts, the quarantine rows) is thousands of calls: off, a batch's
+    # columns are built in about half the time (benchmarks/bench_debugging.py; its figures
+    # are in benchmarks/README.md). What it gives up:
     # Spark's error messages no longer name the Python line that built a failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/quarantine-derby",
@@ -88,16 +88,18 @@ LOCAL_DEFAULTS: dict[str, str] = {
 
 #: JVM options every local session gets, whatever ``spark.driver.extraJavaOptions`` says.
 #: A pipeline's whole-stage generated code is one big method (each stage's
-#: error-message branch sits in the fused loop: 25-39 KB of bytecode for the demo's
+#: error-message branch sits in the fused loop: tens of KB of bytecode for the demo's
 #: stages), and HotSpot's defaults leave such a method in the bytecode interpreter:
 #:
 #: * ``-XX:-DontCompileHugeMethods``: HotSpot never JIT-compiles a method over 8000
-#:   bytes otherwise. Demo stages, 1M records, 0% poison: 22.1 s -> 11.2 s.
+#:   bytes otherwise, and the chain's method is far larger.
 #: * ``-XX:MaxNodeLimit=240000`` (default 80000, with ``NodeLimitFudgeFactor`` raised
 #:   to stay within its 2-40% range): once records fail, the error branches are
-#:   live and C2 gave up on the 39 KB method ("out of nodes during split"; C1: "out
-#:   of virtual registers"), so it ran interpreted again. Demo stages, 10% poison:
-#:   15.9-17.2 s -> 8.8-10.4 s per 1M records.
+#:   live and C2 gave up on the method ("out of nodes during split"; C1: "out
+#:   of virtual registers"), so it ran interpreted again.
+#:
+#: Interpreted, the chain runs at about twice the cost (benchmarks/README.md, "Figures
+#: the code's comments rest on").
 #:
 #: On Databricks the cluster owns the JVM: set the same options in the cluster's
 #: spark_conf (the bundle's job clusters do).
