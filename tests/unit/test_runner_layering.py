@@ -43,3 +43,28 @@ def test_the_expectation_stage_is_found_by_the_protocol() -> None:
     from quarantine.stage import JudgingStage
 
     assert issubclass(ExpectationStage, JudgingStage)
+
+
+#: What reads or writes a table, or brings rows to the driver: a module that calls none is pure.
+IO_CALLS = frozenset({"collect", "count", "first", "take", "toPandas", "toLocalIterator", "write", "writeStream",
+                      "save", "saveAsTable", "insertInto", "merge", "execute", "sql", "table", "load", "call"})
+IO_MODULES = frozenset({"quarantine.tables", "quarantine.sinks.ownership", "quarantine.batch.agreement",
+                        "quarantine.batch.settle"})
+
+
+def _io(path: Path) -> list[str]:
+    """The I/O calls and I/O modules ``path`` uses (``name`` of each, with its line)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [f"{node.func.attr} (line {node.lineno})" for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IO_CALLS]
+    return found + sorted(m for m in _imports(path) if m in IO_MODULES)
+
+
+def test_the_plan_is_pure() -> None:
+    """batch/plan.py reads no table, writes none and collects nothing (issue 51): batch/settle.py does that."""
+    assert _io(PACKAGE / "batch" / "plan.py") == []
+
+
+def test_the_purity_check_sees_the_settling_io() -> None:
+    found = _io(PACKAGE / "batch" / "settle.py")
+    assert any(f.startswith("collect") for f in found) and "quarantine.tables" in found
