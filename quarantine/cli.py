@@ -1,5 +1,9 @@
 """The ``quarantine`` command line: ``quarantine --help`` lists the commands with examples.
 
+This module parses (argparse alone: ``--help`` and ``--version`` import no engine), maps
+what a command raises to its exit code, and hands the command to its handler, a module of
+:mod:`quarantine.commands` imported only when that command runs (:func:`_handler`).
+
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 2 bad usage or bad config (nothing was read or written); 3 an optional dependency the
 command needs is not installed (the message says the ``pip install``).

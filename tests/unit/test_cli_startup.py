@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from quarantine.cli import _parser
+from quarantine.cli import COMMANDS, _handler, _parser
 from quarantine.schema import QuarantineStatus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,3 +97,9 @@ def test_validate_refuses_a_bad_suite_naming_the_expectation_and_what_is_wrong(
 def test_inspects_status_default_is_the_open_status() -> None:
     """The parser spells ``open`` itself (``quarantine.schema`` imports pyspark, not wanted at ``--help``)."""
     assert _parser().parse_args(["inspect", "--conf", "c.yml"]).status == QuarantineStatus.OPEN.value
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_handler_module_under_commands(command: str) -> None:
+    handle = _handler(command)
+    assert handle.__module__.startswith("quarantine.commands.") and handle.__name__ == "handle"
