@@ -26,6 +26,7 @@ import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -116,6 +117,10 @@ class Suite:
     def check(self) -> None:
         """Hold every expectation against GX's types and arguments (:mod:`~quarantine.expectations.gx_catalog`).
 
+        When the installed GX is another release than the catalog's and the catalog finds a
+        problem, the installed GX decides instead (:meth:`to_gx`, which imports it): a type or
+        argument of a newer GX is not refused for being missing from the catalog.
+
         Raises:
             ConfigError: naming the expectation (``<source>: expectations[2]``) and what is wrong
                 with it: an unknown type (with the nearest known ones), a missing or unknown
@@ -123,6 +128,10 @@ class Suite:
         """
         for i, e in enumerate(self.expectations):
             problem = expectation_problem(e.type, e.kwargs)
+            if problem is not None and _installed_gx() not in (None, GX_VERSION):
+                # the catalog is another GX release's: the installed GX's own verdict (importing it)
+                self.to_gx()
+                return
             if problem is not None:
                 raise ConfigError(
                     f"{self.source}: expectations[{i}]", {"type": e.type, "kwargs": dict(e.kwargs)},
@@ -186,6 +195,14 @@ _KIND_WORDS = {"strict-string": "a string", "string": "a string", "number": "a n
                "date": "a date (ISO string)"}
 #: The strings pydantic v1 reads as a boolean.
 _BOOLEAN_WORDS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def _installed_gx() -> str | None:
+    """The installed Great Expectations' version, read from its metadata (not by importing it); None if absent."""
+    try:
+        return metadata.version("great_expectations")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _kind_words(kind: str) -> str:
