@@ -2,7 +2,8 @@
 
 What a run needs before it reads a record is built here, once, and checked as it is
 built: a bad stage option, handler or source contract fails before anything is read or
-written. The result is a :class:`~quarantine.batch.plan.Plan` (or the facade
+written (the same checks without Spark are :func:`quarantine.preflight.check_config`'s).
+The result is a :class:`~quarantine.batch.plan.Plan` (or the facade
 :class:`~quarantine.pipeline.Pipeline`, which is one); the plan and the run below it
 never build anything from the config themselves.
 """
@@ -16,17 +17,15 @@ from pyspark.sql import SparkSession
 
 from quarantine.batch.plan import Plan
 from quarantine.config import PipelineConfig
-from quarantine.errorhandling.handlers import ErrorHandlers
 from quarantine.listeners.events import RunListener
 from quarantine.listeners.metrics_table import metrics_listener
 from quarantine.listeners.mlflow import tracker_for
-from quarantine.source_contract import check_source_contract
 from quarantine.spark.runtime import check_runtime
 from quarantine.spark.session import get_spark
 from quarantine.stage import Stage
 from quarantine.stages import build_stages
 
-__all__ = ["assemble", "check_config", "default_listeners"]
+__all__ = ["assemble", "default_listeners"]
 
 P = TypeVar("P", bound=Plan)
 
@@ -65,34 +64,6 @@ def assemble(
     )
     plan.error_policy = plan.policy()  # built up front: a bad handler path fails before any data is read
     return plan
-
-
-def check_config(config: PipelineConfig) -> list[Stage]:
-    """Check a config as :func:`assemble` would, without starting Spark (``quarantine validate``).
-
-    Builds the stages (types parsed by :mod:`quarantine.ddl`, expectation suites
-    loaded and translated, each stage's input checked by :mod:`quarantine.lineage`)
-    and the error handlers, checks a path-named Delta source's schema from its log
-    (:mod:`quarantine.source_contract`), and checks this Python and the installed
-    pyspark against the support matrix. What only Spark can check, SQL
-    expressions (``checks`` ``expr`` rules) and Java regex syntax, is checked when a
-    run builds its pipeline.
-
-    Returns:
-        The stages the pipeline would run.
-
-    Raises:
-        ConfigError: a stage option or handler is bad, a stage reads a column no earlier
-            stage declares, or the source is not Kafka-shaped (naming its key).
-        QuarantineError: this Python or pyspark is outside the support matrix.
-    """
-    import pyspark
-
-    check_runtime(pyspark.__version__)
-    stages = build_stages(config.stages)
-    ErrorHandlers.from_config(config.errors, config.secrets())
-    check_source_contract(config.source)
-    return stages
 
 
 def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import Counter
 
-from quarantine.errorhandling.breach import BREACH_ATTR
-from quarantine.listeners.error_log import ErrorContextTally
-from quarantine.spark.session import LOG_LEVEL_ENV
+from quarantine.log_lines import BREACH_ATTR, CONTEXT_ATTR, LOGGER_NAME, ContextLine
+from quarantine.spark import LOG_LEVEL_ENV
 
-__all__ = ["HOLDS", "SummaryHolds", "configure_logging"]
+__all__ = ["HOLDS", "ErrorContextTally", "SummaryHolds", "configure_logging"]
 
 
 #: Loggers whose INFO lines are other projects' chatter: WARNING unless ``--verbose``.
@@ -21,9 +22,55 @@ def _other_projects_info(record: logging.LogRecord) -> bool:
     return record.name == "quarantine" or record.name.startswith("quarantine.") or record.levelno >= logging.WARNING
 
 
+class ErrorContextTally(logging.Filter):
+    """A handler's filter: counts error-context lines instead of letting them through; the rest passes.
+
+    What the ``quarantine`` command's terminal shows instead of each line, unless
+    ``--verbose``: :meth:`summary`. Instances are thread safe
+    (a stream's batches log from its own thread).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._by_stage: dict[str, Counter[str]] = {}
+        self.logged = 0
+        self.not_logged = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (count it) for a line carrying a :class:`ContextLine`; True for any other."""
+        about = getattr(record, CONTEXT_ATTR, None)
+        if not isinstance(about, ContextLine):
+            return True
+        with self._lock:
+            self.not_logged += about.not_logged
+            if about.stage is not None:
+                self.logged += 1
+                self._by_stage.setdefault(about.stage, Counter())[about.error_class or "?"] += 1
+        return False
+
+    def summary(self, conf: str | None) -> list[str]:
+        """The lines that stand for the counted ones; none when nothing was counted.
+
+        Args:
+            conf: the command's ``--conf``, for the ``quarantine inspect`` command shown.
+        """
+        with self._lock:
+            if not self.logged and not self.not_logged:
+                return []
+            total = self.logged + self.not_logged
+            lines = [f"error context: {self.logged} of {total} failed records logged on {LOGGER_NAME} "
+                     "(--verbose shows each line), by stage and error class:"]
+            for stage, classes in self._by_stage.items():
+                lines.append(f"  {stage}: " + ", ".join(f"{c} {n}" for c, n in classes.most_common()))
+        where = f"quarantine inspect --conf {conf}" if conf else "quarantine inspect"
+        lines.append(f"  every failed record is in the quarantine table: {where}")
+        return lines
+
+
 class SummaryHolds(logging.Filter):
     """A handler's filter: while :attr:`breaches` is set, a tolerance breach's line (one carrying
-    :data:`~quarantine.errorhandling.breach.BREACH_ATTR`) is held off the terminal.
+    :data:`~quarantine.log_lines.BREACH_ATTR`) is held off the terminal.
 
     A batch ``run`` sets it: its summary, printed seconds later, lists every breach, and the
     line printed twice read as two breaches. A stream's ``run`` leaves it unset: its summary

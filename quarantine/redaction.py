@@ -1,4 +1,4 @@
-"""The one home of secret masking: configs, free text and Spark columns.
+"""The one home of secret masking's rules: configs and free text (Spark columns: :mod:`.sinks.redacted_error`).
 
 Everything that shows text to a person — log lines, MLflow params, tags and
 artifacts, handler errors, the quarantine table's ``message``, ``stacktrace``
@@ -49,9 +49,10 @@ under a secret-looking key, not in a configured secret, and in none of the forms
 above (a free-text password with no key in front of it is found only when it was
 configured).
 
-The native Spark version (:func:`redact_column` without secrets) runs the same
-rules 2-4 as Java regexes (``regexp_replace``); a differential test keeps both
-implementations equal.
+The native Spark version (:func:`quarantine.sinks.redacted_error.redact_column` without
+secrets) runs the same rules 2-4 as Java regexes (:data:`JAVA_RULES`, ``regexp_replace``); a
+differential test keeps both implementations equal. This module imports no engine (the
+``quarantine`` command's start reads it through :mod:`quarantine.errors`).
 """
 
 from __future__ import annotations
@@ -62,18 +63,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-# a core dependency; at module level so the pandas UDF's type hints resolve
-import pandas as pd
-
-from quarantine.schema import (
-    MESSAGE,
-    STACKTRACE,
-)
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+from typing import Any
 
 __all__ = [
     "GUARD_FRAGMENTS",
@@ -84,8 +74,6 @@ __all__ = [
     "collect_secrets",
     "is_secret_key",
     "redact",
-    "redact_column",
-    "redact_error",
     "redact_text",
     "unlogged_jvm_calls",
 ]
@@ -325,57 +313,6 @@ def _embedded(text: str) -> list[str]:
             inner = m.group(0)[len(m.group("k")) + len(m.group("sep")):]
             out.append(inner.strip().strip("\\\"'"))
     return out
-
-
-def redact_column(text: Column, secrets: Iterable[str] = ()) -> Column:
-    """A string column with :func:`redact_text` applied (pure; null stays null).
-
-    Without configured secrets it is native: rules 2-4 as chained ``regexp_replace``
-    calls with :data:`JAVA_RULES` (patterns of key names, no secret in them), run only
-    on text that :data:`JAVA_GUARD` finds something in. With
-    secrets it runs :func:`redact_text` in an Arrow-batched Python UDF whose closure
-    holds them — deliberately not ``replace`` with literals: a literal puts the secret
-    into the query plan, where the Spark UI, ``explain`` and Py4J debug logs would
-    show it. Callers apply it to failed rows only (the quarantine path).
-    """
-    from pyspark.sql import functions as F
-
-    keep = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
-    if not keep:
-        out = text
-        for regex, repl in JAVA_RULES:
-            out = F.regexp_replace(out, F.lit(regex), F.lit(repl))
-        # the seven regexes only where one could match (JAVA_GUARD): most messages ("field
-        # 'amount': expected …") match none, and skipping them is most of the rows' redaction
-        # cost (benchmarks/README.md, "The redaction guarded")
-        return F.when(text.rlike(JAVA_GUARD), out).otherwise(text)
-
-    @F.pandas_udf("string")  # type: ignore[attr-defined, untyped-decorator, misc]
-    def _redacted(values: pd.Series) -> pd.Series:
-        # Arrow hands nulls to pandas as None or NaN: both must stay null, not become 'nan'.
-        return values.map(lambda t: None if pd.isna(t) else redact_text(str(t), keep))
-
-    udf_out: Column = _redacted(text)
-    return udf_out
-
-
-def redact_error(error: Column, secrets: Iterable[str] = (), *, stacktrace: bool = True) -> Column:
-    """The error struct with ``message`` and ``stacktrace`` redacted (null stays null).
-
-    Args:
-        error: the error struct column.
-        secrets: configured secret values to mask.
-        stacktrace: whether ``stacktrace`` can be non-null. Pass False only when the
-            stages ran with stack traces off (every ``stacktrace`` is null then): it
-            skips that field's redaction, one Python round trip per failed row.
-    """
-    from pyspark.sql import functions as F
-
-    keep = tuple(secrets)
-    redacted = error.withField(MESSAGE, redact_column(error.getField(MESSAGE), keep))
-    if stacktrace:
-        redacted = redacted.withField(STACKTRACE, redact_column(error.getField(STACKTRACE), keep))
-    return F.when(error.isNull(), error).otherwise(redacted)
 
 
 #: Py4J's loggers: at DEBUG they log every command sent to the JVM, arguments included.

@@ -19,7 +19,6 @@ import json
 import re
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -126,6 +125,10 @@ def _schema_in_json(f: Path) -> str | None:
 
 def _schema_in_parquet(f: Path) -> str | None:
     """The ``schemaString`` of the ``metaData`` action of a checkpoint Parquet file."""
+    # pyarrow's Parquet reader is imported for a log with a checkpoint only, not at every
+    # `quarantine validate` (benchmarks/README: issue 53); a third-party module: no circle hidden
+    import pyarrow.parquet as pq
+
     try:
         rows = pq.read_table(f, columns=["metaData"]).column("metaData").to_pylist()
     except (OSError, KeyError, ValueError):  # pyarrow's errors derive from these

@@ -7,13 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quarantine._config_types import BreachAction
+from quarantine.log_lines import BREACH_ATTR
 
-__all__ = ["BREACH_ATTR", "Breach", "BreachAction"]
-
-#: The attribute a breach's log line carries (``extra={BREACH_ATTR: breach}``), so that a handler can
-#: tell it from other lines: the command line holds it off the terminal where its summary lists it.
-BREACH_ATTR = "tolerance_breach"
-
+__all__ = ["BREACH_ATTR", "Breach", "BreachAction"]  # BREACH_ATTR: the attribute its log line carries
 
 @dataclass(frozen=True)
 class Breach:

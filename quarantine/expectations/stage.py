@@ -185,7 +185,7 @@ def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
 
 
 def from_spec(spec: StageSpec, options: ExpectationOptions) -> ExpectationStage:
-    """The stage ``spec`` declares, from its validated options; loads the suite and checks it with GX.
+    """The stage ``spec`` declares, from its validated options; loads the suite and checks it (:meth:`Suite.check`).
 
     Raises:
         ConfigError: the suite does not load, GX does not know one of its expectations, or
@@ -196,7 +196,7 @@ def from_spec(spec: StageSpec, options: ExpectationOptions) -> ExpectationStage:
         suite = load_suite(path)
     except ConfigError as exc:
         raise ConfigError(spec.key("options.suite"), path, exc.allowed) from None
-    suite.to_gx()  # unknown types / bad arguments are config errors, now
+    suite.check()  # unknown types / bad arguments are config errors, now (without importing GX)
     return ExpectationStage(
         name=spec.name,
         suite=suite,

@@ -11,24 +11,30 @@ A suite file is an ``ExpectationSuite`` saved as JSON by GX 1.x::
      "meta": {}}
 
 The legacy 0.x key ``expectation_type`` is accepted as a synonym of ``type``.
-Loading is pure (no GX import); :meth:`Suite.to_gx` builds GX's own object,
-which is also how unknown expectation types and bad arguments are found: the
-expectation stage calls it when it is built, so a bad suite fails at config
-time, before any data is read.
+Loading and checking are pure (no GX import): :meth:`Suite.check` holds each expectation
+against :mod:`quarantine.expectations.gx_catalog` (GX's expectation types and their
+arguments, generated from GX's registry), so an unknown type, a missing or unknown argument
+or a value of the wrong kind fails when the expectation stage is built, before any data is
+read, and ``quarantine validate`` never imports GX. :meth:`Suite.to_gx` builds GX's own
+object when a run first validates a batch, and GX checks the suite again then (its
+cross-argument rules among them, e.g. a ``*_to_be_between`` with neither bound).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from quarantine.errors import ConfigError
+from quarantine.expectations.gx_catalog import COMMON_ARGUMENTS, EXPECTATION_TYPES, GX_VERSION
 
-__all__ = ["ExpectationSpec", "Suite", "load_suite", "parse_suite"]
+__all__ = ["ExpectationSpec", "Suite", "expectation_problem", "load_suite", "parse_suite"]
 
 #: kwargs that shape GX's output, not what the expectation checks.
 _NON_ARGUMENT_KWARGS = frozenset(
@@ -108,6 +114,30 @@ class Suite:
                 return e
         raise KeyError(name)
 
+    def check(self) -> None:
+        """Hold every expectation against GX's types and arguments (:mod:`~quarantine.expectations.gx_catalog`).
+
+        When the installed GX is another release than the catalog's and the catalog finds a
+        problem, the installed GX decides instead (:meth:`to_gx`, which imports it): a type or
+        argument of a newer GX is not refused for being missing from the catalog.
+
+        Raises:
+            ConfigError: naming the expectation (``<source>: expectations[2]``) and what is wrong
+                with it: an unknown type (with the nearest known ones), a missing or unknown
+                argument, or a value its argument does not take.
+        """
+        for i, e in enumerate(self.expectations):
+            problem = expectation_problem(e.type, e.kwargs)
+            if problem is not None and _installed_gx() not in (None, GX_VERSION):
+                # the catalog is another GX release's: the installed GX's own verdict (importing it)
+                self.to_gx()
+                return
+            if problem is not None:
+                raise ConfigError(
+                    f"{self.source}: expectations[{i}]", {"type": e.type, "kwargs": dict(e.kwargs)},
+                    f"an expectation GX {GX_VERSION} accepts ({problem})",
+                )
+
     def to_gx(self) -> Any:
         """GX's ``ExpectationSuite`` for this suite (imports great_expectations).
 
@@ -131,6 +161,111 @@ class Suite:
                     f"{' '.join(str(exc).split())[:300]})",
                 ) from None
         return gx.ExpectationSuite(name=self.name, expectations=expectations)
+
+
+def expectation_problem(etype: str, kwargs: Mapping[str, Any]) -> str | None:
+    """What GX would refuse in an expectation of type ``etype`` with ``kwargs``; None when nothing.
+
+    Read from :mod:`~quarantine.expectations.gx_catalog`: the type must be one GX registers,
+    every required argument given, every argument one the type takes, each value of a kind
+    its argument accepts (as GX's pydantic fields convert them: ``"0.5"`` is a number).
+    """
+    own = EXPECTATION_TYPES.get(etype)
+    if own is None:
+        near = difflib.get_close_matches(etype, EXPECTATION_TYPES, n=3)
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        return f"GX has no expectation type {etype!r}{hint}"
+    specs = {**COMMON_ARGUMENTS, **own}
+    missing = [a for a, spec in specs.items() if spec.startswith("!") and a not in kwargs]
+    if missing:
+        return f"missing argument {missing[0]!r}"
+    unknown = [k for k in kwargs if k not in specs]
+    if unknown:
+        return f"{etype} takes no argument {unknown[0]!r}; it takes {', '.join(sorted(own))}"
+    for name, value in kwargs.items():
+        kinds = specs[name].lstrip("!").split("|")
+        if not any(_accepts(kind, value) for kind in kinds):
+            return f"argument {name!r} is {_short(value)}, not {' or '.join(_kind_words(k) for k in kinds)}"
+    return None
+
+
+#: How a message names each kind of argument value (gx_catalog's specs).
+_KIND_WORDS = {"strict-string": "a string", "string": "a string", "number": "a number", "integer": "an integer",
+               "boolean": "a boolean", "array": "a list", "object": "an object", "null": "null",
+               "date": "a date (ISO string)"}
+#: The strings pydantic v1 reads as a boolean.
+_BOOLEAN_WORDS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def _installed_gx() -> str | None:
+    """The installed Great Expectations' version, read from its metadata (not by importing it); None if absent."""
+    try:
+        return metadata.version("great_expectations")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _kind_words(kind: str) -> str:
+    """``kind`` (a gx_catalog spec's word) as a message says it: ``number[0.0,1.0]`` is "a number in [0, 1]"."""
+    if kind.startswith("enum:"):
+        return "one of " + ", ".join(kind.removeprefix("enum:").split("/"))
+    if kind.startswith("number["):
+        lo, _, hi = kind.removeprefix("number").strip("[]").partition(",")
+        if lo != "None" and hi != "None":
+            return f"a number in [{float(lo):g}, {float(hi):g}]"
+        return f"a number >= {float(lo):g}" if lo != "None" else f"a number <= {float(hi):g}"
+    return _KIND_WORDS.get(kind, kind)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as pydantic v1's float field reads it (a bool, an int, a float, a numeric string), or None."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _accepts(kind: str, value: Any) -> bool:
+    """Whether an argument of ``kind`` (a gx_catalog spec's word) takes ``value`` as GX's field would."""
+    if kind == "any":
+        return True
+    if kind == "null":
+        return value is None
+    if kind == "strict-string":
+        return isinstance(value, str)
+    if kind == "string":
+        return isinstance(value, str | int | float)
+    if kind == "date":
+        return isinstance(value, str | int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return (isinstance(value, bool | int | float) and value in (0, 1)) or (
+            isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS)
+    if kind == "integer":
+        number = _number(value)
+        return number is not None and (not isinstance(value, str) or number.is_integer())
+    if kind == "array":
+        return isinstance(value, list | tuple)
+    if kind == "object":  # pydantic v1 takes what dict() takes: "" and [] are {}, [["k", "v"]] a mapping
+        if isinstance(value, Mapping):
+            return True
+        try:
+            dict(value)
+        except (TypeError, ValueError):
+            return False
+        return True
+    if kind.startswith("enum:"):
+        return isinstance(value, str) and value in kind.removeprefix("enum:").split("/")
+    if kind.startswith("number"):  # number, or number[lo,hi] (either bound "None": open)
+        number = _number(value)
+        lo, _, hi = kind.removeprefix("number").strip("[]").partition(",")
+        if number is None or not (lo or hi):
+            return number is not None
+        return (lo == "None" or number >= float(lo)) and (hi == "None" or number <= float(hi))
+    raise ValueError(f"gx_catalog has a kind this check does not know: {kind!r}")
 
 
 def parse_suite(raw: Mapping[str, Any], *, source: str = "<inline>") -> Suite:

@@ -17,7 +17,7 @@ Two jobs, both about what a person may read:
   ``errors.deadletterqueue.context.stacktrace.enable``. Each line carries a
   :class:`ContextLine` (stage, error class), so that a handler can count lines
   instead of showing them: the ``quarantine`` command's terminal does, unless
-  ``--verbose`` (:class:`ErrorContextTally`).
+  ``--verbose`` (:class:`quarantine.command_logging.ErrorContextTally`).
 * **Redaction.** Every configured secret value (:meth:`PipelineConfig.secrets`)
   and every ``password=…``-style pair is replaced by ``[redacted]`` in log
   lines (:func:`redact_text`) and, as Spark columns, in the error struct's
@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.config import ErrorsConfig
+from quarantine.log_lines import CONTEXT_ATTR, LOGGER_NAME, ContextLine
 from quarantine.redaction import redact_text
 from quarantine.schema import (
     ATTEMPTS,
@@ -59,12 +58,9 @@ from quarantine.schema import (
 )
 
 __all__ = [
-    "CONTEXT_ATTR",
     "MAX_PAYLOAD_CHARS",
     "SAMPLE_PER_BATCH",
-    "ContextLine",
     "ErrorContextLogger",
-    "ErrorContextTally",
     "sample_errors",
     "without_found_values",
 ]
@@ -75,29 +71,6 @@ SAMPLE_PER_BATCH = 20
 MAX_PAYLOAD_CHARS = 256
 #: Logged messages are cut to this many characters.
 MAX_MESSAGE_CHARS = 1000
-
-LOGGER_NAME = "quarantine.errors"
-#: The ``LogRecord`` attribute holding each error-context line's :class:`ContextLine`.
-CONTEXT_ATTR = "error_context"
-
-
-@dataclass(frozen=True)
-class ContextLine:
-    """What one error-context log line is about, for a handler that counts lines instead of showing them.
-
-    Every line :class:`ErrorContextLogger` writes carries one as the record's
-    :data:`CONTEXT_ATTR` attribute (the CLI's terminal summarises them, :mod:`quarantine.console`).
-
-    Attributes:
-        stage: the failed record's stage; None on the config line and the "more" line.
-        error_class: the failed record's error class; None likewise.
-        not_logged: on the "more" line, how many failed records the batch did not log; else 0.
-    """
-
-    stage: str | None = None
-    error_class: str | None = None
-    not_logged: int = 0
-
 
 def sample_errors(
     failed: DataFrame,
@@ -248,49 +221,3 @@ class ErrorContextLogger:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-class ErrorContextTally(logging.Filter):
-    """A handler's filter: counts error-context lines instead of letting them through; the rest passes.
-
-    What the ``quarantine`` command's terminal shows instead of each line, unless
-    ``--verbose`` (:mod:`quarantine.cli`): :meth:`summary`. Instances are thread safe
-    (a stream's batches log from its own thread).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._lock = threading.Lock()
-        self._by_stage: dict[str, Counter[str]] = {}
-        self.logged = 0
-        self.not_logged = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """False (count it) for a line carrying a :class:`ContextLine`; True for any other."""
-        about = getattr(record, CONTEXT_ATTR, None)
-        if not isinstance(about, ContextLine):
-            return True
-        with self._lock:
-            self.not_logged += about.not_logged
-            if about.stage is not None:
-                self.logged += 1
-                self._by_stage.setdefault(about.stage, Counter())[about.error_class or "?"] += 1
-        return False
-
-    def summary(self, conf: str | None) -> list[str]:
-        """The lines that stand for the counted ones; none when nothing was counted.
-
-        Args:
-            conf: the command's ``--conf``, for the ``quarantine inspect`` command shown.
-        """
-        with self._lock:
-            if not self.logged and not self.not_logged:
-                return []
-            total = self.logged + self.not_logged
-            lines = [f"error context: {self.logged} of {total} failed records logged on {LOGGER_NAME} "
-                     "(--verbose shows each line), by stage and error class:"]
-            for stage, classes in self._by_stage.items():
-                lines.append(f"  {stage}: " + ", ".join(f"{c} {n}" for c, n in classes.most_common()))
-        where = f"quarantine inspect --conf {conf}" if conf else "quarantine inspect"
-        lines.append(f"  every failed record is in the quarantine table: {where}")
-        return lines

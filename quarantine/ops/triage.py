@@ -49,7 +49,6 @@ __all__ = [
     "ALL",
     "COMMANDS",
     "RecordFilter",
-    "add_arguments",
     "parse_time",
     "record_json",
     "run_command",
@@ -242,42 +241,6 @@ def _coordinates(record: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- the commands
-
-
-def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
-    """The options of ``command`` (one of :data:`COMMANDS`) on its subparser."""
-    need_conf = command != "sql"  # `quarantine sql` alone lists the library
-    parser.add_argument("--conf", required=need_conf, help="the pipeline config (YAML): its tables and pipeline")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
-    if command in ("inspect", "stats"):
-        parser.add_argument("--pipeline", default=None,
-                            help="the pipeline whose rows to show (default: the config's; '' for every pipeline)")
-    if command == "inspect":
-        parser.add_argument("--stage", default=None, help="only records that failed in this stage")
-        parser.add_argument("--status", default=QuarantineStatus.OPEN.value,
-                            help="open (default), replayed, discarded or all")
-        parser.add_argument("--error-class", default=None, help="only records with this error class")
-        parser.add_argument("--since", default=None, metavar="TIME",
-                            help="only records last seen at or after TIME (2026-11-25, 2026-11-25T10:00, or 24h, 7d)")
-        parser.add_argument("--until", default=None, metavar="TIME", help="only records last seen before TIME")
-        parser.add_argument("--limit", type=int, default=20, help="at most this many records (default 20)")
-    if command == "sql":
-        parser.add_argument("name", nargs="?", default=None, metavar="NAME",
-                            help="the query (without NAME: list the library)")
-        parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                            help="a query parameter (repeatable); pipeline defaults to the config's")
-        parser.add_argument("--limit", type=int, default=100,
-                            help="at most this many rows (default 100); the output says when more match")
-        parser.add_argument("--print", action="store_true", dest="print_sql",
-                            help="print the query's SQL with the tables and values in place; run nothing")
-    if command == "views":
-        parser.add_argument("--schema", default=None, metavar="[CATALOG.]SCHEMA",
-                            help="where to create the views (default: next to a catalog table; "
-                                 "the current schema for a path)")
-        parser.add_argument("--print", action="store_true", dest="print_sql",
-                            help="print the CREATE VIEW statements; create nothing")
-    if command != "views":
-        parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
 
 
 def run_command(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int:

@@ -24,7 +24,6 @@ from pyspark.sql import functions as F
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.identity import fingerprint, null_safe_key_match
-from quarantine.redaction import redact_error
 from quarantine.schema import (
     BATCH_ID,
     ERROR,
@@ -61,6 +60,7 @@ from quarantine.schema import (
     QuarantineStatus,
 )
 from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
+from quarantine.sinks.redacted_error import redact_error
 from quarantine.tables import (
     add_missing_columns,
     create_table,

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from quarantine.errors import MissingDependencyError
 from quarantine.redaction import unlogged_jvm_calls
+from quarantine.spark import LOG_LEVEL_ENV
 from quarantine.spark.jars import local_jars
 from quarantine.spark.runtime import check_runtime, on_databricks
 from quarantine.tables import register_warehouse_tables
@@ -34,10 +35,6 @@ __all__ = [
 #: Set to ``local[2]`` (a local Spark Connect server) or ``sc://host:port`` to run over
 #: Spark Connect instead of a classic local session.
 REMOTE_ENV = "QUARANTINE_SPARK_REMOTE"
-
-#: The level of a local JVM's log lines (Spark's, Delta's): ``ERROR`` unless set. It holds
-#: from the JVM's start (:data:`LOG_CONFIG` reads it) and after (``setLogLevel``).
-LOG_LEVEL_ENV = "QUARANTINE_SPARK_LOG_LEVEL"
 
 #: The log4j2 configuration a local JVM starts with (``-Dlog4j2.configurationFile``):
 #: Spark's defaults at :data:`LOG_LEVEL_ENV`'s level, so that Spark prints nothing of its

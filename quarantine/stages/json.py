@@ -44,7 +44,7 @@ of a field whose name looks like a credential (:func:`~quarantine.redaction.is_s
 ``password``, ``api_key``…) is never quoted: ``field 'password': expected INT,
 found [redacted]``. Quoted payload (a malformed record's first characters) is
 masked with the rest of the message on its way to the quarantine table and the
-logs (:func:`~quarantine.redaction.redact_error`), which also catches
+logs (:func:`~quarantine.sinks.redacted_error.redact_error`), which also catches
 ``"password": "…"`` inside it.
 """
 

@@ -208,7 +208,8 @@ def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
     """Without configured secrets the quarantine path masks natively (JSON, URI, PEM forms too); same as Python."""
     from pyspark.sql import functions as F
 
-    from quarantine.redaction import redact_column, redact_text
+    from quarantine.redaction import redact_text
+    from quarantine.sinks.redacted_error import redact_column
 
     texts = PAIR_TEXTS + _fuzz_texts(1500)
     df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i INT, t STRING")

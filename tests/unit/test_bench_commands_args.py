@@ -38,3 +38,15 @@ def test_the_sql_command_names_a_query_of_the_library() -> None:
 
 def test_the_read_only_commands_are_benchmarked_commands() -> None:
     assert set(COMMANDS) >= READ_ONLY and "maintain" not in READ_ONLY
+
+
+@pytest.mark.parametrize("label", list(bench_commands.STARTUP))
+def test_each_startup_command_is_an_answer_of_the_clis_parser(label: str) -> None:
+    """``--help`` and ``--version``: the parser answers them and exits 0 (no command runs)."""
+    with pytest.raises(SystemExit) as info:
+        _parser().parse_args(list(bench_commands.STARTUP[label]))
+    assert info.value.code == 0
+
+
+def test_every_startup_goal_names_a_timed_command() -> None:
+    assert set(bench_commands.STARTUP_GOALS_S) <= {*bench_commands.STARTUP, *COMMANDS}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from quarantine.listeners.error_log import SAMPLE_PER_BATCH, ErrorContextLogger, ErrorContextTally
+from quarantine.command_logging import ErrorContextTally
+from quarantine.listeners.error_log import SAMPLE_PER_BATCH, ErrorContextLogger
 
 
 def _rows(classes: list[tuple[str, str]]) -> list[dict[str, Any]]:

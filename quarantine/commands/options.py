@@ -1,0 +1,46 @@
+"""Option values the commands share, parsed without an engine: ``--set``, ``--where``, ``--since``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from quarantine.errors import ConfigError
+
+__all__ = ["overrides", "parse_since", "predicate"]
+
+
+def overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as config overrides, each value read as YAML (``--set a=1`` is the int 1).
+
+    Raises:
+        ConfigError: a pair has no ``=``.
+    """
+    out: dict[str, Any] = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ConfigError("--set", p, "key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def predicate(where: str | None) -> str | None:
+    """A ``--where`` as given, or None (every open record) when it is empty: a job parameter left blank."""
+    return where if where and where.strip() else None
+
+
+def parse_since(text: str) -> dt.datetime:
+    """``--since`` as an aware datetime: an ISO date or date-time (UTC unless it has an offset).
+
+    Raises:
+        ConfigError: ``text`` is not an ISO date or date-time.
+    """
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError("--since", text, "an ISO date or date-time, e.g. 2026-11-01 or 2026-11-01T12:00") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)

@@ -1,0 +1,55 @@
+"""``quarantine validate``: a config and its stages checked without starting Spark; nothing written.
+
+Imports the config, the stage builder and the checks (:mod:`quarantine.preflight`), no runner,
+sink or listener, and not Great Expectations: an expectation suite is checked against
+:mod:`quarantine.expectations.gx_catalog`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quarantine.commands.configured import load, tables_text
+from quarantine.commands.invocation import Invocation
+from quarantine.config import PipelineConfig
+from quarantine.lineage import declared_result
+from quarantine.preflight import check_config
+from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
+from quarantine.source_contract import unchecked
+from quarantine.stage import Stage
+
+__all__ = ["handle"]
+
+
+def handle(call: Invocation) -> int:
+    """Check the config, print its stages, the target's columns and the tables; exit code 0.
+
+    Raises:
+        ConfigError: what :func:`quarantine.preflight.check_config` finds, naming the key.
+    """
+    config = load(call)
+    stages = check_config(config)
+    print(f"config ok: pipeline {config.pipeline}, {len(stages)} stages: "
+          + " -> ".join(f"{s.name}({type(s).__name__})" for s in stages))
+    print(_target_columns(config, stages))
+    print(tables_text(config))
+    print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
+    not_checked = unchecked(config.source)
+    if not_checked:
+        print(f"not checked: {not_checked}")
+    return 0
+
+
+def _target_columns(config: PipelineConfig, stages: Sequence[Stage]) -> str:
+    """The target's columns as the config declares them: the last stage's result, then the source's."""
+    last = stages[-1].name
+    declared = declared_result(config.stages, stages)
+    if declared is None:
+        shown = f"the result of the last stage, {last} (its type is known when a run starts)"
+    else:
+        fields = target_columns(declared, last).fields
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in fields)
+        shown += f" (the last stage's result: {last})"
+    if config.target.source_columns:
+        shown += " + " + ", ".join(TARGET_SOURCE_COLUMNS.fieldNames())
+    return f"target columns: {shown}"
