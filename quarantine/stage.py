@@ -24,7 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -224,6 +224,33 @@ class Stage(ABC):
         logged and gives None (the records wait in quarantine for a later batch or a replay).
         """
         return None
+
+    #: Whether the stage reads text (a STRING), never the raw BINARY bytes of ``value`` or ``key``
+    #: (a ``json`` stage); :func:`quarantine.lineage.check_lineage` refuses one that reads BINARY.
+    reads_text: ClassVar[bool] = False
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The type of this stage's result as its declaration fixes it, before Spark runs.
+
+        What :mod:`quarantine.lineage` holds a later stage's reads to, and the target's row
+        (:func:`quarantine.lineage.declared_result`).
+
+        Args:
+            input_type: the type of what the stage reads, as declared upstream; None when it
+                is not declared.
+
+        Returns:
+            The result's type; None (the default) when it is only known once Spark runs.
+        """
+        return None
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The fields of its input's struct this stage reads, each with the key of the option
+        naming it (``("options.columns.amount", "amount")``); empty (the default): none.
+
+        :func:`quarantine.lineage.check_lineage` holds each to what the input declares.
+        """
+        return ()
 
     def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
         """Which of this stage's options Spark cannot analyse over ``scope``, once applying the

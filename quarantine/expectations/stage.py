@@ -92,6 +92,10 @@ class ExpectationStage(JudgingStage):
         # a pattern the JVM cannot compile would fail the job at the first row
         check_regexes(self.suite)
 
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input, unchanged."""
+        return input_type
+
     @property
     def translated(self) -> tuple[ExpectationSpec, ...]:
         """Expectations checked per row (and by GX on the batch)."""

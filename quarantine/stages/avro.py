@@ -41,11 +41,26 @@ Error classes and their messages::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
@@ -73,7 +88,7 @@ from quarantine.stages.schema_sources import (
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
-__all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
+__all__ = ["AvroDecode", "declared_type", "envelope", "from_spec", "schema_name"]
 
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
@@ -138,6 +153,10 @@ class AvroDecode(Stage):
     listed: frozenset[tuple[str, int]] = frozenset()
 
     deterministic = True  # pure Column expressions of the record
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The reader schema's record, where it matters to lineage: its field names (see :func:`declared_type`)."""
+        return declared_type(json.loads(self.reader))
 
     def refreshes(self) -> frozenset[str]:
         """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""
@@ -334,4 +353,28 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: 
         mine = [v for v in versions if v.subject == subject and v.schema_id in writers]
         if mine:
             return writers[max(mine, key=lambda v: v.version).schema_id]
+    return None
+
+
+#: Avro primitive types and the Spark types ``from_avro`` gives them.
+_AVRO_PRIMITIVES: dict[str, DataType] = {
+    "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+    "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
+}
+
+
+def declared_type(schema: Any) -> DataType | None:
+    """An Avro schema's Spark type where lineage needs it: a record's field names (a field of a
+    type not mapped here is NULL-typed: its name is known, its type is not checked)."""
+    if isinstance(schema, str):
+        return _AVRO_PRIMITIVES.get(schema)
+    if isinstance(schema, list):  # a union: ["null", T] is T
+        branches = [b for b in schema if b != "null"]
+        return declared_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(schema, Mapping) and schema.get("type") == "record":
+        return StructType([
+            StructField(str(f["name"]), declared_type(f.get("type")) or NullType()) for f in schema.get("fields", [])
+        ])
+    if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
+        return declared_type(schema.get("type"))
     return None

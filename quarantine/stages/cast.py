@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DateType, TimestampNTZType, TimestampType
+from pyspark.sql.types import DataType, DateType, StructField, StructType, TimestampNTZType, TimestampType
 
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
@@ -106,6 +106,19 @@ class Cast(Stage):
     def __post_init__(self) -> None:
         if not self.fields:
             raise ConfigError(f"stage {self.name}: options.columns", {}, "at least one field: TYPE")
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input struct with each converted field of its target type (unknown for any other input)."""
+        if not isinstance(input_type, StructType):
+            return None
+        fields = {f.name: f for f in input_type.fields}
+        for fc in self.fields:
+            fields[fc.field] = StructField(fc.field, fc.to)
+        return StructType(list(fields.values()))
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """Each converted field, named by its ``options.columns`` key."""
+        return tuple((f"options.columns.{fc.field}", fc.field) for fc in self.fields)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         result = value

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StringType
 
 from quarantine.config import StageSpec
 from quarantine.schema import VALUE, ErrorKind
@@ -42,6 +43,10 @@ class DecodeUtf8(Stage):
     kind: ErrorKind = ErrorKind.DESERIALIZE
 
     deterministic = True  # pure Column expressions of the record
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """A STRING."""
+        return StringType()
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         is_null = value.isNull()

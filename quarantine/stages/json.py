@@ -113,6 +113,11 @@ class JsonParse(Stage):
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
     deterministic = True  # pure Column expressions of the record
+    reads_text = True  # JSON text: the raw bytes go through a decode_utf8 stage first
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The declared schema."""
+        return self.schema
 
     def __post_init__(self) -> None:
         if self.strings not in STRINGS:

@@ -144,6 +144,16 @@ class Checks(Stage):
         if not self.rules:
             raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
 
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input, unchanged."""
+        return input_type
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """Each rule's ``column``, named by its ``options.rules[j].column`` key."""
+        return tuple(
+            (f"options.rules[{j}].column", rule.column) for j, rule in enumerate(self.rules) if rule.column is not None
+        )
+
     @property
     def deterministic(self) -> bool:  # type: ignore[override]
         """Built-in rules are pure; an ``expr`` rule is the author's SQL (it might call ``rand()``)."""

@@ -42,7 +42,7 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
@@ -107,6 +107,10 @@ class ProtobufDecode(Stage):
     # Each record gives the same outcome every time, but a Python parse costs more than keeping
     # the batch: not ``deterministic``, so the runner keeps the decoded batch instead of decoding twice.
     deterministic = False
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The reader message's struct."""
+        return self.result_type
 
     def refreshes(self) -> frozenset[str]:
         """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""

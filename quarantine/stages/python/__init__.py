@@ -136,6 +136,10 @@ class PythonStage(Stage):
     retriable: tuple[type[BaseException], ...] = ()
     kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
 
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The declared ``returns`` type."""
+        return self.returns
+
     def __post_init__(self) -> None:
         if not callable(self.fn):
             raise ConfigError(f"stage {self.name}: function", self.fn, "a callable")
