@@ -28,10 +28,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import BinaryType, DataType, StructType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, VALUE
-from quarantine.stage import Stage
+from quarantine.stage import Declaration, Stage
 
 __all__ = ["Produced", "check_lineage", "declared_result"]
 
@@ -49,7 +48,7 @@ class Produced:
     type: DataType | None
 
 
-def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
+def check_lineage(specs: Sequence[Declaration], stages: Sequence[Stage]) -> None:
     """Check every stage's input against what the stages before it declare.
 
     Args:
@@ -63,7 +62,7 @@ def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
     _walk(specs, stages, check=True)
 
 
-def declared_result(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> DataType | None:
+def declared_result(specs: Sequence[Declaration], stages: Sequence[Stage]) -> DataType | None:
     """The last stage's result type as the config declares it (the target's row: see
     :func:`quarantine.schema.target_columns`); None when it is only known once Spark runs."""
     if not stages:
@@ -71,7 +70,7 @@ def declared_result(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> Data
     return _walk(specs, stages, check=False)[stages[-1].name].type
 
 
-def _walk(specs: Sequence[StageSpec], stages: Sequence[Stage], *, check: bool) -> dict[str, Produced]:
+def _walk(specs: Sequence[Declaration], stages: Sequence[Stage], *, check: bool) -> dict[str, Produced]:
     """What each stage produces, in order; each stage's input checked first when ``check``."""
     produced: dict[str, Produced] = {}
     previous: str | None = None
@@ -93,7 +92,7 @@ def _input(name: str, produced: Mapping[str, Produced]) -> Produced:
     return Produced(f"the column {name}", None)  # not a Kafka column: what it holds is not declared
 
 
-def _check_stage(spec: StageSpec, stage: Stage, source: str, read: Produced) -> None:
+def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -> None:
     where = f"stage '{stage.name}' ({spec.key()})"
     if stage.reads_text and isinstance(read.type, BinaryType):
         raise ConfigError(

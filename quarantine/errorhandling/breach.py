@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quarantine._config_types import BreachAction
+from quarantine.values.types import BreachAction
 
 __all__ = ["BREACH_ATTR", "Breach", "BreachAction"]
 

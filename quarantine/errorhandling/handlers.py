@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from quarantine.config import ErrorsConfig
+from quarantine.errorhandling.settings import ErrorsConfig
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.redaction import redact_text
 from quarantine.schema import ErrorKind

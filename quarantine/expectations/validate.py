@@ -32,10 +32,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from quarantine.config import BreachAction
 from quarantine.errorhandling.breach import BREACH_ATTR, Breach
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.redaction import redact_text
+from quarantine.values.types import BreachAction
 
 __all__ = [
     "RESULT_FORMAT",

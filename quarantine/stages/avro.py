@@ -44,8 +44,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -62,13 +63,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
 from quarantine.schema import VALUE, ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import AvroOptions, RegistryOptions
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.stages.schema_registry import (
+    RegistryOptions,
     RegistrySource,
     SubjectVersion,
     avro_writers,
@@ -84,6 +84,12 @@ from quarantine.stages.schema_sources import (
     SchemaLookupError,
     UnknownSchemaIdError,
 )
+from quarantine.values.options import (
+    WIRE_FORMAT,
+    existing,
+    folder_or,
+)
+from quarantine.values.types import BOOL
 
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
@@ -93,6 +99,33 @@ __all__ = ["AvroDecode", "declared_type", "envelope", "from_spec", "schema_name"
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
 _ENVELOPE_NAMESPACE = "io.quarantine.avro.internal"
+
+
+
+_AVSC = existing(".avsc file", folder=False)
+
+
+class AvroOptions(StageOptions):
+    """Options of an ``avro`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "reader_schema", "writer_schema")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"wire_format": "confluent", "schemas": "schemas"}]})
+
+    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
+    """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
+    schemas: Annotated[
+        str | RegistryOptions | None, folder_or(RegistryOptions, existing("folder of <id>.avsc files", folder=True))
+    ] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.avsc files, relative to the config's folder;
+    or a schema registry (a mapping: url, subject…), whose subject's versions are listed when the stage is built."""
+    writer_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order.avsc"])
+    """The one writer schema of plain Avro values (wire_format none)."""
+    reader_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order_v2.avsc"])
+    """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
 
 
 def envelope(schema: str) -> str:
@@ -265,7 +298,7 @@ class AvroDecode(Stage):
         return outcome(decoded["r"], failed, self.error(error_class, text))
 
 
-def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
+def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
     """Build the stage from its YAML declaration; the schemas are read here, once.
 
     A folder's ``<id>.avsc`` files are read; a registry's subjects are listed and each of
@@ -331,7 +364,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
     )
 
 
-def _folder(spec: StageSpec, folder: str) -> tuple[list[tuple[int, str]], str]:
+def _folder(spec: Declaration, folder: str) -> tuple[list[tuple[int, str]], str]:
     """The writer schemas of a folder of ``<id>.avsc`` files, and the folder (for messages)."""
     source = FolderSchemas(Path(folder))
     if not source.folder.is_dir():
@@ -378,3 +411,10 @@ def declared_type(schema: Any) -> DataType | None:
     if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
         return declared_type(schema.get("type"))
     return None
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "avro", AvroOptions, from_spec,
+    "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). Input default: value.",
+)

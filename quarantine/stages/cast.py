@@ -28,17 +28,20 @@ which is not detected.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, Any
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, StructField, StructType, TimestampNTZType, TimestampType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import CastOptions
-from quarantine.stages._values import parse_spark_type, render_value, type_name
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.options import (
+    text_map,
+)
+from quarantine.values.spark import parse_spark_type, render_value, type_name
 
 __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 
@@ -46,6 +49,25 @@ __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 CAST_FAILED = "CastFailed"
 
 _DATETIME = (DateType, TimestampType, TimestampNTZType)
+
+
+
+class CastOptions(StageOptions):
+    """Options of a ``cast`` stage."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "columns": {"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"},
+        "formats": {"created_at": "yyyy-MM-dd HH:mm:ss"},
+    }]})
+
+    columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)] = Field(
+        examples=[{"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"}]
+    )
+    """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
+    formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = Field(
+        {}, examples=[{"created_at": "yyyy-MM-dd HH:mm:ss"}]
+    )
+    """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +169,7 @@ class Cast(Stage):
         return outcome(result, failed, self.error(error_class, message))
 
 
-def from_spec(spec: StageSpec, options: CastOptions) -> Cast:
+def from_spec(spec: Declaration, options: CastOptions) -> Cast:
     """The stage ``spec`` declares, from its validated options.
 
     Raises:
@@ -171,3 +193,9 @@ def from_spec(spec: StageSpec, options: CastOptions) -> Cast:
         except ConfigError as exc:
             raise ConfigError(spec.key(f"options.{exc.key}"), exc.value, exc.allowed) from None
     return Cast(name=spec.name, fields=tuple(casts), input=spec.input)
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "cast", CastOptions, from_spec, "Typed conversions of struct fields with try_cast and formats (transform)."
+)

@@ -52,18 +52,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Annotated
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType, VariantType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
-from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext, outcome
-from quarantine.stage_types import JsonOptions
-from quarantine.stages._values import snippet
+from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.options import (
+    NAMES,
+    lowered,
+)
+from quarantine.values.spark import snippet
+from quarantine.values.types import TEXT
 
 __all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
 
@@ -85,6 +90,28 @@ DROP = "drop"
 #: ``undeclared_fields``: a record holding any is an ``UndeclaredField`` error.
 QUARANTINE = "quarantine"
 UNDECLARED_FIELDS = (DROP, QUARANTINE)
+
+
+
+class JsonOptions(StageOptions):
+    """Options of a ``json`` stage."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "schema": "order_id STRING, amount DOUBLE, currency STRING",
+        "required": ["order_id"],
+        "undeclared_fields": "quarantine",
+    }]})
+
+    schema_: Annotated[str, TEXT] = Field(alias="schema", examples=["order_id STRING, amount DOUBLE, currency STRING"])
+    """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
+    required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"]])
+    """Fields of the schema that must be present and non-null."""
+    strings: Annotated[str, lowered("strict", "coerce")] = "strict"
+    """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
+    boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
+    undeclared_fields: Annotated[str, lowered("drop", "quarantine")] = "drop"
+    """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
+    quarantine (the record is an UndeclaredField error)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -303,7 +330,7 @@ def _field(variant: Column, name: str) -> Column:
     return F.try_variant_get(variant, f"$['{escaped}']", "variant")
 
 
-def _parse_schema(spec: StageSpec, raw: object) -> StructType:
+def _parse_schema(spec: Declaration, raw: object) -> StructType:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import _parse_datatype_string
 
@@ -330,7 +357,7 @@ def _parse_schema(spec: StageSpec, raw: object) -> StructType:
     return parsed
 
 
-def from_spec(spec: StageSpec, options: JsonOptions) -> JsonParse:
+def from_spec(spec: Declaration, options: JsonOptions) -> JsonParse:
     """The stage ``spec`` declares, from its validated options.
 
     Raises:
@@ -347,3 +374,7 @@ def from_spec(spec: StageSpec, options: JsonOptions) -> JsonParse:
         name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=options.strings,
         undeclared_fields=options.undeclared_fields,
     )
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType("json", JsonOptions, from_spec, "Parse JSON against a declared schema (deserialize).")

@@ -38,22 +38,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError, MissingDependencyError
 from quarantine.schema import VALUE, ErrorKind
-from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
-from quarantine.stage_types import ProtobufOptions, RegistryOptions
+from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
 from quarantine.stages.protobuf.registry import ProtoCompileError, compile_version, protobuf_versions
 from quarantine.stages.schema_registry import (
+    RegistryOptions,
     RegistrySource,
     SubjectVersion,
     listed_versions,
@@ -64,10 +64,40 @@ from quarantine.stages.schema_registry import (
     warn_skipped,
 )
 from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
+from quarantine.values.options import WIRE_FORMAT, existing, folder_or
+from quarantine.values.types import BOOL, OPTIONAL_TEXT
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
 _CALL = "call"
+
+
+
+_DESC = existing(".desc file", folder=False)
+_DESCS = folder_or(RegistryOptions, existing("folder of <id>.desc files", folder=True))
+
+
+class ProtobufOptions(StageOptions):
+    """Options of a ``protobuf`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor", "reader_descriptor")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"schemas": "schemas", "message": "shop.Order"}]})
+
+    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
+    """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
+    schemas: Annotated[str | RegistryOptions | None, _DESCS] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets (protoc --include_imports
+    --descriptor_set_out), relative to the config's folder; or a schema registry (a mapping: url, subject…), whose
+    subject's .proto versions are compiled (grpcio-tools' protoc) when the stage is built."""
+    descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order.desc"])
+    """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
+    message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])
+    """The full name of the message records are read as; default the reader descriptor's first message."""
+    reader_descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order_v2.desc"])
+    """The FileDescriptorSet declaring that message; default the highest id's (with none: descriptor)."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -208,7 +238,7 @@ def reader_message(data: bytes, name: str | None, key: str, where: str) -> tuple
         raise ConfigError(key, desc.full_name, f"a message with a Spark type ({exc})") from None
 
 
-def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
+def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
     """Build the stage from its YAML declaration; the descriptor sets are read here, once.
 
     Raises:
@@ -275,7 +305,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
     )
 
 
-def _folder(spec: StageSpec, folder: str) -> list[tuple[int, bytes]]:
+def _folder(spec: Declaration, folder: str) -> list[tuple[int, bytes]]:
     """The descriptor sets of a folder of ``<id>.desc`` files, by id."""
     source = FolderDescriptors(Path(folder))
     if not source.folder.is_dir():
@@ -292,7 +322,7 @@ def _folder(spec: StageSpec, folder: str) -> list[tuple[int, bytes]]:
 
 
 def _from_registry(
-    spec: StageSpec, options: RegistryOptions
+    spec: Declaration, options: RegistryOptions
 ) -> tuple[RegistrySource, list[SubjectVersion], dict[int, bytes]]:
     """The registry, every version of its subjects, and their Protobuf versions compiled, by schema id.
 
@@ -339,3 +369,10 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], sets: dic
         if mine:
             return max(mine, key=lambda v: v.version).schema_id
     return None
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "protobuf", ProtobufOptions, from_spec,
+    "Decode Protobuf, framed or plain; schemas from .desc files or a registry (deserialize). Input default: value.",
+)

@@ -1,7 +1,7 @@
 """The value checks stage options are made of: bounds, value lists, field names, actions, paths.
 
-Each is a :class:`~quarantine._config_types.Check` (a validator and its JSON Schema) used by
-the options models in :mod:`quarantine.stage_types`; ``const`` and ``tagged`` build the
+Each is a :class:`~quarantine.values.types.Check` (a validator and its JSON Schema) used by
+the options models beside each stage's code (:mod:`quarantine.stages`); ``const`` and ``tagged`` build the
 unions on ``type`` (stages) and ``check`` (rules).
 """
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Discriminator, ValidationError, ValidationInfo
 
-from quarantine._config_types import (
+from quarantine.values.types import (
     TEXT,
     BreachAction,
     Check,
@@ -40,6 +41,7 @@ __all__ = [
     "SUITE",
     "VALUES",
     "WIRE_FORMAT",
+    "choice_of",
     "const",
     "existing",
     "folder_or",
@@ -48,7 +50,7 @@ __all__ = [
     "text_map",
 ]
 
-#: ``on_breach`` actions: the values of :class:`~quarantine._config_types.BreachAction`.
+#: ``on_breach`` actions: the values of :class:`~quarantine.values.types.BreachAction`.
 BREACH_ACTIONS = tuple(a.value for a in BreachAction)
 
 
@@ -111,15 +113,17 @@ def _reads_as_number(text: str) -> bool:
 BOUND = Check(_scalar_or_date, {"type": ["number", "string", "null"]})
 
 
-def _values(value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
+def _values(value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, list | tuple) or not value:
         raise fail("a non-empty list of values")
     if not all(isinstance(v, int | float | str | bool) for v in value):
         raise fail("a list of strings, numbers or booleans")
-    return value
+    return tuple(value)
 
 
-VALUES = Check(_values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
+VALUES = Check(
+    _values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}}, to_plain=list
+)
 
 
 def _field_name(value: Any) -> str | None:
@@ -133,7 +137,22 @@ def _field_name(value: Any) -> str | None:
 FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
 
 
+def choice_of(enum: type[StrEnum]) -> Check:
+    """One of a closed vocabulary's values (any case, spaces around ignored), held as its ``StrEnum``
+    member; the message lists them as ``a | b``."""
+    allowed = tuple(m.value for m in enum)
+
+    def check(value: Any) -> StrEnum:
+        if isinstance(value, str) and value.strip().lower() in allowed:
+            return enum(value.strip().lower())
+        raise fail(" | ".join(allowed))
+
+    return Check(check, {"enum": list(allowed)}, to_plain=str)
+
+
 def lowered(*allowed: str) -> Check:
+    """One of ``allowed`` (any case, spaces around ignored), held as written in lower case."""
+
     def check(value: Any) -> str:
         if isinstance(value, str) and value.strip().lower() in allowed:
             return value.strip().lower()
