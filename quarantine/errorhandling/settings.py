@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 
 from quarantine.errors import ConfigError
+from quarantine.schema import ErrorKind
 from quarantine.values.section import YAML_CONTEXT, Section
 from quarantine.values.types import (
     BOOL,
@@ -27,7 +28,9 @@ from quarantine.values.types import (
     text,
 )
 
-__all__ = ["DEFAULT_INITIAL_BACKOFF_MS", "ErrorsConfig", "RateDuration", "ReusedCoordinates", "Tolerance"]
+__all__ = [
+    "DEFAULT_INITIAL_BACKOFF_MS", "ErrorsConfig", "HandlerResponse", "RateDuration", "ReusedCoordinates", "Tolerance",
+]
 
 
 class Tolerance(StrEnum):
@@ -60,9 +63,25 @@ class ReusedCoordinates(StrEnum):
 
 #: The first delay of a retry, unless ``errors.retry.delay.max.ms`` is smaller (then that).
 DEFAULT_INITIAL_BACKOFF_MS = 300
+class HandlerResponse(StrEnum):
+    """What a handler decides for a kind's errors in one batch."""
+
+    CONTINUE = "continue"
+    FAIL = "fail"
+    LOG_AND_CONTINUE = "log_and_continue"
+
+    @property
+    def continues(self) -> bool:
+        return self is not HandlerResponse.FAIL
+
+    @property
+    def logs(self) -> bool:
+        return self is HandlerResponse.LOG_AND_CONTINUE
+
+
 _HANDLER = text(
-    "continue | fail | log_and_continue | a dotted path module.Class",
-    pattern=r"continue|fail|log_and_continue|.*\..*",
+    f"{' | '.join(HandlerResponse)} | a dotted path module.Class",
+    pattern="|".join(HandlerResponse) + r"|.*\..*",
 )
 
 
@@ -181,8 +200,7 @@ class ErrorsConfig(Section):
     @property
     def handlers(self) -> Mapping[str, str]:
         """Per error kind (``deserialize``…), the configured ``errors.handler.<kind>``."""
-        kinds = ("deserialize", "transform", "validate", "expectation", "sink")
-        named = {k: getattr(self, f"handler_{k}") for k in kinds}
+        named = {k.value: getattr(self, f"handler_{k.value}") for k in ErrorKind}
         return MappingProxyType({k: v for k, v in named.items() if v is not None})
 
     @model_validator(mode="after")

@@ -44,9 +44,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -86,10 +86,11 @@ from quarantine.stages.schema_sources import (
 )
 from quarantine.values.options import (
     WIRE_FORMAT,
+    WireFormat,
     existing,
     folder_or,
 )
-from quarantine.values.types import BOOL
+from quarantine.values.types import BOOL, fail
 
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
@@ -113,7 +114,7 @@ class AvroOptions(StageOptions):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"wire_format": "confluent", "schemas": "schemas"}]})
 
-    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
+    wire_format: Annotated[WireFormat, WIRE_FORMAT] = WireFormat.CONFLUENT
     """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
     schemas: Annotated[
         str | RegistryOptions | None, folder_or(RegistryOptions, existing("folder of <id>.avsc files", folder=True))
@@ -126,6 +127,15 @@ class AvroOptions(StageOptions):
     """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+    @model_validator(mode="after")
+    def _schemas_for_the_wire_format(self) -> Self:
+        if self.wire_format is WireFormat.CONFLUENT and self.schemas is None:
+            raise fail("a folder of <id>.avsc writer schemas, or a schema registry (required with wire_format: "
+                       "confluent)", at="schemas", value=None)
+        if self.wire_format is WireFormat.NONE and self.writer_schema is None:
+            raise fail("an .avsc file (required with wire_format: none)", at="writer_schema", value=None)
+        return self
 
 
 def envelope(schema: str) -> str:
@@ -309,8 +319,8 @@ def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
 
     Raises:
         ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
-            a subject is not registered, the registry refuses the credentials, the subjects hold
-            no Avro schema, or an option contradicts the wire format (naming ``stages[i].options.x``).
+            a subject is not registered, the registry refuses the credentials, or the subjects hold
+            no Avro schema (naming ``stages[i].options.x``).
         SchemaLookupError: the registry could not be asked (unreachable, 5xx, an answer the API
             does not document), naming the option and the registry.
     """
@@ -319,11 +329,9 @@ def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
     registry: RegistrySource | None = None
     listed: frozenset[tuple[str, int]] = frozenset()
     latest: str | None = None  # a registry's default reader schema
-    if wire == "confluent":
+    if wire is WireFormat.CONFLUENT:
         schemas = options.schemas
-        if schemas is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas, or a "
-                              "schema registry (required with wire_format: confluent)")
+        assert schemas is not None  # AvroOptions requires them with this wire format
         if isinstance(schemas, RegistryOptions):
             registry, versions = listed_versions(spec, schemas)
             by_id, skipped = avro_writers(versions)
@@ -340,10 +348,7 @@ def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
             writers, where = _folder(spec, schemas)
     else:
         path = options.writer_schema
-        if path is None:
-            raise ConfigError(
-                spec.key("options.writer_schema"), None, "an .avsc file (required with wire_format: none)"
-            )
+        assert path is not None  # AvroOptions requires it with this wire format
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
     reader_path = options.reader_schema
@@ -355,7 +360,7 @@ def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
         name=spec.name,
         writers=tuple(writers),
         reader=reader,
-        wire_format=wire == "confluent",
+        wire_format=wire is WireFormat.CONFLUENT,
         input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,

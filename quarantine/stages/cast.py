@@ -28,9 +28,9 @@ which is not detected.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, StructField, StructType, TimestampNTZType, TimestampType
@@ -42,6 +42,7 @@ from quarantine.values.options import (
     text_map,
 )
 from quarantine.values.spark import parse_spark_type, render_value, type_name
+from quarantine.values.types import fail
 
 __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 
@@ -68,6 +69,14 @@ class CastOptions(StageOptions):
         {}, examples=[{"created_at": "yyyy-MM-dd HH:mm:ss"}]
     )
     """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
+
+    @model_validator(mode="after")
+    def _formats_of_listed_columns(self) -> Self:
+        for f, fmt in self.formats.items():
+            if f not in self.columns:
+                raise fail(f"a field listed in options.columns ({', '.join(map(str, self.columns))})",
+                           at=f"formats.{f}", value=fmt)
+        return self
 
 
 @dataclass(frozen=True)
@@ -173,17 +182,10 @@ def from_spec(spec: Declaration, options: CastOptions) -> Cast:
     """The stage ``spec`` declares, from its validated options.
 
     Raises:
-        ConfigError: an unknown type, or a format for a field not in ``columns`` or for a
-            non-datetime type.
+        ConfigError: an unknown type, or a format for a non-datetime type (a format for a
+            field not in ``columns`` is refused by :class:`CastOptions`).
     """
     columns, formats = options.columns, options.formats
-    for f in formats:
-        if f not in columns:
-            raise ConfigError(
-                spec.key(f"options.formats.{f}"),
-                formats[f],
-                f"a field listed in options.columns ({', '.join(map(str, columns))})",
-            )
     casts: list[FieldCast] = []
     for f, t in columns.items():
         to = parse_spark_type(t, spec.key(f"options.columns.{f}"))

@@ -41,6 +41,7 @@ __all__ = [
     "SUITE",
     "VALUES",
     "WIRE_FORMAT",
+    "WireFormat",
     "choice_of",
     "const",
     "existing",
@@ -283,13 +284,22 @@ def _module_folder(value: Any, info: ValidationInfo) -> str | None:
 MODULE_FOLDER = Check(_module_folder, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
 
 
-def _wire_format(value: Any) -> str:
-    if value not in ("confluent", "none"):
+class WireFormat(StrEnum):
+    """How an avro or protobuf stage's values are framed (``wire_format``)."""
+
+    CONFLUENT = "confluent"
+    """The schema-registry wire format: magic byte, 4-byte schema id (Protobuf: message indexes), the message."""
+    NONE = "none"
+    """The message only."""
+
+
+def _wire_format(value: Any) -> WireFormat:
+    if value not in tuple(WireFormat):
         raise fail("'confluent' (magic byte, 4-byte schema id, then the message) or 'none' (the message only)")
-    return str(value)
+    return WireFormat(value)
 
 
-WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
+WIRE_FORMAT = Check(_wire_format, {"enum": [w.value for w in WireFormat]}, to_plain=str)
 
 
 def folder_or(model: type[BaseModel], folder: Check) -> Check:

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
@@ -64,8 +64,8 @@ from quarantine.stages.schema_registry import (
     warn_skipped,
 )
 from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
-from quarantine.values.options import WIRE_FORMAT, existing, folder_or
-from quarantine.values.types import BOOL, OPTIONAL_TEXT
+from quarantine.values.options import WIRE_FORMAT, WireFormat, existing, folder_or
+from quarantine.values.types import BOOL, OPTIONAL_TEXT, fail
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
@@ -84,7 +84,7 @@ class ProtobufOptions(StageOptions):
     paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor", "reader_descriptor")
     model_config = ConfigDict(json_schema_extra={"examples": [{"schemas": "schemas", "message": "shop.Order"}]})
 
-    wire_format: Annotated[str, WIRE_FORMAT] = "confluent"
+    wire_format: Annotated[WireFormat, WIRE_FORMAT] = WireFormat.CONFLUENT
     """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
     schemas: Annotated[str | RegistryOptions | None, _DESCS] = Field(None, examples=["schemas"])
     """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets (protoc --include_imports
@@ -98,6 +98,15 @@ class ProtobufOptions(StageOptions):
     """The FileDescriptorSet declaring that message; default the highest id's (with none: descriptor)."""
     nullable: Annotated[bool, BOOL] = False
     """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+    @model_validator(mode="after")
+    def _schemas_for_the_wire_format(self) -> Self:
+        if self.wire_format is WireFormat.CONFLUENT and self.schemas is None:
+            raise fail("a folder of <id>.desc descriptor sets, or a schema registry (required with wire_format: "
+                       "confluent)", at="schemas", value=None)
+        if self.wire_format is WireFormat.NONE and self.descriptor is None:
+            raise fail("a .desc file (required with wire_format: none)", at="descriptor", value=None)
+        return self
 
 
 @dataclass(frozen=True, repr=False)
@@ -260,11 +269,9 @@ def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
     registry: RegistrySource | None = None
     listed: frozenset[tuple[str, int]] = frozenset()
     latest: int | None = None  # a registry's default reader: the first subject's latest version's id
-    if options.wire_format == "confluent":
+    if options.wire_format is WireFormat.CONFLUENT:
         schemas = options.schemas
-        if schemas is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.desc descriptor sets, or a "
-                              "schema registry (required with wire_format: confluent)")
+        assert schemas is not None  # ProtobufOptions requires them with this wire format
         if isinstance(schemas, RegistryOptions):
             registry, versions, by_id = _from_registry(spec, schemas)
             sets = sorted(by_id.items())
@@ -276,8 +283,7 @@ def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
             where = str(Path(schemas))
     else:
         path = options.descriptor
-        if path is None:
-            raise ConfigError(spec.key("options.descriptor"), None, "a .desc file (required with wire_format: none)")
+        assert path is not None  # ProtobufOptions requires it with this wire format
         sets.append((0, read_descriptor_set(path, spec.key("options.descriptor"))))
         where = path
     if options.reader_descriptor is not None:
@@ -288,7 +294,7 @@ def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
         reader_where = f"schema id {latest} of {where}"
     else:
         reader_set = sets[-1][1]
-        reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format == "confluent" else where
+        reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format is WireFormat.CONFLUENT else where
     reader, result_type = reader_message(reader_set, options.message, spec.key("options.message"), reader_where)
     return ProtobufDecode(
         name=spec.name,
@@ -296,7 +302,7 @@ def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
         reader_set=reader_set,
         reader=reader,
         result_type=result_type,
-        wire_format=options.wire_format == "confluent",
+        wire_format=options.wire_format is WireFormat.CONFLUENT,
         input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,

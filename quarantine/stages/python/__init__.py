@@ -99,7 +99,7 @@ from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, arrow_type, call_struct
-from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, lowered
+from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
 from quarantine.values.spark import parse_spark_type
 from quarantine.values.types import BOOL, TEXT
 
@@ -132,7 +132,7 @@ class PythonOptions(StageOptions):
     """The result's Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field list
     ('reading_id BIGINT, celsius DOUBLE') or STRUCT<...>. The last stage's result is the target's row: a
     struct's fields become its columns, any other type one column named after the stage."""
-    mode: Annotated[str, lowered("row", "vectorized")] = "row"
+    mode: Annotated[PythonMode, choice_of(PythonMode)] = PythonMode.ROW
     """row: fn(value) per row (a struct is a dict, the result a value or dict); vectorized: fn(pandas.Series
     or, for a struct, pandas.DataFrame) per Arrow batch, returning a Series (or DataFrame) of the same length."""
     nullable: Annotated[bool, BOOL] = False
@@ -389,7 +389,7 @@ def from_spec(spec: Declaration, options: PythonOptions) -> PythonStage:
         name=spec.name,
         fn=resolve_callable(options.function, spec.key("options.function"), folder=options.path),
         returns=returns,
-        mode=PythonMode(options.mode),
+        mode=options.mode,
         input=spec.input,
         nullable=options.nullable,
         retriable=_exception_classes(options.retriable, spec.key("options.retriable"), options.path),
