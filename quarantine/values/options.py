@@ -46,7 +46,6 @@ __all__ = [
     "const",
     "existing",
     "folder_or",
-    "lowered",
     "tagged",
     "text_map",
 ]
@@ -149,17 +148,6 @@ def choice_of(enum: type[StrEnum]) -> Check:
         raise fail(" | ".join(allowed))
 
     return Check(check, {"enum": list(allowed)}, to_plain=str)
-
-
-def lowered(*allowed: str) -> Check:
-    """One of ``allowed`` (any case, spaces around ignored), held as written in lower case."""
-
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value.strip().lower() in allowed:
-            return value.strip().lower()
-        raise fail(" | ".join(allowed))
-
-    return Check(check, {"enum": list(allowed)})
 
 
 def text_map(allowed: str, *, required: bool) -> Check:
