@@ -51,9 +51,9 @@ import pyarrow as pa
 from pyspark.sql.types import DoubleType
 
 from benchmarks import Row, add_smoke, markdown_table
-from quarantine.stages._values import type_name
 from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, ResultError, take_rows
 from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
+from quarantine.values.spark import type_name
 
 __all__ = ["STRATEGIES", "CallCounter", "Measured", "main", "measure", "poisoned_strings", "run", "runner"]
 

@@ -1,10 +1,12 @@
 """Column lineage of a pipeline's stages: what each stage reads is what an earlier one declares it produces.
 
-The stages declare their output before Spark starts: ``decode_utf8`` gives a STRING,
-``json`` its schema, ``cast`` its input struct with the converted fields, ``avro`` its
-reader schema's record, ``protobuf`` its reader message's struct, ``python`` its
-``returns`` type, ``checks`` and ``expectation`` their input unchanged; the source
-columns are those of Spark's Kafka source (:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
+Each stage declares its output before Spark starts (:meth:`Stage.produces
+<quarantine.stage.Stage.produces>`: ``decode_utf8`` gives a STRING, ``json`` its schema,
+``cast`` its input struct with the converted fields…), the fields of its input it reads
+(:meth:`~quarantine.stage.Stage.fields_read`) and whether it reads text
+(:attr:`~quarantine.stage.Stage.reads_text`); this module asks the stages, never their type
+names. The source columns are those of Spark's Kafka source
+(:data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
 :func:`check_lineage` holds each stage to that, so a config that cannot run fails when its
 stages are built (``quarantine validate`` and every run), naming the stage and the key:
 
@@ -21,29 +23,14 @@ type it does not know) nothing is guessed: that input is not checked.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    NullType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import BinaryType, DataType, StructType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, VALUE
-from quarantine.stage import Stage
+from quarantine.stage import Declaration, Stage
 
 __all__ = ["Produced", "check_lineage", "declared_result"]
 
@@ -61,7 +48,7 @@ class Produced:
     type: DataType | None
 
 
-def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
+def check_lineage(specs: Sequence[Declaration], stages: Sequence[Stage]) -> None:
     """Check every stage's input against what the stages before it declare.
 
     Args:
@@ -75,7 +62,7 @@ def check_lineage(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> None:
     _walk(specs, stages, check=True)
 
 
-def declared_result(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> DataType | None:
+def declared_result(specs: Sequence[Declaration], stages: Sequence[Stage]) -> DataType | None:
     """The last stage's result type as the config declares it (the target's row: see
     :func:`quarantine.schema.target_columns`); None when it is only known once Spark runs."""
     if not stages:
@@ -83,7 +70,7 @@ def declared_result(specs: Sequence[StageSpec], stages: Sequence[Stage]) -> Data
     return _walk(specs, stages, check=False)[stages[-1].name].type
 
 
-def _walk(specs: Sequence[StageSpec], stages: Sequence[Stage], *, check: bool) -> dict[str, Produced]:
+def _walk(specs: Sequence[Declaration], stages: Sequence[Stage], *, check: bool) -> dict[str, Produced]:
     """What each stage produces, in order; each stage's input checked first when ``check``."""
     produced: dict[str, Produced] = {}
     previous: str | None = None
@@ -92,7 +79,7 @@ def _walk(specs: Sequence[StageSpec], stages: Sequence[Stage], *, check: bool) -
         read = _input(source or VALUE, produced)
         if check:
             _check_stage(spec, stage, source or VALUE, read)
-        produced[stage.name] = Produced(f"stage '{stage.name}' ({spec.type})", _output(spec.type, stage, read))
+        produced[stage.name] = Produced(f"stage '{stage.name}' ({spec.type})", stage.produces(read.type))
         previous = stage.name
     return produced
 
@@ -105,72 +92,16 @@ def _input(name: str, produced: Mapping[str, Produced]) -> Produced:
     return Produced(f"the column {name}", None)  # not a Kafka column: what it holds is not declared
 
 
-def _output(kind: str, stage: Stage, read: Produced) -> DataType | None:
-    """The type of a stage's result, as declared; None when it is not known before Spark runs."""
-    if kind == "decode_utf8":
-        return StringType()
-    if kind == "json":
-        schema: DataType = stage.schema  # type: ignore[attr-defined]
-        return schema
-    if kind == "python":
-        returns: DataType = stage.returns  # type: ignore[attr-defined]
-        return returns
-    if kind == "avro":
-        return _avro_type(json.loads(stage.reader))  # type: ignore[attr-defined]
-    if kind == "protobuf":
-        message: DataType = stage.result_type  # type: ignore[attr-defined]
-        return message
-    if kind == "cast":
-        if not isinstance(read.type, StructType):
-            return None
-        fields = {f.name: f for f in read.type.fields}
-        for fc in stage.fields:  # type: ignore[attr-defined]
-            fields[fc.field] = StructField(fc.field, fc.to)
-        return StructType(list(fields.values()))
-    if kind in ("checks", "expectation"):
-        return read.type
-    return None
-
-
-#: Avro primitive types and the Spark types ``from_avro`` gives them.
-_AVRO_PRIMITIVES: dict[str, DataType] = {
-    "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
-    "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
-}
-
-
-def _avro_type(schema: Any) -> DataType | None:
-    """A reader schema's Spark type where it matters here: a record's field names (a field of a
-    type not mapped here is NULL-typed: its name is known, its type is not checked)."""
-    if isinstance(schema, str):
-        return _AVRO_PRIMITIVES.get(schema)
-    if isinstance(schema, list):  # a union: ["null", T] is T
-        branches = [b for b in schema if b != "null"]
-        return _avro_type(branches[0]) if len(branches) == 1 else None
-    if isinstance(schema, Mapping) and schema.get("type") == "record":
-        return StructType([
-            StructField(str(f["name"]), _avro_type(f.get("type")) or NullType()) for f in schema.get("fields", [])
-        ])
-    if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
-        return _avro_type(schema.get("type"))
-    return None
-
-
-def _check_stage(spec: StageSpec, stage: Stage, source: str, read: Produced) -> None:
+def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -> None:
     where = f"stage '{stage.name}' ({spec.key()})"
-    if spec.type == "json" and isinstance(read.type, BinaryType):
+    if stage.reads_text and isinstance(read.type, BinaryType):
         raise ConfigError(
             spec.key("input"), source,
             f"a STRING for {where} to parse: it reads {read.by}, the raw BINARY bytes; add a decode_utf8 stage "
             f"before it ({{name: decode, type: decode_utf8, input: {source}}}) and let it read that stage",
         )
-    if spec.type == "checks":
-        for j, rule in enumerate(stage.rules):  # type: ignore[attr-defined]
-            if rule.column is not None:
-                _has_field(read, rule.column, spec.key(f"options.rules[{j}].column"), where)
-    if spec.type == "cast":
-        for fc in stage.fields:  # type: ignore[attr-defined]
-            _has_field(read, fc.field, spec.key(f"options.columns.{fc.field}"), where)
+    for option, name in stage.fields_read():
+        _has_field(read, name, spec.key(option), where)
 
 
 def _has_field(read: Produced, name: str, key: str, where: str) -> None:

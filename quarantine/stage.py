@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
@@ -47,6 +48,8 @@ from quarantine.schema import (
     STAGE,
     ErrorKind,
 )
+from quarantine.values.options import const
+from quarantine.values.types import IDENTIFIER, OPTIONAL_TEXT
 
 if TYPE_CHECKING:
     from quarantine.errorhandling.retry import RetryPolicy
@@ -55,11 +58,15 @@ __all__ = [
     "HIDDEN_PREFIX",
     "INPUT",
     "BatchWideStageError",
+    "Declaration",
+    "Factory",
     "JudgingStage",
     "ReportsDrift",
     "ReportsRetries",
     "Stage",
     "StageContext",
+    "StageOptions",
+    "StageType",
     "drift_column",
     "drift_column_names",
     "drift_columns",
@@ -155,6 +162,37 @@ class StageContext:
         return expr if self.hoist is None else self.hoist(label, expr)
 
 
+class Declaration(Protocol):
+    """A stage as a config declares it: what a stage type's factory is given beside its validated options.
+
+    :class:`quarantine.config.StageSpec` is one; a factory reads its name, input and
+    :meth:`key` (for error messages), never the config package.
+    """
+
+    @property
+    def name(self) -> str:
+        """The stage's name; also its result column's."""
+
+    @property
+    def type(self) -> str:
+        """The stage type's name (``cast``…)."""
+
+    @property
+    def input(self) -> str | None:
+        """What the stage reads: a source column or an earlier stage's name; None: the previous stage."""
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """The options as written (paths resolved)."""
+
+    @property
+    def validated(self) -> BaseModel | None:
+        """The options as its type's model validated them at load; None: validate :attr:`options` now."""
+
+    def key(self, option: str | None = None) -> str:
+        """The config path of the stage or one of its options (``stages[2].options.schema``)."""
+
+
 class Stage(ABC):
     """One processing step: an input column in, a result-or-error column out.
 
@@ -224,6 +262,33 @@ class Stage(ABC):
         logged and gives None (the records wait in quarantine for a later batch or a replay).
         """
         return None
+
+    #: Whether the stage reads text (a STRING), never the raw BINARY bytes of ``value`` or ``key``
+    #: (a ``json`` stage); :func:`quarantine.lineage.check_lineage` refuses one that reads BINARY.
+    reads_text: ClassVar[bool] = False
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The type of this stage's result as its declaration fixes it, before Spark runs.
+
+        What :mod:`quarantine.lineage` holds a later stage's reads to, and the target's row
+        (:func:`quarantine.lineage.declared_result`).
+
+        Args:
+            input_type: the type of what the stage reads, as declared upstream; None when it
+                is not declared.
+
+        Returns:
+            The result's type; None (the default) when it is only known once Spark runs.
+        """
+        return None
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """The fields of its input's struct this stage reads, each with the key of the option
+        naming it (``("options.columns.amount", "amount")``); empty (the default): none.
+
+        :func:`quarantine.lineage.check_lineage` holds each to what the input declares.
+        """
+        return ()
 
     def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
         """Which of this stage's options Spark cannot analyse over ``scope``, once applying the
@@ -424,3 +489,70 @@ class JudgingStage(Stage):
         the first breach's name up to a ``:``, ``message`` = every breach's message."""
         message = "whole batch quarantined (on_breach=quarantine_batch): " + "; ".join(b.message for b in breaches)
         return self.error(breaches[0].name.split(":", 1)[0], message)
+
+
+# --------------------------------------------------------------------------- declaring a stage type
+
+
+class StageOptions(BaseModel):
+    """The base of a stage type's options model: frozen, unknown keys refused, attribute docstrings
+    as the JSON Schema's descriptions; cross-field rules are its validators (checked at load)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class _Entry(StageOptions):
+    name: Annotated[str, IDENTIFIER] = Field(examples=["parse_order"])
+    """The stage's name: also the name of its result column, and what a later stage's input names."""
+    input: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["value"])
+    """What the stage reads: a source column (value, key...) or an earlier stage's name; default the previous stage."""
+
+
+#: ``factory(declaration, options) -> Stage``: the stage a :class:`Declaration` declares, built
+#: from its validated options model.
+Factory = Callable[[Declaration, Any], Stage]
+
+
+@dataclass(frozen=True)
+class StageType:
+    """One stage type: its name in YAML, its options model, its factory and what it is for.
+
+    Each built-in stage module declares its own beside its code (``STAGE_TYPE``), and
+    :data:`quarantine.stages.STAGE_TYPES` lists them: the config loader checks a ``stages:``
+    entry's options against :attr:`options`, the JSON Schema and the reference show them, and
+    :func:`quarantine.stages.build_stage` calls :attr:`factory` with the validated options.
+    What the built stage reads and produces it says itself (:meth:`Stage.produces`,
+    :meth:`Stage.fields_read`, :attr:`Stage.reads_text`).
+    """
+
+    name: str
+    """The ``type:`` value, e.g. ``cast``."""
+    options: type[BaseModel]
+    """The model of the stage's ``options:`` (a :class:`StageOptions`: frozen, unknown keys refused)."""
+    factory: Factory
+    """Builds the stage: ``factory(declaration, options)``."""
+    summary: str
+    """One line: what the stage does and its kind (deserialize, transform, validate…); shown in the schema."""
+    options_required: bool = True
+    """Whether ``options:`` must be written (False when every option has a default)."""
+    declaration: type[BaseModel] = field(init=False, repr=False, compare=False)
+    """The model of a whole ``stages:`` entry of this type (name, input, type, options), derived."""
+
+    def __post_init__(self) -> None:
+        options: Any = (self.options, ...) if self.options_required else (self.options | None, None)
+        model = create_model(
+            f"{_camel(self.name)}Stage",
+            __base__=_Entry,
+            __doc__=self.summary,
+            type=(Annotated[str, const(self.name)], ...),
+            options=options,
+        )
+        object.__setattr__(self, "declaration", model)
+
+    def build(self, declared: Declaration, options: BaseModel) -> Stage:
+        """The stage ``declared`` declares, built from its validated ``options``."""
+        return self.factory(declared, options)
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))

@@ -30,7 +30,6 @@ editors; ``quarantine/config.schema.json`` is it, as shipped.
 
 from __future__ import annotations
 
-from quarantine._config_types import BreachAction
 from quarantine.config.choices import (
     RateDuration,
     ReusedCoordinates,
@@ -52,6 +51,7 @@ from quarantine.config.sections import (
     TargetConfig,
     TriggerConfig,
 )
+from quarantine.values.types import BreachAction
 
 __all__ = [
     "SCHEMA_FILE",

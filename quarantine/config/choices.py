@@ -4,37 +4,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from quarantine.errorhandling.settings import RateDuration, ReusedCoordinates, Tolerance
+
 __all__ = [
     "RateDuration", "ReusedCoordinates", "SchemaEvolution", "SourceFormat", "Tolerance", "TriggerKind", "WrittenBy",
 ]
-
-
-class Tolerance(StrEnum):
-    """``errors.tolerance``: fail on the first error, or tolerate all of them."""
-
-    NONE = "none"
-    ALL = "all"
-
-
-class RateDuration(StrEnum):
-    """``errors.tolerance.rate.duration``: the window of the rate limit."""
-
-    MINUTE = "minute"
-    HOUR = "hour"
-    DAY = "day"
-
-    @property
-    def seconds(self) -> int:
-        return {"minute": 60, "hour": 3600, "day": 86400}[self.value]
-
-
-class ReusedCoordinates(StrEnum):
-    """``errors.coordinates.reused``: what a record whose coordinates an earlier record with
-    other content already holds does (a recreated topic, a rewritten source)."""
-
-    QUARANTINE = "quarantine"
-    PROCESS = "process"
-    FAIL = "fail"
 
 
 class SchemaEvolution(StrEnum):

@@ -11,12 +11,12 @@ from typing import Any
 
 import yaml
 
-from quarantine._config_types import (
-    is_relative_path,
-)
 from quarantine.config.pipeline import PipelineConfig
 from quarantine.config.sections import YAML_CONTEXT
 from quarantine.errors import ConfigError, ConfigFileError
+from quarantine.values.types import (
+    is_relative_path,
+)
 
 __all__ = [
     "load_config",

@@ -18,16 +18,6 @@ from pydantic import (
     model_validator,
 )
 
-from quarantine._config_types import (
-    IDENTIFIER,
-    OPTIONAL_TEXT,
-    TEXT,
-    Check,
-    config_error,
-    fail,
-    integer,
-    text,
-)
 from quarantine.config.choices import WrittenBy
 from quarantine.config.sections import (
     TRIGGER,
@@ -42,7 +32,18 @@ from quarantine.config.sections import (
 )
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
-from quarantine.stage_types import STAGE_TYPES, StageType, stage_declaration
+from quarantine.stage import StageType
+from quarantine.stages import STAGE_TYPES, stage_declaration
+from quarantine.values.types import (
+    IDENTIFIER,
+    OPTIONAL_TEXT,
+    TEXT,
+    Check,
+    config_error,
+    fail,
+    integer,
+    text,
+)
 
 __all__ = [
     "PipelineConfig",
@@ -66,9 +67,10 @@ class StageSpec(Section):
     """One stage as declared in YAML: a built-in ``type`` with options.
 
     Built by :func:`parse_config` from the ``stages:`` list, which checks the type,
-    the option names and shapes (the type's options model in
-    :data:`quarantine.stage_types.STAGE_TYPES`); the type's factory checks the rest when it
-    builds the stage. Built in Python
+    the options against the type's options model in :data:`quarantine.stages.STAGE_TYPES`
+    (their cross-field rules too) and keeps that model (:attr:`validated`), which the type's
+    factory is given; what needs Spark or user code the factory checks when it builds the
+    stage. Built in Python
     (``StageSpec("parse", "json", None, {"schema": …}, 1)``, positional or by
     name), only the fields are checked, and the options when the stage is built.
     """
@@ -83,9 +85,17 @@ class StageSpec(Section):
     """What the stage reads: a source column, or an earlier stage's name (its result); default the previous
     stage, or value for the first."""
     options: Annotated[Mapping[str, Any], _OPTIONS] = Field(default_factory=lambda: MappingProxyType({}))
-    """The type's options as written (paths resolved); validated when the stage is built."""
+    """The type's options as written (paths resolved)."""
     index: Annotated[int, integer(0)] = 0
     """Position in stages (for error messages: stages[2].options.schema)."""
+    _validated: BaseModel | None = PrivateAttr(None)
+
+    @property
+    def validated(self) -> BaseModel | None:
+        """The options as the type's options model validated them when the config was loaded (what
+        the factory is given); None for a StageSpec built in Python, whose options are validated
+        when the stage is built."""
+        return self._validated
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """``StageSpec(name, type, input, options, index)``, positionally or by name."""
@@ -138,7 +148,9 @@ def _stage_specs(value: Any, info: ValidationInfo) -> tuple[StageSpec, ...]:
         for option in getattr(type(opts), "paths", ()):
             value = getattr(opts, option)  # a mapping of options (a registry's) is kept as a mapping
             options[option] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
-        specs.append(StageSpec(name=stage.name, type=stage.type, input=stage.input, options=options, index=i))
+        spec = StageSpec(name=stage.name, type=stage.type, input=stage.input, options=options, index=i)
+        spec._validated = opts
+        specs.append(spec)
     return tuple(specs)
 
 

@@ -2,7 +2,7 @@
 
 :func:`config_page` renders every key of a pipeline config (:class:`PipelineConfig` and its
 sections) and :func:`stages_page` every stage type registered in
-:data:`~quarantine.stage_types.STAGE_TYPES` with its options (and, for an option that is a
+:data:`~quarantine.stages.STAGE_TYPES` with its options (and, for an option that is a
 list of kinds, such as the ``checks`` stage's ``rules``, each kind with its own options).
 Each key is shown with its type, default, allowed values, description and an example, all
 read from the models' JSON Schema (by alias, as written in YAML): descriptions are the
@@ -34,7 +34,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from quarantine.config.pipeline import PipelineConfig
-from quarantine.stage_types import STAGE_TYPES, StageType
+from quarantine.stage import StageType
+from quarantine.stages import STAGE_TYPES
 
 __all__ = [
     "COMMAND",
@@ -111,6 +112,13 @@ def _pattern(pattern: str) -> str:
 _TYPE_NAMES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean", "null": "null"}
 
 
+def _alternatives(node: Mapping[str, Any]) -> list[Any]:
+    """The alternative forms a node's value takes (``anyOf``/``oneOf``), leaving out the branches that
+    only require a key (``at least one of min and max``): those constrain one form, they are not forms."""
+    branches = node.get("anyOf") or node.get("oneOf") or ()
+    return [b for b in branches if not (isinstance(b, Mapping) and set(b) == {"required"})]
+
+
 def _type(root: Mapping[str, Any], node: Any) -> str:
     """What a value of the schema ``node`` is, in words: ``integer``, ``list of strings``…"""
     node = _resolve(root, node)
@@ -119,7 +127,7 @@ def _type(root: Mapping[str, Any], node: Any) -> str:
     if "enum" in node:
         kinds = sorted({_json_type(v) for v in node["enum"]})
         return " or ".join(_TYPE_NAMES.get(k, k) for k in kinds)
-    branches = node.get("anyOf") or node.get("oneOf")
+    branches = _alternatives(node)
     if branches:
         names = [_type(root, b) for b in branches]
         nullable = "null" in names
@@ -164,7 +172,7 @@ def _allowed(root: Mapping[str, Any], node: Any) -> str:
         return _code(_inline(node["const"]))
     if "enum" in node:
         return " | ".join(_code(_inline(v)) for v in node["enum"])
-    branches = node.get("anyOf") or node.get("oneOf")
+    branches = _alternatives(node)
     if branches:
         parts = [f"{_type(root, b)}: {a}" for b in branches if (a := _allowed(root, b))]
         return "; ".join(parts)

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quarantine._config_types import BreachAction
 from quarantine.log_lines import BREACH_ATTR
+from quarantine.values.types import BreachAction
 
 __all__ = ["BREACH_ATTR", "Breach", "BreachAction"]  # BREACH_ATTR: the attribute its log line carries
 

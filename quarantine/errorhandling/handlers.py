@@ -34,10 +34,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Protocol
 
-from quarantine.config import ErrorsConfig
+from quarantine.errorhandling.settings import ErrorsConfig, HandlerResponse
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.redaction import redact_text
 from quarantine.schema import ErrorKind
@@ -55,22 +54,6 @@ __all__ = [
     "counts_by_kind",
     "load_handler",
 ]
-
-
-class HandlerResponse(StrEnum):
-    """What a handler decides for a kind's errors in one batch."""
-
-    CONTINUE = "continue"
-    FAIL = "fail"
-    LOG_AND_CONTINUE = "log_and_continue"
-
-    @property
-    def continues(self) -> bool:
-        return self is not HandlerResponse.FAIL
-
-    @property
-    def logs(self) -> bool:
-        return self is HandlerResponse.LOG_AND_CONTINUE
 
 
 @dataclass(frozen=True)

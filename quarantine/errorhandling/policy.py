@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from quarantine.config import ErrorsConfig, Tolerance
 from quarantine.errorhandling.handlers import BatchDecision, ErrorHandlers
+from quarantine.errorhandling.settings import ErrorsConfig, Tolerance
 from quarantine.errorhandling.tolerance import ToleranceGuard, WindowStore
 from quarantine.errors import ToleranceExceededError
 from quarantine.schema import ErrorKind

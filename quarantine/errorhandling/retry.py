@@ -51,8 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
-from quarantine.config import ErrorsConfig, Tolerance
 from quarantine.errorhandling.retriable import RetriableClassifier, is_table_creation_race
+from quarantine.errorhandling.settings import ErrorsConfig, Tolerance
 from quarantine.errors import RetriesExhaustedError
 
 __all__ = [

@@ -39,7 +39,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from quarantine.config import ErrorsConfig, RateDuration, Tolerance
+from quarantine.errorhandling.settings import ErrorsConfig, RateDuration, Tolerance
 from quarantine.errors import ToleranceExceededError
 from quarantine.schema import (
     BATCH_ID,

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.config import BreachAction, StageSpec
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
@@ -59,10 +59,35 @@ from quarantine.schema import (
     STAGE,
     ErrorKind,
 )
-from quarantine.stage import INPUT, JudgingStage, StageContext, outcome
-from quarantine.stage_types import ExpectationOptions
+from quarantine.stage import INPUT, Declaration, JudgingStage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.options import (
+    ON_BREACH,
+    SUITE,
+)
+from quarantine.values.types import BreachAction, integer
 
 __all__ = ["ExpectationStage", "from_spec"]
+
+
+
+class ExpectationOptions(StageOptions):
+    """Options of an ``expectation`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("suite",)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"suite": "expectations/orders.json", "on_breach": "quarantine_batch"},
+    ]})
+
+    suite: Annotated[str, SUITE] = Field(examples=["expectations/orders.json"])
+    """A Great Expectations 1.x suite JSON file; a relative path is read from the config's folder."""
+    on_breach: Annotated[Any, ON_BREACH] = Field(
+        "warn", examples=[{"default": "warn", "expect_column_values_to_be_unique": "fail"}]
+    )
+    """What a failed batch-level expectation does: one action, or {default: action, <type or name>: action}."""
+    validate_every: Annotated[int, integer(1)] = Field(1, examples=[10])
+    """Validate the suite with GX on every Nth batch."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -91,6 +116,10 @@ class ExpectationStage(JudgingStage):
             )
         # a pattern the JVM cannot compile would fail the job at the first row
         check_regexes(self.suite)
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input, unchanged."""
+        return input_type
 
     @property
     def translated(self) -> tuple[ExpectationSpec, ...]:
@@ -158,7 +187,7 @@ class ExpectationStage(JudgingStage):
         ]
 
 
-def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
+def _policy(spec: Declaration, raw: Any, suite: Suite) -> BreachPolicy:
     key = spec.key("options.on_breach")
     allowed = " | ".join(a.value for a in BreachAction)
     if isinstance(raw, str):
@@ -184,7 +213,7 @@ def _policy(spec: StageSpec, raw: Any, suite: Suite) -> BreachPolicy:
     return BreachPolicy(default=default, overrides=actions)
 
 
-def from_spec(spec: StageSpec, options: ExpectationOptions) -> ExpectationStage:
+def from_spec(spec: Declaration, options: ExpectationOptions) -> ExpectationStage:
     """The stage ``spec`` declares, from its validated options; loads the suite and checks it (:meth:`Suite.check`).
 
     Raises:
@@ -204,3 +233,10 @@ def from_spec(spec: StageSpec, options: ExpectationOptions) -> ExpectationStage:
         validate_every=options.validate_every,
         input=spec.input,
     )
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "expectation", ExpectationOptions, from_spec,
+    "A Great Expectations suite; row-level expectations as native predicates (expectation).",
+)

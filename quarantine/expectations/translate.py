@@ -61,7 +61,7 @@ from pyspark.sql.types import DataType, IntegerType, StructType
 
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite
-from quarantine.stages._values import (
+from quarantine.values.spark import (
     as_text,
     compare,
     contains_map,
@@ -137,7 +137,7 @@ def _range(x: Column, dtype: DataType | None, lo: Any, hi: Any, kw: Mapping[str,
     """GX's between: the *expected* condition (inclusive unless strict_min/strict_max).
 
     NULL where ``x`` cannot be compared with the bounds; None when no value of
-    ``dtype`` can (see :func:`quarantine.stages._values.compare`).
+    ``dtype`` can (see :func:`quarantine.values.spark.compare`).
     """
     parts: list[Column | None] = []
     if lo is not None:

@@ -32,11 +32,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from quarantine.config import BreachAction
 from quarantine.errorhandling.breach import Breach
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.log_lines import BREACH_ATTR
 from quarantine.redaction import redact_text
+from quarantine.values.types import BreachAction
 
 __all__ = [
     "RESULT_FORMAT",

@@ -41,19 +41,34 @@ Error classes and their messages::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Self
 
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
 from quarantine.schema import VALUE, ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import AvroOptions, RegistryOptions
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.stages.schema_registry import (
+    RegistryOptions,
     RegistrySource,
     SubjectVersion,
     avro_writers,
@@ -69,15 +84,58 @@ from quarantine.stages.schema_sources import (
     SchemaLookupError,
     UnknownSchemaIdError,
 )
+from quarantine.values.options import (
+    WIRE_FORMAT,
+    WireFormat,
+    existing,
+    folder_or,
+)
+from quarantine.values.types import BOOL, fail
 
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
-__all__ = ["AvroDecode", "envelope", "from_spec", "schema_name"]
+__all__ = ["AvroDecode", "declared_type", "envelope", "from_spec", "schema_name"]
 
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
 _ENVELOPE_NAMESPACE = "io.quarantine.avro.internal"
+
+
+
+_AVSC = existing(".avsc file", folder=False)
+
+
+class AvroOptions(StageOptions):
+    """Options of an ``avro`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "reader_schema", "writer_schema")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"wire_format": "confluent", "schemas": "schemas"}]})
+
+    wire_format: Annotated[WireFormat, WIRE_FORMAT] = WireFormat.CONFLUENT
+    """How values are framed: 'confluent' (the schema-registry wire format) or 'none' (plain Avro)."""
+    schemas: Annotated[
+        str | RegistryOptions | None, folder_or(RegistryOptions, existing("folder of <id>.avsc files", folder=True))
+    ] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.avsc files, relative to the config's folder;
+    or a schema registry (a mapping: url, subject…), whose subject's versions are listed when the stage is built."""
+    writer_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order.avsc"])
+    """The one writer schema of plain Avro values (wire_format none)."""
+    reader_schema: Annotated[str | None, _AVSC] = Field(None, examples=["schemas/order_v2.avsc"])
+    """The schema records are read as (Avro resolution rules); default the writer schema with the highest id."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+    @model_validator(mode="after")
+    def _schemas_for_the_wire_format(self) -> Self:
+        if self.wire_format is WireFormat.CONFLUENT and self.schemas is None:
+            raise fail("a folder of <id>.avsc writer schemas, or a schema registry (required with wire_format: "
+                       "confluent)", at="schemas", value=None)
+        if self.wire_format is WireFormat.NONE and self.writer_schema is None:
+            raise fail("an .avsc file (required with wire_format: none)", at="writer_schema", value=None)
+        return self
 
 
 def envelope(schema: str) -> str:
@@ -138,6 +196,10 @@ class AvroDecode(Stage):
     listed: frozenset[tuple[str, int]] = frozenset()
 
     deterministic = True  # pure Column expressions of the record
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The reader schema's record, where it matters to lineage: its field names (see :func:`declared_type`)."""
+        return declared_type(json.loads(self.reader))
 
     def refreshes(self) -> frozenset[str]:
         """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""
@@ -246,7 +308,7 @@ class AvroDecode(Stage):
         return outcome(decoded["r"], failed, self.error(error_class, text))
 
 
-def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
+def from_spec(spec: Declaration, options: AvroOptions) -> AvroDecode:
     """Build the stage from its YAML declaration; the schemas are read here, once.
 
     A folder's ``<id>.avsc`` files are read; a registry's subjects are listed and each of
@@ -257,8 +319,8 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
 
     Raises:
         ConfigError: a schema file is missing or not JSON, the folder holds no ``<id>.avsc``,
-            a subject is not registered, the registry refuses the credentials, the subjects hold
-            no Avro schema, or an option contradicts the wire format (naming ``stages[i].options.x``).
+            a subject is not registered, the registry refuses the credentials, or the subjects hold
+            no Avro schema (naming ``stages[i].options.x``).
         SchemaLookupError: the registry could not be asked (unreachable, 5xx, an answer the API
             does not document), naming the option and the registry.
     """
@@ -267,11 +329,9 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
     registry: RegistrySource | None = None
     listed: frozenset[tuple[str, int]] = frozenset()
     latest: str | None = None  # a registry's default reader schema
-    if wire == "confluent":
+    if wire is WireFormat.CONFLUENT:
         schemas = options.schemas
-        if schemas is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.avsc writer schemas, or a "
-                              "schema registry (required with wire_format: confluent)")
+        assert schemas is not None  # AvroOptions requires them with this wire format
         if isinstance(schemas, RegistryOptions):
             registry, versions = listed_versions(spec, schemas)
             by_id, skipped = avro_writers(versions)
@@ -288,10 +348,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
             writers, where = _folder(spec, schemas)
     else:
         path = options.writer_schema
-        if path is None:
-            raise ConfigError(
-                spec.key("options.writer_schema"), None, "an .avsc file (required with wire_format: none)"
-            )
+        assert path is not None  # AvroOptions requires it with this wire format
         writers.append((0, _read_schema(path, spec.key("options.writer_schema"))))
         where = path
     reader_path = options.reader_schema
@@ -303,7 +360,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
         name=spec.name,
         writers=tuple(writers),
         reader=reader,
-        wire_format=wire == "confluent",
+        wire_format=wire is WireFormat.CONFLUENT,
         input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,
@@ -312,7 +369,7 @@ def from_spec(spec: StageSpec, options: AvroOptions) -> AvroDecode:
     )
 
 
-def _folder(spec: StageSpec, folder: str) -> tuple[list[tuple[int, str]], str]:
+def _folder(spec: Declaration, folder: str) -> tuple[list[tuple[int, str]], str]:
     """The writer schemas of a folder of ``<id>.avsc`` files, and the folder (for messages)."""
     source = FolderSchemas(Path(folder))
     if not source.folder.is_dir():
@@ -335,3 +392,34 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: 
         if mine:
             return writers[max(mine, key=lambda v: v.version).schema_id]
     return None
+
+
+#: Avro primitive types and the Spark types ``from_avro`` gives them.
+_AVRO_PRIMITIVES: dict[str, DataType] = {
+    "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+    "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
+}
+
+
+def declared_type(schema: Any) -> DataType | None:
+    """An Avro schema's Spark type where lineage needs it: a record's field names (a field of a
+    type not mapped here is NULL-typed: its name is known, its type is not checked)."""
+    if isinstance(schema, str):
+        return _AVRO_PRIMITIVES.get(schema)
+    if isinstance(schema, list):  # a union: ["null", T] is T
+        branches = [b for b in schema if b != "null"]
+        return declared_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(schema, Mapping) and schema.get("type") == "record":
+        return StructType([
+            StructField(str(f["name"]), declared_type(f.get("type")) or NullType()) for f in schema.get("fields", [])
+        ])
+    if isinstance(schema, Mapping) and "logicalType" not in schema:  # a logical type is Spark's own (decimal…)
+        return declared_type(schema.get("type"))
+    return None
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "avro", AvroOptions, from_spec,
+    "Decode Avro, schema-registry framed or plain, read as a reader schema (deserialize). Input default: value.",
+)

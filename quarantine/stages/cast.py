@@ -28,17 +28,21 @@ which is not detected.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, Any, Self
 
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DateType, TimestampNTZType, TimestampType
+from pyspark.sql.types import DataType, DateType, StructField, StructType, TimestampNTZType, TimestampType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import CastOptions
-from quarantine.stages._values import parse_spark_type, render_value, type_name
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.options import (
+    text_map,
+)
+from quarantine.values.spark import parse_spark_type, render_value, type_name
+from quarantine.values.types import fail
 
 __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 
@@ -46,6 +50,33 @@ __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 CAST_FAILED = "CastFailed"
 
 _DATETIME = (DateType, TimestampType, TimestampNTZType)
+
+
+
+class CastOptions(StageOptions):
+    """Options of a ``cast`` stage."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "columns": {"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"},
+        "formats": {"created_at": "yyyy-MM-dd HH:mm:ss"},
+    }]})
+
+    columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)] = Field(
+        examples=[{"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"}]
+    )
+    """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
+    formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = Field(
+        {}, examples=[{"created_at": "yyyy-MM-dd HH:mm:ss"}]
+    )
+    """Datetime pattern per DATE/TIMESTAMP field of columns, e.g. {created_at: 'yyyy-MM-dd HH:mm:ss'}."""
+
+    @model_validator(mode="after")
+    def _formats_of_listed_columns(self) -> Self:
+        for f, fmt in self.formats.items():
+            if f not in self.columns:
+                raise fail(f"a field listed in options.columns ({', '.join(map(str, self.columns))})",
+                           at=f"formats.{f}", value=fmt)
+        return self
 
 
 @dataclass(frozen=True)
@@ -107,6 +138,19 @@ class Cast(Stage):
         if not self.fields:
             raise ConfigError(f"stage {self.name}: options.columns", {}, "at least one field: TYPE")
 
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input struct with each converted field of its target type (unknown for any other input)."""
+        if not isinstance(input_type, StructType):
+            return None
+        fields = {f.name: f for f in input_type.fields}
+        for fc in self.fields:
+            fields[fc.field] = StructField(fc.field, fc.to)
+        return StructType(list(fields.values()))
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """Each converted field, named by its ``options.columns`` key."""
+        return tuple((f"options.columns.{fc.field}", fc.field) for fc in self.fields)
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         result = value
         bad: list[Column] = []
@@ -134,21 +178,14 @@ class Cast(Stage):
         return outcome(result, failed, self.error(error_class, message))
 
 
-def from_spec(spec: StageSpec, options: CastOptions) -> Cast:
+def from_spec(spec: Declaration, options: CastOptions) -> Cast:
     """The stage ``spec`` declares, from its validated options.
 
     Raises:
-        ConfigError: an unknown type, or a format for a field not in ``columns`` or for a
-            non-datetime type.
+        ConfigError: an unknown type, or a format for a non-datetime type (a format for a
+            field not in ``columns`` is refused by :class:`CastOptions`).
     """
     columns, formats = options.columns, options.formats
-    for f in formats:
-        if f not in columns:
-            raise ConfigError(
-                spec.key(f"options.formats.{f}"),
-                formats[f],
-                f"a field listed in options.columns ({', '.join(map(str, columns))})",
-            )
     casts: list[FieldCast] = []
     for f, t in columns.items():
         to = parse_spark_type(t, spec.key(f"options.columns.{f}"))
@@ -158,3 +195,9 @@ def from_spec(spec: StageSpec, options: CastOptions) -> Cast:
         except ConfigError as exc:
             raise ConfigError(spec.key(f"options.{exc.key}"), exc.value, exc.allowed) from None
     return Cast(name=spec.name, fields=tuple(casts), input=spec.input)
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "cast", CastOptions, from_spec, "Typed conversions of struct fields with try_cast and formats (transform)."
+)

@@ -14,16 +14,25 @@ With ``nullable: true`` a NULL input gives a NULL result and no error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StringType
 
-from quarantine.config import StageSpec
 from quarantine.schema import VALUE, ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import DecodeUtf8Options
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.types import BOOL
 
 __all__ = ["DecodeUtf8", "from_spec"]
+
+
+
+class DecodeUtf8Options(StageOptions):
+    """Options of a ``decode_utf8`` stage."""
+
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error; for an optional key."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -42,6 +51,10 @@ class DecodeUtf8(Stage):
     kind: ErrorKind = ErrorKind.DESERIALIZE
 
     deterministic = True  # pure Column expressions of the record
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """A STRING."""
+        return StringType()
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         is_null = value.isNull()
@@ -64,7 +77,7 @@ class DecodeUtf8(Stage):
         return f"column '{self.input}'" if self.input else "input"
 
 
-def from_spec(spec: StageSpec, options: DecodeUtf8Options | None) -> DecodeUtf8:
+def from_spec(spec: Declaration, options: DecodeUtf8Options | None) -> DecodeUtf8:
     """The stage ``spec`` declares, from its validated options (none: the defaults)."""
     options = options or DecodeUtf8Options()
     return DecodeUtf8(name=spec.name, input=spec.input or VALUE, nullable=options.nullable)
@@ -83,3 +96,10 @@ def _first_invalid_byte(value: Column) -> Column:
     masked = F.replace(value.cast("string"), F.lit("\ufffd"), F.lit("\x00\x00\x00"))
     fixed = F.make_valid_utf8(masked)
     return F.octet_length(F.substring(fixed, F.lit(1), F.instr(fixed, "\ufffd") - 1))
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "decode_utf8", DecodeUtf8Options, from_spec,
+    "Bytes to a string, rejecting invalid UTF-8 (deserialize). Input default: value.", options_required=False,
+)

@@ -52,20 +52,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated
 
+from pydantic import ConfigDict, Field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType, VariantType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.schema import ErrorKind
-from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext, outcome
-from quarantine.stage_types import JsonOptions
-from quarantine.stages._values import snippet
+from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType, outcome
+from quarantine.values.options import (
+    NAMES,
+    choice_of,
+)
+from quarantine.values.spark import snippet
+from quarantine.values.types import TEXT
 
-__all__ = ["COERCE", "DROP", "QUARANTINE", "STRICT", "STRINGS", "UNDECLARED_FIELDS", "JsonParse", "from_spec"]
+__all__ = ["STAGE_TYPE", "JsonOptions", "JsonParse", "Strings", "UndeclaredFields", "from_spec"]
 
 _CORRUPT = "_corrupt_record"
 
@@ -75,16 +81,44 @@ _CORRUPT = "_corrupt_record"
 #: text that looks like none of these ("2026-11-27", "o-17", "tomato") cannot be another token.
 _NOT_STRING_LOOK = r'^(?:[{\["]|[+-]?[NI]|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$|true$|false$)'
 
-#: ``strings``: a STRING field takes only a JSON string (or null).
-STRICT = "strict"
-#: ``strings``: a STRING field takes any JSON value, a non-string one as its JSON text.
-COERCE = "coerce"
-STRINGS = (STRICT, COERCE)
-#: ``undeclared_fields``: drop the fields the schema does not declare (counted as drift).
-DROP = "drop"
-#: ``undeclared_fields``: a record holding any is an ``UndeclaredField`` error.
-QUARANTINE = "quarantine"
-UNDECLARED_FIELDS = (DROP, QUARANTINE)
+class Strings(StrEnum):
+    """``strings``: what a top-level STRING field of the schema takes."""
+
+    STRICT = "strict"
+    """Only a JSON string (or null)."""
+    COERCE = "coerce"
+    """Any JSON value, a non-string one as its JSON text."""
+
+
+class UndeclaredFields(StrEnum):
+    """``undeclared_fields``: what top-level fields the schema does not declare do."""
+
+    DROP = "drop"
+    """They are dropped (counted as drift)."""
+    QUARANTINE = "quarantine"
+    """A record holding any is an ``UndeclaredField`` error."""
+
+
+
+class JsonOptions(StageOptions):
+    """Options of a ``json`` stage."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "schema": "order_id STRING, amount DOUBLE, currency STRING",
+        "required": ["order_id"],
+        "undeclared_fields": "quarantine",
+    }]})
+
+    schema_: Annotated[str, TEXT] = Field(alias="schema", examples=["order_id STRING, amount DOUBLE, currency STRING"])
+    """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
+    required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"]])
+    """Fields of the schema that must be present and non-null."""
+    strings: Annotated[Strings, choice_of(Strings)] = Strings.STRICT
+    """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
+    boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
+    undeclared_fields: Annotated[UndeclaredFields, choice_of(UndeclaredFields)] = UndeclaredFields.DROP
+    """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
+    quarantine (the record is an UndeclaredField error)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -96,11 +130,11 @@ class JsonParse(Stage):
         schema: the declared struct (top-level fields).
         required: fields that must be present and non-null.
         input: the string column or stage (default: the previous stage).
-        strings: :data:`STRICT` (a top-level STRING field takes only a JSON string or
-            null; anything else is a SchemaMismatch) or :data:`COERCE` (any JSON value,
+        strings: :attr:`Strings.STRICT` (a top-level STRING field takes only a JSON string or
+            null; anything else is a SchemaMismatch) or :attr:`Strings.COERCE` (any JSON value,
             a non-string one as its JSON text).
-        undeclared_fields: :data:`DROP` (top-level fields the schema does not declare
-            are dropped, and counted as drift) or :data:`QUARANTINE` (a record holding
+        undeclared_fields: :attr:`UndeclaredFields.DROP` (top-level fields the schema does not declare
+            are dropped, and counted as drift) or :attr:`UndeclaredFields.QUARANTINE` (a record holding
             any is an ``UndeclaredField`` error).
     """
 
@@ -108,18 +142,23 @@ class JsonParse(Stage):
     schema: StructType
     required: tuple[str, ...] = ()
     input: str | None = None
-    strings: str = STRICT
-    undeclared_fields: str = DROP
+    strings: Strings = Strings.STRICT
+    undeclared_fields: UndeclaredFields = UndeclaredFields.DROP
     kind: ErrorKind = field(default=ErrorKind.DESERIALIZE)
 
     deterministic = True  # pure Column expressions of the record
+    reads_text = True  # JSON text: the raw bytes go through a decode_utf8 stage first
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The declared schema."""
+        return self.schema
 
     def __post_init__(self) -> None:
-        if self.strings not in STRINGS:
-            raise ConfigError(f"stage {self.name}: options.strings", self.strings, " | ".join(STRINGS))
-        if self.undeclared_fields not in UNDECLARED_FIELDS:
+        if self.strings not in tuple(Strings):
+            raise ConfigError(f"stage {self.name}: options.strings", self.strings, " | ".join(Strings))
+        if self.undeclared_fields not in tuple(UndeclaredFields):
             raise ConfigError(
-                f"stage {self.name}: options.undeclared_fields", self.undeclared_fields, " | ".join(UNDECLARED_FIELDS)
+                f"stage {self.name}: options.undeclared_fields", self.undeclared_fields, " | ".join(UndeclaredFields)
             )
         missing = [r for r in self.required if r not in self.schema.fieldNames()]
         if missing:
@@ -131,7 +170,7 @@ class JsonParse(Stage):
 
     def _strict_strings(self) -> tuple[str, ...]:
         """The top-level STRING fields parsed as VARIANT to check their token kind (strict only)."""
-        if self.strings != STRICT:
+        if self.strings != Strings.STRICT:
             return ()
         return tuple(f.name for f in self.schema.fields if isinstance(f.dataType, StringType))
 
@@ -166,7 +205,7 @@ class JsonParse(Stage):
         declared_names = F.array(*[F.lit(f.name) for f in self.schema.fields])
         undeclared = ctx.once("undeclared", F.array_except(F.json_object_keys(value), declared_names))
         has_undeclared = F.coalesce(F.size(undeclared) > 0, F.lit(False))
-        drifted = has_undeclared if self.undeclared_fields == QUARANTINE else F.lit(False)
+        drifted = has_undeclared if self.undeclared_fields == UndeclaredFields.QUARANTINE else F.lit(False)
         failed = value.isNull() | parsed.isNull() | mismatch | has_missing | drifted
 
         # For messages only, so computed once and only for rows that failed: the variant
@@ -298,7 +337,7 @@ def _field(variant: Column, name: str) -> Column:
     return F.try_variant_get(variant, f"$['{escaped}']", "variant")
 
 
-def _parse_schema(spec: StageSpec, raw: object) -> StructType:
+def _parse_schema(spec: Declaration, raw: object) -> StructType:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import _parse_datatype_string
 
@@ -325,7 +364,7 @@ def _parse_schema(spec: StageSpec, raw: object) -> StructType:
     return parsed
 
 
-def from_spec(spec: StageSpec, options: JsonOptions) -> JsonParse:
+def from_spec(spec: Declaration, options: JsonOptions) -> JsonParse:
     """The stage ``spec`` declares, from its validated options.
 
     Raises:
@@ -342,3 +381,7 @@ def from_spec(spec: StageSpec, options: JsonOptions) -> JsonParse:
         name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=options.strings,
         undeclared_fields=options.undeclared_fields,
     )
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType("json", JsonOptions, from_spec, "Parse JSON against a declared schema (deserialize).")

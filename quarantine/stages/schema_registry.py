@@ -24,14 +24,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
-from quarantine.config import StageSpec
+from pydantic import ConfigDict, Field
+
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.errors import ConfigError, RetriesExhaustedError
 from quarantine.redaction import redact_text
-from quarantine.stage_types import RegistryOptions
+from quarantine.stage import Declaration, StageOptions
 from quarantine.stages.schema_sources import (
     RegistryAuthError,
     RegistryUnreachableError,
@@ -40,6 +41,13 @@ from quarantine.stages.schema_sources import (
     UnknownSubjectError,
     UnknownVersionError,
 )
+from quarantine.values.options import (
+    CREDENTIAL,
+    REGISTRY_URL,
+    SUBJECTS,
+    existing,
+)
+from quarantine.values.types import OPTIONAL_TEXT, integer
 
 log = logging.getLogger("quarantine")
 
@@ -57,6 +65,41 @@ __all__ = [
     "warn_not_listed",
     "warn_skipped",
 ]
+
+
+
+class RegistryOptions(StageOptions):
+    """A schema registry speaking the Confluent REST API: an avro or protobuf stage's writer schemas are the
+    versions of its subject (or subjects), listed when the stage is built."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "url": "https://schema-registry.example.com:8081",
+        "subject": "orders-value",
+        "user": "${env:SCHEMA_REGISTRY_USER}",
+        "password": "${env:SCHEMA_REGISTRY_PASSWORD}",
+    }]})
+
+    url: Annotated[str, REGISTRY_URL] = Field(examples=["https://schema-registry.example.com:8081"])
+    """The registry's base URL, http(s)://host[:port]."""
+    subject: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["orders-value"])
+    """The subject whose versions are the writer schemas (Kafka Connect's default for a topic's values:
+    ``<topic>-value``). Exactly one of subject and subjects; required with url."""
+    subjects: Annotated[list[str] | None, SUBJECTS] = Field(None, examples=[["orders-value", "returns-value"]])
+    """Several subjects (a topic whose records are written under more than one)."""
+    user: Annotated[str | None, CREDENTIAL] = Field(None, examples=["${env:SCHEMA_REGISTRY_USER}"])
+    """Basic-auth user (Confluent Cloud: the API key), usually from the environment as ``${env:NAME}``."""
+    password: Annotated[str | None, CREDENTIAL] = Field(None, examples=["${env:SCHEMA_REGISTRY_PASSWORD}"])
+    """Basic-auth password (Confluent Cloud: the API secret): write ``${env:NAME}``, never the value; on Databricks
+    the job cluster's environment variable holds the secret reference ``{{secrets/<scope>/<key>}}``."""
+    ca_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/registry-ca.pem"])
+    """PEM file of the certificate authorities that sign the registry's certificate (https; default the
+    system's); relative to the config's folder."""
+    cert_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/client.pem"])
+    """PEM client certificate, for a registry that asks for one (mutual TLS)."""
+    key_file: Annotated[str | None, existing("PEM file", folder=False)] = Field(None, examples=["certs/client-key.pem"])
+    """The client certificate's private key (PEM), unless cert_file holds it."""
+    timeout_s: Annotated[int, integer(1)] = Field(10, examples=[30])
+    """Seconds each request to the registry may take."""
 
 
 def _shown_url(url: str) -> str:
@@ -438,7 +481,7 @@ def avro_writers(versions: Iterable[SubjectVersion]) -> tuple[dict[int, str], li
     return writers, skipped
 
 
-def listed_versions(spec: StageSpec, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
+def listed_versions(spec: Declaration, options: RegistryOptions) -> tuple[RegistrySource, list[SubjectVersion]]:
     """The registry the options name, and every version of its subjects (each request made once).
 
     Raises:

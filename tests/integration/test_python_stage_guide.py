@@ -23,10 +23,10 @@ import yaml
 
 from quarantine.batch.chain import apply_stages
 from quarantine.cli import main
-from quarantine.stages._values import parse_spark_type
 from quarantine.stages.decode import DecodeUtf8
 from quarantine.stages.json import JsonParse
 from quarantine.stages.python import python_stage
+from quarantine.values.spark import parse_spark_type
 from tests import fixtures_py_stage as fx
 from tests.helpers import kafka_df
 from tests.support.readme import block

@@ -1,63 +1,39 @@
-"""One stage table: a stage type registered in one place is loaded, shown, validated, built and run.
+"""One stage table: a stage type declared in one module and listed in one line is loaded, shown,
+validated, built, checked for lineage and run.
 
-The type below exists only in this test. Registering it (its options model, its factory)
-is all it takes for the config loader to accept it, the JSON Schema to show it,
-``Pipeline.check_config`` (what ``quarantine validate`` runs) to build it, and a batch run to
-quarantine what it rejects.
+The type (``tests/support/shout_stage.py``) exists only for these tests and is written as a
+built-in is: its module holds its options model (a cross-field rule as a validator), its
+factory, its code and what it reads and produces. Registering its ``STAGE_TYPE`` is all it
+takes for the config loader to accept it, the JSON Schema and the reference to show it,
+``Pipeline.check_config`` (what ``quarantine validate`` runs) to build it, lineage to check what
+reads it, and a batch run to quarantine what it rejects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
-from quarantine._config_types import TEXT
-from quarantine.config import StageSpec, json_schema, parse_config
+from quarantine.config import json_schema, parse_config
+from quarantine.config.reference import stages_page
 from quarantine.errors import ConfigError
+from quarantine.lineage import declared_result
 from quarantine.pipeline import Pipeline
-from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import STAGE_TYPES, StageOptions, StageType, register_stage_type, unregister_stage_type
+from quarantine.stage import StageOptions, StageType
+from quarantine.stages import STAGE_TYPES, register_stage_type, unregister_stage_type
+from quarantine.values.types import TEXT
 from tests.helpers import kafka_df
-
-
-class ShoutOptions(StageOptions):
-    """Options of the test-only ``shout`` stage."""
-
-    suffix: Annotated[str, TEXT] = "!"
-    """Appended to the upper-cased text."""
-
-
-@dataclass(frozen=True, repr=False)
-class Shout(Stage):
-    """Upper-cases a string and appends a suffix; an empty string is an ``EmptyText`` error."""
-
-    name: str
-    input: str | None = None
-    suffix: str = "!"
-    kind: ErrorKind = ErrorKind.TRANSFORM
-
-    deterministic = True
-
-    def evaluate(self, value: Column, ctx: StageContext) -> Column:
-        failed = F.coalesce(value == F.lit(""), F.lit(True))
-        return outcome(F.concat(F.upper(value), F.lit(self.suffix)), failed,
-                       self.error("EmptyText", F.lit("the text is empty or NULL")))
-
-
-def _build(spec: StageSpec, options: ShoutOptions) -> Shout:
-    return Shout(name=spec.name, input=spec.input, suffix=options.suffix)
+from tests.support import shout_stage
+from tests.support.shout_stage import Shout, ShoutOptions
 
 
 @pytest.fixture
 def shout() -> Iterator[StageType]:
-    registered = register_stage_type(StageType("shout", ShoutOptions, _build, "Upper-cases text (transform)."))
+    registered = register_stage_type(shout_stage.STAGE_TYPE)  # the one line a built-in adds to the table
     try:
         yield registered
     finally:
@@ -102,6 +78,34 @@ def test_a_registered_type_is_loaded_shown_validated_and_built(shout: StageType,
     assert info.value.key == "stages[1].options.sufix"
     assert "did you mean 'stages[1].options.suffix'" in info.value.allowed
 
+    with pytest.raises(ConfigError) as info:  # and its cross-field rule, when the config is loaded
+        parse_config(_config(tmp_path, {"suffix": "!!!", "times": 4}))
+    assert (info.value.key, info.value.value) == ("stages[1].options.times", 4)
+    assert "at most 3 times a 3-character suffix" in info.value.allowed
+
+    assert "\n## shout\n" in stages_page() and "#### `shout` option `times`" in stages_page()
+
+
+def test_a_registered_type_reports_its_lineage(shout: StageType, tmp_path: Path) -> None:
+    config = parse_config(_config(tmp_path, {}))
+    assert declared_result(config.stages, Pipeline.check_config(config)) == StringType()
+
+    raw = _config(tmp_path, {})
+    raw["stages"][1]["input"] = "value"  # the raw bytes: it reads text
+    with pytest.raises(ConfigError) as info:
+        Pipeline.check_config(parse_config(raw))
+    assert info.value.key == "stages[1].input"
+    assert "the raw BINARY bytes; add a decode_utf8 stage" in info.value.allowed
+
+    raw = _config(tmp_path, {})
+    raw["stages"].append({"name": "check", "type": "checks", "options": {"rules": [
+        {"column": "word", "check": "not_null"},
+    ]}})
+    with pytest.raises(ConfigError) as info:  # what it produces (a STRING) has no fields to check
+        Pipeline.check_config(parse_config(raw))
+    assert info.value.key == "stages[2].options.rules[0].column"
+    assert "stage 'loud' (shout), a string, which has no fields" in info.value.allowed
+
 
 def test_a_registered_type_runs_and_quarantines_what_it_rejects(
     shout: StageType, spark: Any, tmp_path: Path
@@ -118,7 +122,7 @@ def test_a_registered_type_runs_and_quarantines_what_it_rejects(
 
 def test_a_taken_name_is_refused(shout: StageType) -> None:
     with pytest.raises(ValueError, match="already registered"):
-        register_stage_type(StageType("shout", ShoutOptions, _build, "again"))
+        register_stage_type(StageType("shout", ShoutOptions, shout_stage.from_spec, "again"))
 
 
 class WhisperOptions(StageOptions):
@@ -130,7 +134,8 @@ class WhisperOptions(StageOptions):
 
 def test_a_replaced_type_is_validated_with_its_new_options(shout: StageType, tmp_path: Path) -> None:
     parse_config(_config(tmp_path, {"suffix": "?"}))  # the loader has seen the first model
-    register_stage_type(StageType("shout", WhisperOptions, _build, "Whispers (transform)."), replace=True)
+    whisper = StageType("shout", WhisperOptions, shout_stage.from_spec, "Whispers (transform).")
+    register_stage_type(whisper, replace=True)
 
     config = parse_config(_config(tmp_path, {"prefix": "hey "}))
     assert config.stages[1].options == {"prefix": "hey "}

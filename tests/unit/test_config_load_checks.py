@@ -104,6 +104,17 @@ def test_a_range_bound_that_is_neither_a_number_nor_a_date_is_refused_at_load_na
     assert "number" in e.allowed and "date" in e.allowed
 
 
+def test_a_range_without_bounds_is_refused_at_load_naming_min() -> None:
+    e = _error(_range())
+    assert (e.key, e.value) == ("stages[2].options.rules[0].min", None)
+    assert e.allowed == "a min and/or a max for a range check"
+
+
+def test_a_range_whose_min_is_above_its_max_is_refused_at_load() -> None:
+    e = _error(_range(min=5, max=1))
+    assert (e.key, e.value, e.allowed) == ("stages[2].options.rules[0].min", 5, "a value <= max (1)")
+
+
 @pytest.mark.parametrize("bound", [10, 2.5, "10", "-1e3", "2026-01-31", "2026-01-31 12:00:00", "2026-01-31T12:00:00Z",
                                    "2026-01-31 12:00:00.123+01:00"])
 def test_numbers_and_dates_and_times_are_range_bounds(bound: Any) -> None:

@@ -216,22 +216,6 @@ def test_no_error_message_shows_a_configured_secret(sections: dict[str, Any]) ->
 # --------------------------------------------------------------------------- stage options vs stage modules
 
 
-def _names(model: Any) -> set[str]:
-    return {f.alias or name for name, f in model.model_fields.items()}
-
-
-def test_the_declared_options_are_the_ones_each_stage_module_reads() -> None:
-    """A stage module that learns an option must teach the loader (and the schema) too."""
-    from quarantine.stage_types import RULE_DECLARATIONS, STAGE_TYPES
-    from quarantine.stages.checks import _RULES
-
-    assert _names(STAGE_TYPES["checks"].options) == {"rules"}
-    assert _names(STAGE_TYPES["python"].options) == {"function", "returns", "mode", "nullable", "retriable", "path"}
-    assert {c.value: {"column", "check", *r.options} for c, r in _RULES.items()} == {
-        c: _names(m) for c, m in RULE_DECLARATIONS.items()
-    }
-
-
 def test_every_declared_option_builds_without_spark_where_the_stage_needs_none() -> None:
     """The options the loader accepts are accepted by the stage modules (json needs Spark: left out)."""
     from quarantine.stages import build_stages

@@ -18,17 +18,12 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter
 
-from quarantine._config_types import BOOL, integer
 from quarantine.config import PipelineConfig, parse_config
 from quarantine.config.reference import COMMAND, EXAMPLE_MARKER, pages, stages_page
-from quarantine.stage_types import (
-    RULE_DECLARATIONS,
-    STAGE_TYPES,
-    StageOptions,
-    StageType,
-    register_stage_type,
-    unregister_stage_type,
-)
+from quarantine.stage import StageOptions, StageType
+from quarantine.stages import STAGE_TYPES, register_stage_type, unregister_stage_type
+from quarantine.stages.checks import RULES
+from quarantine.values.types import BOOL, integer
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference"
@@ -100,7 +95,7 @@ def test_every_stage_type_and_every_checks_rule_option_is_in_the_stage_page() ->
         assert f"\n## {name}\n" in page
         for option, f in stage_type.options.model_fields.items():
             assert f"#### `{name}` option `{f.alias or option}`" in page
-    for check, rule in RULE_DECLARATIONS.items():
+    for check, rule in RULES.items():
         assert f"### `rules`: `check: {check}`" in page
         for option in rule.model_fields.keys() - {"check"}:
             assert f"#### `{check}` option `{option}`" in page
@@ -114,7 +109,7 @@ def _models() -> Iterator[type[BaseModel]]:
     for stage_type in STAGE_TYPES.values():
         yield stage_type.declaration
         yield stage_type.options
-    yield from RULE_DECLARATIONS.values()
+    yield from RULES.values()
 
 
 @pytest.mark.parametrize("model", list(_models()), ids=lambda m: m.__name__)

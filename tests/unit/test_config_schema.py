@@ -180,6 +180,11 @@ BAD = [
     pytest.param(_raw(stages=[{"name": "a", "type": "checks",
                                "options": {"rules": [{"check": "length", "min": -1}]}}]),
                  "stages[0].options.rules[0].min", id="negative-length"),
+    pytest.param(_raw(stages=[{"name": "a", "type": "checks", "options": {"rules": [{"check": "range"}]}}]),
+                 "stages[0].options.rules[0].min", id="range-without-bounds"),
+    pytest.param(_raw(stages=[{"name": "a", "type": "checks",
+                               "options": {"rules": [{"check": "length", "column": "x"}]}}]),
+                 "stages[0].options.rules[0].min", id="length-without-bounds"),
     pytest.param(_raw(mlflow={"enabled": True, "token": "t0ken-value"}), "mlflow.token", id="unknown-mlflow-key"),
 ]
 

@@ -10,7 +10,7 @@ from pyspark.sql.types import ArrayType, DecimalType, IntegerType, StringType, T
 from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.stages import build_stage, python
-from quarantine.stages._values import parse_spark_type
+from quarantine.values.spark import parse_spark_type
 from tests import fixtures_py_stage as fx
 
 

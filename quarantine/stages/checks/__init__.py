@@ -37,21 +37,20 @@ outcome passes; the expression's text appears in the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, NullType, StructType
 
-from quarantine.config import StageSpec
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
-from quarantine.stage import Stage, StageContext, outcome
-from quarantine.stage_types import ChecksOptions
+from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.stages.checks.rules import (
-    Check,
+    RULES,
     ExprRule,
     InSetRule,
     LengthRule,
@@ -61,11 +60,15 @@ from quarantine.stages.checks.rules import (
     RegexMatch,
     RegexRule,
     Rule,
+    RuleOptions,
 )
+from quarantine.values.types import config_error
 
 __all__ = [
-    "Check",
+    "RULES",
+    "STAGE_TYPE",
     "Checks",
+    "ChecksOptions",
     "ExprRule",
     "InSetRule",
     "LengthRule",
@@ -76,53 +79,23 @@ __all__ = [
     "RegexRule",
     "Rule",
     "from_spec",
-    "parse_rule",
     "parse_rules",
 ]
 
 
-_RULES: dict[Check, type[Rule]] = {
-    Check.NOT_NULL: NotNullRule,
-    Check.RANGE: RangeRule,
-    Check.IN_SET: InSetRule,
-    Check.NOT_IN_SET: NotInSetRule,
-    Check.REGEX: RegexRule,
-    Check.LENGTH: LengthRule,
-    Check.EXPR: ExprRule,
-}
+class ChecksOptions(StageOptions):
+    """Options of a ``checks`` stage."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"rules": [
+        {"column": "order_id", "check": "not_null"},
+        {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+        {"column": "currency", "check": "in_set", "values": ["EUR", "USD"]},
+    ]}]})
 
-def parse_rule(raw: object, key: str) -> Rule:
-    """Build one rule from its YAML mapping.
-
-    Args:
-        raw: ``{column: amount, check: range, min: 0, max: 10000}``.
-        key: the rule's config path, ``stages[i].options.rules[j]``.
-
-    Raises:
-        ConfigError: naming ``<key>.<option>`` for an unknown check, an unknown
-            or missing option, or a bad value.
-    """
-    if not isinstance(raw, Mapping):
-        raise ConfigError(key, raw, "a mapping such as {column: amount, check: not_null}")
-    check_raw = raw.get("check")
-    try:
-        check = Check(str(check_raw))
-    except ValueError:
-        raise ConfigError(f"{key}.check", check_raw, f"one of {' | '.join(Check)}") from None
-    cls = _RULES[check]
-    allowed = ("column", "check", *cls.options)
-    for k in raw:
-        if k not in allowed:
-            raise ConfigError(
-                f"{key}.{k}", raw[k], f"one of the {check} options: {', '.join(allowed)}"
-            )
-    column = raw.get("column")
-    if column is not None and (not isinstance(column, str) or not column):
-        raise ConfigError(
-            f"{key}.column", column, "a field name (omit it to check the input itself)"
-        )
-    return cls.from_options(column, raw, key)
+    rules: Annotated[list[RuleOptions], Field(min_length=1)] = Field(
+        examples=[[{"column": "order_id", "check": "not_null"}]]
+    )
+    """The rules, in order; the first failing one names the error class."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -143,6 +116,16 @@ class Checks(Stage):
     def __post_init__(self) -> None:
         if not self.rules:
             raise ConfigError(f"stage {self.name}: options.rules", [], "at least one rule")
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The input, unchanged."""
+        return input_type
+
+    def fields_read(self) -> tuple[tuple[str, str], ...]:
+        """Each rule's ``column``, named by its ``options.rules[j].column`` key."""
+        return tuple(
+            (f"options.rules[{j}].column", rule.column) for j, rule in enumerate(self.rules) if rule.column is not None
+        )
 
     @property
     def deterministic(self) -> bool:  # type: ignore[override]
@@ -168,7 +151,7 @@ class Checks(Stage):
         # every rule built for its value's type, so that no value can fail the job
         input_type = ctx.type_of(value)
         rules = [
-            r if isinstance(r, ExprRule) else replace(r, value_type=_field_type(input_type, r.column))
+            r if isinstance(r, ExprRule) else r.for_type(_field_type(input_type, r.column))
             for r in self.rules
         ]
         # each rule's verdict once per row: the failure test, the class and the message read it
@@ -180,9 +163,9 @@ class Checks(Stage):
             F.when(fail, r.message(r.target(value)))
             for r, fail in zip(rules, fails, strict=True)
         ]
-        error_class = F.when(fails[0], F.lit(rules[0].check.value))
+        error_class = F.when(fails[0], F.lit(rules[0].check))
         for r, fail in zip(rules[1:], fails[1:], strict=True):
-            error_class = error_class.when(fail, F.lit(r.check.value))
+            error_class = error_class.when(fail, F.lit(r.check))
         failed = fails[0]
         for fail in fails[1:]:
             failed = failed | fail
@@ -197,21 +180,31 @@ def _field_type(input_type: DataType | None, column: str | None) -> DataType | N
     return None
 
 
+_RULE_LIST: TypeAdapter[list[Any]] = TypeAdapter(Annotated[list[RuleOptions], Field(min_length=1)])
+
+
 def parse_rules(raw: object, key: str) -> tuple[Rule, ...]:
-    """Build every rule of ``options.rules`` (``key`` names that list)."""
-    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
-        raise ConfigError(
-            key, raw, "a non-empty list of rules such as {column: x, check: not_null}"
-        )
-    return tuple(parse_rule(r, f"{key}[{j}]") for j, r in enumerate(raw))
+    """The rules of ``raw`` (mappings as written in ``options.rules``), validated by their models.
 
-
-def from_spec(spec: StageSpec, options: ChecksOptions) -> Checks:
-    """The stage ``spec`` declares, from its validated options (see the module docstring for the rules).
+    Args:
+        raw: ``[{column: amount, check: range, min: 0, max: 10000}, …]``.
+        key: the config path of that list, for errors (``stages[3].options.rules``).
 
     Raises:
-        ConfigError: naming ``stages[i].options.rules[j].<key>`` for a rule its model lets
-            through and the rule refuses (a bound of the wrong kind for its check…).
+        ConfigError: naming ``<key>[j].<option>`` for an unknown check or option, or a bad value.
     """
-    written = [r.model_dump(exclude_unset=True) for r in options.rules]
-    return Checks(name=spec.name, rules=parse_rules(written, spec.key("options.rules")), input=spec.input)
+    try:
+        return tuple(_RULE_LIST.validate_python(raw))
+    except ValidationError as exc:
+        raise config_error(exc, _RULE_LIST.json_schema(by_alias=True), key) from None
+
+
+def from_spec(spec: Declaration, options: ChecksOptions) -> Checks:
+    """The stage ``spec`` declares, from its validated options (see the module docstring for the rules)."""
+    return Checks(name=spec.name, rules=tuple(options.rules), input=spec.input)
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "checks", ChecksOptions, from_spec, "Native row checks; a row breaking any rule is quarantined (validate)."
+)

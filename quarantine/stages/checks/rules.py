@@ -3,9 +3,10 @@
 A rule is a pure Column predicate over one field of the input struct (or over
 the input itself when ``column`` is omitted), with what a passing value looks
 like (``expected``) and how the message shows the value (``found``, rendered as
-JSON: strings quoted, numbers bare). Each rule class builds itself from its YAML
-mapping (:meth:`Rule.from_options`); :class:`quarantine.stages.checks.Checks`
-chains them.
+JSON: strings quoted, numbers bare). Each rule is one pydantic model: its options,
+their cross-field rules as validators (checked when a config is loaded, so the JSON
+Schema and ``quarantine validate`` agree), and its predicate;
+:class:`quarantine.stages.checks.Checks` chains them. :data:`RULES` lists them.
 
 NULL semantics: every check except ``not_null`` passes on NULL (like a SQL
 ``CHECK`` constraint), so optional fields can be checked; add a ``not_null``
@@ -41,18 +42,18 @@ from __future__ import annotations
 import json
 import operator
 import re
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, Self
 
+from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, Tag, field_validator, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.errors import ConfigError
-from quarantine.stages._values import (
+from quarantine.stage import StageOptions
+from quarantine.unlogged import unlogged_analysis
+from quarantine.values.options import BOUND, FIELD, VALUES, choice_of, const, tagged
+from quarantine.values.spark import (
     as_text,
     compare,
     incomparable,
@@ -61,10 +62,10 @@ from quarantine.stages._values import (
     render_value,
     text_length,
 )
-from quarantine.unlogged import unlogged_analysis
+from quarantine.values.types import BOOL, TEXT, fail, integer
 
 __all__ = [
-    "Check",
+    "RULES",
     "ExprRule",
     "InSetRule",
     "LengthRule",
@@ -74,19 +75,8 @@ __all__ = [
     "RegexMatch",
     "RegexRule",
     "Rule",
+    "RuleOptions",
 ]
-
-
-class Check(StrEnum):
-    """The check names usable in ``rules[].check``; also the error classes."""
-
-    NOT_NULL = "not_null"
-    RANGE = "range"
-    IN_SET = "in_set"
-    NOT_IN_SET = "not_in_set"
-    REGEX = "regex"
-    LENGTH = "length"
-    EXPR = "expr"
 
 
 class RegexMatch(StrEnum):
@@ -94,9 +84,6 @@ class RegexMatch(StrEnum):
 
     FULL = "full"
     SEARCH = "search"
-
-
-Scalar = int | float | str | bool
 
 
 def _json(v: object) -> str:
@@ -107,31 +94,36 @@ def _number_text(v: int | float | str) -> str:
     return _json(v) if isinstance(v, str) else repr(v)
 
 
-@dataclass(frozen=True)
-class Rule(ABC):
-    """One check on one field.
+class Rule(StageOptions):
+    """One check on one field: its options (the model) and its predicate.
 
-    Attributes:
-        column: the struct field checked; None checks the input value itself.
-        value_type: the checked value's Spark type, set by :class:`Checks` when it
-            is evaluated; it makes the rule total (see the module doc).
+    ``check`` (each rule's one constant) is also the error class of a row it fails.
     """
 
-    column: str | None
-    value_type: DataType | None = field(default=None, kw_only=True, compare=False)
+    column: Annotated[str | None, FIELD] = Field(None, examples=["amount"])
+    """The struct field checked; omit it to check the stage's input itself."""
+    check: str
+    _value_type: DataType | None = PrivateAttr(None)
 
-    #: The check this rule implements.
-    check: ClassVar[Check]
-    #: Options besides ``column`` and ``check`` that the rule accepts.
-    options: ClassVar[tuple[str, ...]] = ()
+    def for_type(self, value_type: DataType | None) -> Self:
+        """This rule built for a checked value of ``value_type`` (set by :class:`Checks` when it
+        is evaluated): it makes the rule total (see the module doc)."""
+        typed = self.model_copy()
+        typed._value_type = value_type
+        return typed
 
-    @abstractmethod
+    @property
+    def value_type(self) -> DataType | None:
+        """The checked value's Spark type, once :meth:`for_type` gave it."""
+        return self._value_type
+
     def passes(self, value: Column) -> Column:
         """True where the value passes; NULL is read as a pass (see the module doc)."""
+        raise NotImplementedError
 
-    @abstractmethod
     def expected(self) -> str:
         """What a passing value looks like, as written after ``expected``."""
+        raise NotImplementedError
 
     def found(self, value: Column) -> Column:
         """What the message shows after ``found``."""
@@ -146,17 +138,13 @@ class Rule(ABC):
         where = f"field '{self.column}'" if self.column is not None else "input"
         return F.concat(F.lit(f"{where}: expected {self.expected()}, found "), self.found(value))
 
-    @classmethod
-    @abstractmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        """Build from a rule mapping; ``key`` is ``stages[i].options.rules[j]``."""
 
-
-@dataclass(frozen=True)
 class NotNullRule(Rule):
     """The value is not NULL."""
 
-    check: ClassVar[Check] = Check.NOT_NULL
+    model_config = ConfigDict(json_schema_extra={"examples": [{"column": "order_id", "check": "not_null"}]})
+
+    check: Annotated[str, const("not_null")]
 
     def passes(self, value: Column) -> Column:
         return value.isNotNull()
@@ -167,21 +155,38 @@ class NotNullRule(Rule):
     def found(self, value: Column) -> Column:
         return F.lit("NULL")
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        return cls(column)
+
+#: The JSON Schema of "at least one of min and max" (the validators say it to the loader).
+_A_BOUND: list[JsonValue] = [{"required": ["min"]}, {"required": ["max"]}]
 
 
-@dataclass(frozen=True)
 class RangeRule(Rule):
-    """``min <= value <= max`` (either bound optional, each inclusive or not)."""
+    """min <= value <= max; NULL passes. Bounds are numbers, or date/timestamp strings."""
 
-    min: int | float | str | None = None
-    max: int | float | str | None = None
-    min_inclusive: bool = True
-    max_inclusive: bool = True
-    check: ClassVar[Check] = Check.RANGE
-    options: ClassVar[tuple[str, ...]] = ("min", "max", "min_inclusive", "max_inclusive")
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+    ], "anyOf": _A_BOUND})
+
+    check: Annotated[str, const("range")]
+    min: Annotated[Any, BOUND] = Field(None, examples=[0, "2026-01-01"])
+    """Lower bound (at least one of min and max)."""
+    max: Annotated[Any, BOUND] = Field(None, examples=[10_000, "2026-12-31 23:59:59"])
+    """Upper bound."""
+    min_inclusive: Annotated[bool, BOOL] = True
+    """Whether the value may equal min."""
+    max_inclusive: Annotated[bool, BOOL] = True
+    """Whether the value may equal max."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        lo, hi = self.min, self.max
+        if lo is None and hi is None:
+            raise fail("a min and/or a max for a range check", at="min", value=None)
+        if (isinstance(lo, int | float) and isinstance(hi, int | float) and lo > hi) or (
+            isinstance(lo, str) and isinstance(hi, str) and lo > hi
+        ):
+            raise fail(f"a value <= max ({hi})", at="min", value=lo)
+        return self
 
     def _within(self, value: Column) -> Column | None:
         """The range test: NULL where the value cannot be compared; None if no value can."""
@@ -211,12 +216,7 @@ class RangeRule(Rule):
         return F.concat(render_value(value), F.when(within.isNull(), why).otherwise(F.lit("")))
 
     def expected(self) -> str:
-        if (
-            self.min is not None
-            and self.max is not None
-            and self.min_inclusive
-            and self.max_inclusive
-        ):
+        if self.min is not None and self.max is not None and self.min_inclusive and self.max_inclusive:
             return f"between {_number_text(self.min)} and {_number_text(self.max)}"
         parts = []
         if self.min is not None:
@@ -225,51 +225,17 @@ class RangeRule(Rule):
             parts.append(f"{'<=' if self.max_inclusive else '<'} {_number_text(self.max)}")
         return " and ".join(parts)
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        lo, hi = opts.get("min"), opts.get("max")
-        if lo is None and hi is None:
-            raise ConfigError(f"{key}.min", None, "a min and/or a max for a range check")
-        for name, v in (("min", lo), ("max", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
-                raise ConfigError(f"{key}.{name}", v, "a number (or a date/timestamp string)")
-        if (isinstance(lo, int | float) and isinstance(hi, int | float) and lo > hi) or (
-            isinstance(lo, str) and isinstance(hi, str) and lo > hi
-        ):
-            raise ConfigError(f"{key}.min", lo, f"a value <= max ({hi})")
-        return cls(
-            column,
-            lo,
-            hi,
-            _flag(opts, "min_inclusive", key),
-            _flag(opts, "max_inclusive", key),
-        )
 
-
-def _flag(opts: Mapping[str, Any], name: str, key: str) -> bool:
-    v = opts.get(name, True)
-    if not isinstance(v, bool):
-        raise ConfigError(f"{key}.{name}", v, "true | false")
-    return v
-
-
-def _values(opts: Mapping[str, Any], key: str) -> tuple[Scalar, ...]:
-    vs = opts.get("values")
-    if not isinstance(vs, list) or not vs:
-        raise ConfigError(f"{key}.values", vs, "a non-empty list of values")
-    for v in vs:
-        if not isinstance(v, int | float | str | bool):
-            raise ConfigError(f"{key}.values", vs, "a list of strings, numbers or booleans")
-    return tuple(vs)
-
-
-@dataclass(frozen=True)
 class InSetRule(Rule):
-    """The value is one of ``values``."""
+    """The value is one of values; NULL passes."""
 
-    values: tuple[Scalar, ...] = ()
-    check: ClassVar[Check] = Check.IN_SET
-    options: ClassVar[tuple[str, ...]] = ("values",)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "currency", "check": "in_set", "values": ["EUR", "USD"]},
+    ]})
+
+    check: Annotated[str, const("in_set")]
+    values: Annotated[tuple[Any, ...], VALUES] = Field(examples=[["EUR", "USD"]])
+    """The allowed values."""
 
     def passes(self, value: Column) -> Column:
         return member_of(value, self.value_type, self.values)
@@ -277,18 +243,17 @@ class InSetRule(Rule):
     def expected(self) -> str:
         return "one of " + ", ".join(_json(v) for v in self.values)
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        return cls(column, _values(opts, key))
 
-
-@dataclass(frozen=True)
 class NotInSetRule(Rule):
-    """The value is none of ``values``."""
+    """The value is none of values; NULL passes."""
 
-    values: tuple[Scalar, ...] = ()
-    check: ClassVar[Check] = Check.NOT_IN_SET
-    options: ClassVar[tuple[str, ...]] = ("values",)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "customer", "check": "not_in_set", "values": ["test", "unknown"]},
+    ]})
+
+    check: Annotated[str, const("not_in_set")]
+    values: Annotated[tuple[Any, ...], VALUES] = Field(examples=[["test", "unknown"]])
+    """The forbidden values."""
 
     def passes(self, value: Column) -> Column:
         return ~member_of(value, self.value_type, self.values)
@@ -296,23 +261,39 @@ class NotInSetRule(Rule):
     def expected(self) -> str:
         return "none of " + ", ".join(_json(v) for v in self.values)
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        return cls(column, _values(opts, key))
-
 
 _PY_ONLY_REGEX = re.compile(r"\(\?P[<=]")
 _JAVA_NAMED_GROUP = re.compile(r"\(\?<([A-Za-z][A-Za-z0-9]*)>")
 
 
-@dataclass(frozen=True)
 class RegexRule(Rule):
-    """The value matches ``pattern`` (Java regex; see the module doc)."""
+    """The value matches a Java regular expression; NULL passes."""
 
-    pattern: str = ""
-    match: RegexMatch = RegexMatch.FULL
-    check: ClassVar[Check] = Check.REGEX
-    options: ClassVar[tuple[str, ...]] = ("pattern", "match")
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "currency", "check": "regex", "pattern": "[A-Z]{3}"},
+    ]})
+
+    check: Annotated[str, const("regex")]
+    pattern: Annotated[str, TEXT] = Field(examples=["[A-Z]{3}"])
+    """A java.util.regex pattern; named groups are (?<name>...)."""
+    match: Annotated[RegexMatch, choice_of(RegexMatch)] = RegexMatch.FULL
+    """full: the whole value matches; search: the pattern occurs anywhere."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        if _PY_ONLY_REGEX.search(pattern):
+            raise fail(
+                "a Java regular expression: (?P<name>…) and (?P=name) are Python-only; use (?<name>…) and \\k<name>"
+            )
+        try:
+            re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", pattern))
+        except re.error as exc:
+            raise fail(f"a valid regular expression ({exc})") from None
+        problem = java_regex_problem(pattern)
+        if problem is not None:
+            raise fail(f"a regular expression java.util.regex compiles ({problem})")
+        return pattern
 
     def passes(self, value: Column) -> Column:
         java = f"\\A(?:{self.pattern})\\z" if self.match is RegexMatch.FULL else self.pattern
@@ -322,44 +303,27 @@ class RegexRule(Rule):
         verb = "to match" if self.match is RegexMatch.FULL else "to contain a match of"
         return f"{verb} /{self.pattern}/"
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        pattern = opts.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            raise ConfigError(f"{key}.pattern", pattern, "a non-empty regular expression")
-        if _PY_ONLY_REGEX.search(pattern):
-            raise ConfigError(
-                f"{key}.pattern",
-                pattern,
-                "a Java regular expression: (?P<name>…) and (?P=name) are Python-only; "
-                "use (?<name>…) and \\k<name>",
-            )
-        try:
-            re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", pattern))
-        except re.error as exc:
-            raise ConfigError(
-                f"{key}.pattern", pattern, f"a valid regular expression ({exc})"
-            ) from None
-        problem = java_regex_problem(pattern)
-        if problem is not None:
-            raise ConfigError(
-                f"{key}.pattern", pattern, f"a regular expression java.util.regex compiles ({problem})"
-            )
-        try:
-            match = RegexMatch(str(opts.get("match", "full")).lower())
-        except ValueError:
-            raise ConfigError(f"{key}.match", opts.get("match"), "full | search") from None
-        return cls(column, pattern, match)
 
-
-@dataclass(frozen=True)
 class LengthRule(Rule):
-    """``min <= length(value) <= max`` (characters; bytes for BINARY)."""
+    """min <= length <= max (characters; bytes for BINARY); NULL passes."""
 
-    min: int | None = None
-    max: int | None = None
-    check: ClassVar[Check] = Check.LENGTH
-    options: ClassVar[tuple[str, ...]] = ("min", "max")
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"column": "order_id", "check": "length", "min": 1, "max": 64},
+    ], "anyOf": _A_BOUND})
+
+    check: Annotated[str, const("length")]
+    min: Annotated[int | None, integer(0, optional=True)] = Field(None, examples=[1])
+    """Shortest length (at least one of min and max)."""
+    max: Annotated[int | None, integer(0, optional=True)] = Field(None, examples=[64])
+    """Longest length."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.min is None and self.max is None:
+            raise fail("a min and/or a max for a length check", at="min", value=None)
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise fail(f"a length <= max ({self.max})", at="min", value=self.min)
+        return self
 
     def passes(self, value: Column) -> Column:
         n = text_length(value, self.value_type)
@@ -384,26 +348,23 @@ class LengthRule(Rule):
             return F.concat(render_value(value), F.lit(f" ({self.value_type.simpleString()}: no length)"))
         return F.format_string("%s (length %d)", render_value(value), n)
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        lo, hi = opts.get("min"), opts.get("max")
-        if lo is None and hi is None:
-            raise ConfigError(f"{key}.min", None, "a min and/or a max for a length check")
-        for name, v in (("min", lo), ("max", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ConfigError(f"{key}.{name}", v, "an integer >= 0")
-        if lo is not None and hi is not None and lo > hi:
-            raise ConfigError(f"{key}.min", lo, f"a length <= max ({hi})")
-        return cls(column, lo, hi)
 
-
-@dataclass(frozen=True)
 class ExprRule(Rule):
-    """A Spark SQL boolean expression over the staged DataFrame is not false."""
+    """A Spark SQL boolean expression over the staged row; NULL passes."""
 
-    expr: str = ""
-    check: ClassVar[Check] = Check.EXPR
-    options: ClassVar[tuple[str, ...]] = ("expr",)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"check": "expr", "expr": "parse_order.result.amount > 0"},
+    ]})
+
+    check: Annotated[str, const("expr")]
+    expr: Annotated[str, TEXT] = Field(examples=["parse_order.result.amount > 0"])
+    """E.g. 'parse_order.result.amount > 0'."""
+
+    @field_validator("expr")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        _check_sql(text)
+        return text
 
     def passes(self, value: Column) -> Column:
         return F.expr(self.expr)
@@ -416,16 +377,32 @@ class ExprRule(Rule):
             return F.lit("false")
         return render_value(value)
 
-    @classmethod
-    def from_options(cls, column: str | None, opts: Mapping[str, Any], key: str) -> Rule:
-        text = opts.get("expr")
-        if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"{key}.expr", text, "a Spark SQL boolean expression")
-        _check_sql(text.strip(), f"{key}.expr")
-        return cls(column, text.strip())
+
+#: Check name of a ``checks`` rule → its model: THE list of rules (the JSON Schema's and the reference's).
+RULES: dict[str, type[Rule]] = {
+    "not_null": NotNullRule,
+    "range": RangeRule,
+    "in_set": InSetRule,
+    "not_in_set": NotInSetRule,
+    "regex": RegexRule,
+    "length": LengthRule,
+    "expr": ExprRule,
+}
+
+#: One rule of ``rules:``, picked by its ``check``.
+RuleOptions = Annotated[
+    Annotated[NotNullRule, Tag("check=not_null")]
+    | Annotated[RangeRule, Tag("check=range")]
+    | Annotated[InSetRule, Tag("check=in_set")]
+    | Annotated[NotInSetRule, Tag("check=not_in_set")]
+    | Annotated[RegexRule, Tag("check=regex")]
+    | Annotated[LengthRule, Tag("check=length")]
+    | Annotated[ExprRule, Tag("check=expr")],
+    tagged("check", tuple(RULES)),
+]
 
 
-def _check_sql(text: str, key: str) -> None:
+def _check_sql(text: str) -> None:
     """Parse ``text`` with Spark when a session is active (a syntax error is a config error).
 
     Only the parser's verdict counts: the expression is analysed against an
@@ -443,6 +420,6 @@ def _check_sql(text: str, key: str) -> None:
             _ = session.range(0).select(F.expr(text)).schema
     except ParseException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(key, text, f"a Spark SQL boolean expression ({first})") from None
+        raise fail(f"a Spark SQL boolean expression ({first})") from None
     except Exception:  # unresolved columns and the like: only resolvable in the stage's frame
         return

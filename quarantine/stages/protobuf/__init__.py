@@ -38,22 +38,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Self
 
+from pydantic import ConfigDict, Field, model_validator
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
-from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError, MissingDependencyError
 from quarantine.schema import VALUE, ErrorKind
-from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
-from quarantine.stage_types import ProtobufOptions, RegistryOptions
+from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set
 from quarantine.stages.protobuf.registry import ProtoCompileError, compile_version, protobuf_versions
 from quarantine.stages.schema_registry import (
+    RegistryOptions,
     RegistrySource,
     SubjectVersion,
     listed_versions,
@@ -64,10 +64,49 @@ from quarantine.stages.schema_registry import (
     warn_skipped,
 )
 from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLookupError, UnknownSchemaIdError
+from quarantine.values.options import WIRE_FORMAT, WireFormat, existing, folder_or
+from quarantine.values.types import BOOL, OPTIONAL_TEXT, fail
 
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
 _CALL = "call"
+
+
+
+_DESC = existing(".desc file", folder=False)
+_DESCS = folder_or(RegistryOptions, existing("folder of <id>.desc files", folder=True))
+
+
+class ProtobufOptions(StageOptions):
+    """Options of a ``protobuf`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("schemas", "descriptor", "reader_descriptor")
+    model_config = ConfigDict(json_schema_extra={"examples": [{"schemas": "schemas", "message": "shop.Order"}]})
+
+    wire_format: Annotated[WireFormat, WIRE_FORMAT] = WireFormat.CONFLUENT
+    """How values are framed: 'confluent' (magic byte, schema id, message indexes) or 'none' (plain Protobuf)."""
+    schemas: Annotated[str | RegistryOptions | None, _DESCS] = Field(None, examples=["schemas"])
+    """Writer schemas by id (wire_format confluent): a folder of <id>.desc FileDescriptorSets (protoc --include_imports
+    --descriptor_set_out), relative to the config's folder; or a schema registry (a mapping: url, subject…), whose
+    subject's .proto versions are compiled (grpcio-tools' protoc) when the stage is built."""
+    descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order.desc"])
+    """The one FileDescriptorSet of plain Protobuf values (wire_format none)."""
+    message: Annotated[str | None, OPTIONAL_TEXT] = Field(None, examples=["shop.Order"])
+    """The full name of the message records are read as; default the reader descriptor's first message."""
+    reader_descriptor: Annotated[str | None, _DESC] = Field(None, examples=["order_v2.desc"])
+    """The FileDescriptorSet declaring that message; default the highest id's (with none: descriptor)."""
+    nullable: Annotated[bool, BOOL] = False
+    """A NULL input is a NULL result (success) instead of a NullInput error."""
+
+    @model_validator(mode="after")
+    def _schemas_for_the_wire_format(self) -> Self:
+        if self.wire_format is WireFormat.CONFLUENT and self.schemas is None:
+            raise fail("a folder of <id>.desc descriptor sets, or a schema registry (required with wire_format: "
+                       "confluent)", at="schemas", value=None)
+        if self.wire_format is WireFormat.NONE and self.descriptor is None:
+            raise fail("a .desc file (required with wire_format: none)", at="descriptor", value=None)
+        return self
 
 
 @dataclass(frozen=True, repr=False)
@@ -107,6 +146,10 @@ class ProtobufDecode(Stage):
     # Each record gives the same outcome every time, but a Python parse costs more than keeping
     # the batch: not ``deterministic``, so the runner keeps the decoded batch instead of decoding twice.
     deterministic = False
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The reader message's struct."""
+        return self.result_type
 
     def refreshes(self) -> frozenset[str]:
         """``UnknownSchemaId`` when the writer schemas come from a registry (a refresh may list the id)."""
@@ -204,7 +247,7 @@ def reader_message(data: bytes, name: str | None, key: str, where: str) -> tuple
         raise ConfigError(key, desc.full_name, f"a message with a Spark type ({exc})") from None
 
 
-def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
+def from_spec(spec: Declaration, options: ProtobufOptions) -> ProtobufDecode:
     """Build the stage from its YAML declaration; the descriptor sets are read here, once.
 
     Raises:
@@ -226,11 +269,9 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
     registry: RegistrySource | None = None
     listed: frozenset[tuple[str, int]] = frozenset()
     latest: int | None = None  # a registry's default reader: the first subject's latest version's id
-    if options.wire_format == "confluent":
+    if options.wire_format is WireFormat.CONFLUENT:
         schemas = options.schemas
-        if schemas is None:
-            raise ConfigError(spec.key("options.schemas"), None, "a folder of <id>.desc descriptor sets, or a "
-                              "schema registry (required with wire_format: confluent)")
+        assert schemas is not None  # ProtobufOptions requires them with this wire format
         if isinstance(schemas, RegistryOptions):
             registry, versions, by_id = _from_registry(spec, schemas)
             sets = sorted(by_id.items())
@@ -242,8 +283,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
             where = str(Path(schemas))
     else:
         path = options.descriptor
-        if path is None:
-            raise ConfigError(spec.key("options.descriptor"), None, "a .desc file (required with wire_format: none)")
+        assert path is not None  # ProtobufOptions requires it with this wire format
         sets.append((0, read_descriptor_set(path, spec.key("options.descriptor"))))
         where = path
     if options.reader_descriptor is not None:
@@ -254,7 +294,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
         reader_where = f"schema id {latest} of {where}"
     else:
         reader_set = sets[-1][1]
-        reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format == "confluent" else where
+        reader_where = f"{where}/{sets[-1][0]}.desc" if options.wire_format is WireFormat.CONFLUENT else where
     reader, result_type = reader_message(reader_set, options.message, spec.key("options.message"), reader_where)
     return ProtobufDecode(
         name=spec.name,
@@ -262,7 +302,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
         reader_set=reader_set,
         reader=reader,
         result_type=result_type,
-        wire_format=options.wire_format == "confluent",
+        wire_format=options.wire_format is WireFormat.CONFLUENT,
         input=spec.input or VALUE,
         nullable=options.nullable,
         source=where,
@@ -271,7 +311,7 @@ def from_spec(spec: StageSpec, options: ProtobufOptions) -> ProtobufDecode:
     )
 
 
-def _folder(spec: StageSpec, folder: str) -> list[tuple[int, bytes]]:
+def _folder(spec: Declaration, folder: str) -> list[tuple[int, bytes]]:
     """The descriptor sets of a folder of ``<id>.desc`` files, by id."""
     source = FolderDescriptors(Path(folder))
     if not source.folder.is_dir():
@@ -288,7 +328,7 @@ def _folder(spec: StageSpec, folder: str) -> list[tuple[int, bytes]]:
 
 
 def _from_registry(
-    spec: StageSpec, options: RegistryOptions
+    spec: Declaration, options: RegistryOptions
 ) -> tuple[RegistrySource, list[SubjectVersion], dict[int, bytes]]:
     """The registry, every version of its subjects, and their Protobuf versions compiled, by schema id.
 
@@ -335,3 +375,10 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], sets: dic
         if mine:
             return max(mine, key=lambda v: v.version).schema_id
     return None
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "protobuf", ProtobufOptions, from_spec,
+    "Decode Protobuf, framed or plain; schemas from .desc files or a registry (deserialize). Input default: value.",
+)

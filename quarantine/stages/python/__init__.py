@@ -86,21 +86,22 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
 from pyspark import cloudpickle
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from quarantine.config import StageSpec
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
-from quarantine.stage import HIDDEN_PREFIX, Stage, StageContext
-from quarantine.stage_types import PythonOptions
-from quarantine.stages._values import parse_spark_type
+from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, arrow_type, call_struct
+from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
+from quarantine.values.spark import parse_spark_type
+from quarantine.values.types import BOOL, TEXT
 
 __all__ = [
     "PythonErrorClass",
@@ -110,6 +111,38 @@ __all__ = [
     "python_stage",
     "resolve_callable",
 ]
+
+
+
+class PythonOptions(StageOptions):
+    """Options of a ``python`` stage."""
+
+    #: Options that are file paths: resolved against the config's folder when it is loaded.
+    paths: ClassVar[tuple[str, ...]] = ("path",)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"function": "mypkg.scoring.score", "returns": "DOUBLE", "mode": "vectorized"},
+        {"function": "sensors.enrich", "returns": "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE"},
+    ]})
+
+    function: Annotated[str, TEXT] = Field(examples=["sensors.enrich"])
+    """The function's dotted path (module.fn, pkg.module.fn or pkg.module:Class.method); the module is
+    imported from path (default the config's folder) first, then from the installed packages."""
+    returns: Annotated[str, TEXT] = Field(examples=["DECIMAL(10,2)", "reading_id BIGINT, celsius DOUBLE"])
+    """The result's Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field list
+    ('reading_id BIGINT, celsius DOUBLE') or STRUCT<...>. The last stage's result is the target's row: a
+    struct's fields become its columns, any other type one column named after the stage."""
+    mode: Annotated[PythonMode, choice_of(PythonMode)] = PythonMode.ROW
+    """row: fn(value) per row (a struct is a dict, the result a value or dict); vectorized: fn(pandas.Series
+    or, for a struct, pandas.DataFrame) per Arrow batch, returning a Series (or DataFrame) of the same length."""
+    nullable: Annotated[bool, BOOL] = False
+    """A None result is a success (NULL result) instead of a NullResult error."""
+    retriable: Annotated[Any, EXCEPTIONS] = Field(None, examples=[["TimeoutError", "mypkg.errors.Throttled"]])
+    """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
+    path: Annotated[str | None, MODULE_FOLDER] = Field(None, validate_default=True, examples=["lib"])
+    """The folder the function's module is imported from first (a relative one is read from the config's
+    folder); default the config file's folder. A module found there is shipped to Spark's Python workers with
+    the function, so neither needs PYTHONPATH."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -135,6 +168,10 @@ class PythonStage(Stage):
     nullable: bool = False
     retriable: tuple[type[BaseException], ...] = ()
     kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
+
+    def produces(self, input_type: DataType | None) -> DataType | None:
+        """The declared ``returns`` type."""
+        return self.returns
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -339,7 +376,7 @@ def python_stage(
     )
 
 
-def from_spec(spec: StageSpec, options: PythonOptions) -> PythonStage:
+def from_spec(spec: Declaration, options: PythonOptions) -> PythonStage:
     """The stage ``spec`` declares, from its validated options (see the module docstring).
 
     Raises:
@@ -352,8 +389,14 @@ def from_spec(spec: StageSpec, options: PythonOptions) -> PythonStage:
         name=spec.name,
         fn=resolve_callable(options.function, spec.key("options.function"), folder=options.path),
         returns=returns,
-        mode=PythonMode(options.mode),
+        mode=options.mode,
         input=spec.input,
         nullable=options.nullable,
         retriable=_exception_classes(options.retriable, spec.key("options.retriable"), options.path),
     )
+
+
+#: This module's stage type, listed in :data:`quarantine.stages.STAGE_TYPES`.
+STAGE_TYPE = StageType(
+    "python", PythonOptions, from_spec, "A Python function by dotted path, Arrow-batched (transform)."
+)

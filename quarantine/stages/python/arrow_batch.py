@@ -34,12 +34,12 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import DataType, IntegerType, StructField, StructType
 
-from quarantine.config import Tolerance
 from quarantine.errorhandling.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
+from quarantine.errorhandling.settings import Tolerance
 from quarantine.errors import ConfigError, message_of
 from quarantine.schema import ERROR_STRUCT, result_struct
-from quarantine.stages._values import type_name
 from quarantine.stages.python.bad_rows import BadRowSearch
+from quarantine.values.spark import type_name
 
 __all__ = [
     "BatchRunner",

@@ -1,7 +1,7 @@
 """The value checks stage options are made of: bounds, value lists, field names, actions, paths.
 
-Each is a :class:`~quarantine._config_types.Check` (a validator and its JSON Schema) used by
-the options models in :mod:`quarantine.stage_types`; ``const`` and ``tagged`` build the
+Each is a :class:`~quarantine.values.types.Check` (a validator and its JSON Schema) used by
+the options models beside each stage's code (:mod:`quarantine.stages`); ``const`` and ``tagged`` build the
 unions on ``type`` (stages) and ``check`` (rules).
 """
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Discriminator, ValidationError, ValidationInfo
 
-from quarantine._config_types import (
+from quarantine.values.types import (
     TEXT,
     BreachAction,
     Check,
@@ -40,15 +41,16 @@ __all__ = [
     "SUITE",
     "VALUES",
     "WIRE_FORMAT",
+    "WireFormat",
+    "choice_of",
     "const",
     "existing",
     "folder_or",
-    "lowered",
     "tagged",
     "text_map",
 ]
 
-#: ``on_breach`` actions: the values of :class:`~quarantine._config_types.BreachAction`.
+#: ``on_breach`` actions: the values of :class:`~quarantine.values.types.BreachAction`.
 BREACH_ACTIONS = tuple(a.value for a in BreachAction)
 
 
@@ -111,15 +113,17 @@ def _reads_as_number(text: str) -> bool:
 BOUND = Check(_scalar_or_date, {"type": ["number", "string", "null"]})
 
 
-def _values(value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
+def _values(value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, list | tuple) or not value:
         raise fail("a non-empty list of values")
     if not all(isinstance(v, int | float | str | bool) for v in value):
         raise fail("a list of strings, numbers or booleans")
-    return value
+    return tuple(value)
 
 
-VALUES = Check(_values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
+VALUES = Check(
+    _values, {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}}, to_plain=list
+)
 
 
 def _field_name(value: Any) -> str | None:
@@ -133,13 +137,17 @@ def _field_name(value: Any) -> str | None:
 FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
 
 
-def lowered(*allowed: str) -> Check:
-    def check(value: Any) -> str:
+def choice_of(enum: type[StrEnum]) -> Check:
+    """One of a closed vocabulary's values (any case, spaces around ignored), held as its ``StrEnum``
+    member; the message lists them as ``a | b``."""
+    allowed = tuple(m.value for m in enum)
+
+    def check(value: Any) -> StrEnum:
         if isinstance(value, str) and value.strip().lower() in allowed:
-            return value.strip().lower()
+            return enum(value.strip().lower())
         raise fail(" | ".join(allowed))
 
-    return Check(check, {"enum": list(allowed)})
+    return Check(check, {"enum": list(allowed)}, to_plain=str)
 
 
 def text_map(allowed: str, *, required: bool) -> Check:
@@ -264,13 +272,22 @@ def _module_folder(value: Any, info: ValidationInfo) -> str | None:
 MODULE_FOLDER = Check(_module_folder, {"type": ["string", "null"], "minLength": 1}, takes_info=True)
 
 
-def _wire_format(value: Any) -> str:
-    if value not in ("confluent", "none"):
+class WireFormat(StrEnum):
+    """How an avro or protobuf stage's values are framed (``wire_format``)."""
+
+    CONFLUENT = "confluent"
+    """The schema-registry wire format: magic byte, 4-byte schema id (Protobuf: message indexes), the message."""
+    NONE = "none"
+    """The message only."""
+
+
+def _wire_format(value: Any) -> WireFormat:
+    if value not in tuple(WireFormat):
         raise fail("'confluent' (magic byte, 4-byte schema id, then the message) or 'none' (the message only)")
-    return str(value)
+    return WireFormat(value)
 
 
-WIRE_FORMAT = Check(_wire_format, {"enum": ["confluent", "none"]})
+WIRE_FORMAT = Check(_wire_format, {"enum": [w.value for w in WireFormat]}, to_plain=str)
 
 
 def folder_or(model: type[BaseModel], folder: Check) -> Check:
