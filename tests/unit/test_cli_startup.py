@@ -58,7 +58,8 @@ def test_validate_checks_the_demo_suite_without_importing_great_expectations(tmp
     code, out, engines = _run("validate", "--conf", str(tmp_path / "conf" / "orders_demo.yml"), cwd=tmp_path)
     assert code == 0, out
     assert "expect_order(ExpectationStage)" in out
-    assert "great_expectations" not in engines and "mlflow" not in engines and "plotly" not in engines
+    # the stage table's modules (the python stage's vectorized runner among them) load without pandas
+    assert engines == ["pyspark"], engines
 
 
 @pytest.mark.parametrize(

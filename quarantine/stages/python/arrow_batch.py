@@ -27,10 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import DataType, IntegerType, StructField, StructType
 
@@ -40,6 +39,9 @@ from quarantine.errors import ConfigError, message_of
 from quarantine.schema import ERROR_STRUCT, result_struct
 from quarantine.stages.python.bad_rows import BadRowSearch
 from quarantine.values.spark import type_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BatchRunner",
@@ -202,6 +204,10 @@ class BatchRunner:
         return arr
 
     def _from_pandas(self, out: Any, n: int) -> pa.Array:
+        # pandas only where a vectorized call's result is read (on the executors): the stage
+        # table, and so `quarantine validate`, imports this module without it
+        import pandas as pd
+
         at = self._arrow_returns()
         size = len(out) if hasattr(out, "__len__") else -1
         if size != n:

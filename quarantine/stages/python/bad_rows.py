@@ -35,13 +35,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from quarantine.errorhandling.retry import RetryOutcome
+
+if TYPE_CHECKING:  # pandas is imported where a batch is searched (executors), not with the stage table
+    import pandas as pd
 
 __all__ = ["BadRowSearch", "VectorizedCalls", "to_pandas"]
 
@@ -213,6 +215,8 @@ def _subset(batch: pd.Series | pd.DataFrame, local: np.ndarray) -> pd.Series | p
 
     A new object sharing the batch's data (copy-on-write: changing it copies).
     """
+    import pandas as pd  # loaded already: ``batch`` is a pandas object
+
     n = len(local)
     if n == len(batch):
         return batch.copy(deep=False)
