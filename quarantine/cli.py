@@ -78,6 +78,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
         "quarantine init-demo --format avro --out data/avro-demo",
         "quarantine init-demo --format protobuf --out data/protobuf-demo",
+        "quarantine init-demo --format declarative --out pipelines/orders",
     )),
     "metrics": ("write a declarative pipeline's counts to its metrics table (after an update)", (
         "quarantine metrics --conf pipelines/orders/orders.yml",
@@ -185,10 +186,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
                       help="write the source as this catalog table instead (no config is written)")
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
-    demo.add_argument("--format", choices=("json", "avro", "protobuf"), default="json",
+    demo.add_argument("--format", choices=("json", "avro", "protobuf", "declarative"), default="json",
                       help="json: UTF-8 JSON orders (default); avro: Avro in the schema-registry wire format, "
                            "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml); protobuf: "
-                           "the same for Protobuf (OUT/orders_protobuf_demo.yml)")
+                           "the same for Protobuf (OUT/orders_protobuf_demo.yml); declarative: the declarative "
+                           "pipeline project (docs/declarative.md: OUT/orders.yml, spark-pipeline.yml, "
+                           "transformations/) with the JSON orders in OUT/data/source")
     srv = command("connect-server")
     srv.add_argument("--port", type=int, default=15002, help="the gRPC port (default 15002)")
     srv.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
@@ -493,6 +496,15 @@ def _init_demo(args: argparse.Namespace) -> int:
         raise ConfigError("--format", args.format, "json with --table (that demo writes its schemas next to its "
                           "config: use --out)")
     spark = get_spark("quarantine:init-demo")
+    if args.format == "declarative":
+        from quarantine.demo.declarative import write_declarative_demo
+
+        conf = write_declarative_demo(spark, args.out, args.records, poison_rate=args.poison_rate, seed=args.seed)
+        source = conf.parent / "data" / "source"
+        print(f"wrote {args.records:,} order events ({args.poison_rate:.0%} poison) to {source} "
+              f"(Delta, Kafka-shaped) and the declarative pipeline project to {conf.parent} (orders.yml, "
+              f"spark-pipeline.yml, transformations/); run it from there: spark-pipelines run --remote sc://…")
+        return 0
     if args.format != "json":  # avro / protobuf: the source, the writer schemas beside it, the config
         if args.format == "avro":
             from quarantine.demo.avro import write_avro_demo as writer

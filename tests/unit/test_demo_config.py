@@ -8,7 +8,9 @@ from typing import Any
 
 import yaml
 
+from quarantine.cli import _parser
 from quarantine.config import load_config
+from quarantine.demo.declarative import PROJECT_FILES, TRANSFORMATION
 from quarantine.demo.orders import DEMO_CONFIG, write_demo_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +84,18 @@ def test_the_written_demo_config_names_no_absolute_path_and_moves_with_its_folde
     assert config.target.table == str(moved / "orders")
     assert config.errors.dlq_table_name == str(moved / "quarantine")
     assert config.metrics.table == str(moved / "metrics")
+
+
+def test_init_demo_writes_the_declarative_project_its_files_the_repositorys() -> None:
+    """Issue 54, point 3: pipelines/orders is not in the wheel; ``init-demo --format declarative``
+    writes it from the package (tests/e2e/test_declarative_pipeline.py runs what it writes)."""
+    args = _parser().parse_args(["init-demo", "--format", "declarative", "--out", "pipelines/orders"])
+    assert (args.format, args.out) == ("declarative", "pipelines/orders")
+    packaged = resources.files("quarantine.demo").joinpath("conf", "declarative")
+    project = REPO / "pipelines" / "orders"
+    for name in PROJECT_FILES:
+        assert packaged.joinpath(name).read_bytes() == (project / name).read_bytes(), name
+    assert (project / "transformations" / "orders.py").read_text(encoding="utf-8") == TRANSFORMATION
+    made = ("data/", "storage/", "__pycache__/", "transformations/__pycache__/")  # what running it leaves there
+    files = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+    assert {f for f in files if not f.startswith(made)} == {*PROJECT_FILES, "transformations/orders.py"}
