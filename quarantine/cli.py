@@ -62,6 +62,7 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "quarantine init-demo --table main.quarantine_demo.orders_raw --if-missing",
         "quarantine init-demo --format avro --out data/avro-demo",
         "quarantine init-demo --format protobuf --out data/protobuf-demo",
+        "quarantine init-demo --format declarative --out pipelines/orders",
     )),
     "metrics": ("write a declarative pipeline's counts to its metrics table (after an update)", (
         "quarantine metrics --conf pipelines/orders/orders.yml",
@@ -169,10 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--table", default=None, metavar="CATALOG.SCHEMA.TABLE",
                       help="write the source as this catalog table instead (no config is written)")
     demo.add_argument("--if-missing", action="store_true", help="with --table: leave an existing table alone")
-    demo.add_argument("--format", choices=("json", "avro", "protobuf"), default="json",
+    demo.add_argument("--format", choices=("json", "avro", "protobuf", "declarative"), default="json",
                       help="json: UTF-8 JSON orders (default); avro: Avro in the schema-registry wire format, "
                            "with its writer schemas and an avro stage (OUT/orders_avro_demo.yml); protobuf: "
-                           "the same for Protobuf (OUT/orders_protobuf_demo.yml)")
+                           "the same for Protobuf (OUT/orders_protobuf_demo.yml); declarative: the declarative "
+                           "pipeline project (docs/declarative.md: OUT/orders.yml, spark-pipeline.yml, "
+                           "transformations/) with the JSON orders in OUT/data/source")
     srv = command("connect-server")
     srv.add_argument("--port", type=int, default=15002, help="the gRPC port (default 15002)")
     srv.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",

@@ -63,6 +63,7 @@ __all__ = [
     "QUARANTINE_KEY",
     "QUARANTINE_SCHEMA",
     "RECORDED_AT",
+    "REOPENED",
     "RESOLUTION",
     "RESOLVED_AT",
     "RESULT",
@@ -110,6 +111,8 @@ ERROR = "_q_error"
 OPEN = "_q_open"
 #: Observed count: records open in quarantine that passed in this batch (their rows get closed).
 CLOSING = "records_closing"
+#: Observed count: records open in quarantine from an earlier run that this batch runs again.
+REOPENED = "records_reopened"
 #: How many byte-different records share a non-Kafka source's coordinates (:mod:`quarantine.identity`).
 VARIANTS = "_q_variants"
 #: The stage (the error's ``stage``) that fails records whose coordinates other content shares

@@ -45,6 +45,7 @@ from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
 from quarantine.metrics.observed import batch_metrics, schema_drift
 from quarantine.redaction import redact_text
+from quarantine.schema import REOPENED
 from quarantine.tables import table_exists
 
 __all__ = ["Run", "start_run"]
@@ -244,6 +245,7 @@ class Run:
             records_in=records_in,
             records_ok=written,
             already_in_target=passed - written if failure is None else 0,
+            reopened=int(counts.get(REOPENED) or 0),
             records_quarantined=quarantined,
             quarantined_by_stage={k: v for k, v in by_stage.items() if v},
             quarantined_by_topic=metrics.topic_counts(MetricNames.RECORDS_QUARANTINED),

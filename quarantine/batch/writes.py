@@ -65,6 +65,7 @@ from quarantine.schema import (
     ERROR,
     FINGERPRINT,
     OPEN,
+    REOPENED,
     REUSED,
     SOURCE_KEY,
     QuarantineStatus,
@@ -281,6 +282,7 @@ class BatchWriter:
         return [
             *observed_counts(b.chain, ERROR), *check_counts(b.chain, F.col(ERROR)),
             F.count(F.when(F.col(ERROR).isNull() & F.col(OPEN), 1)).alias(CLOSING),
+            F.count(F.when(F.col(OPEN), 1)).alias(REOPENED),
             *(b.mode.watermark.observed() if b.mode.watermark is not None and not b.append else ()),
             *(b.overlap.observed() if b.overlap is not None else ()),
             *((F.count(F.col(REUSED)).alias(_REUSED_RECORDS),) if REUSED in b.split.columns else ()),

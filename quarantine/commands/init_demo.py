@@ -6,6 +6,7 @@ import os
 
 from quarantine.commands.invocation import Invocation
 from quarantine.demo.avro import write_avro_demo
+from quarantine.demo.declarative import write_declarative_demo
 from quarantine.demo.orders import write_demo_config, write_demo_source, write_demo_table
 from quarantine.demo.protobuf import write_protobuf_demo
 from quarantine.errors import ConfigError
@@ -30,6 +31,13 @@ def handle(call: Invocation) -> int:
         raise ConfigError("--format", args.format, "json with --table (that demo writes its schemas next to its "
                           "config: use --out)")
     spark = get_spark("quarantine:init-demo")
+    if args.format == "declarative":
+        conf = write_declarative_demo(spark, args.out, args.records, poison_rate=args.poison_rate, seed=args.seed)
+        source = conf.parent / "data" / "source"
+        print(f"wrote {args.records:,} order events ({args.poison_rate:.0%} poison) to {source} "
+              f"(Delta, Kafka-shaped) and the declarative pipeline project to {conf.parent} (orders.yml, "
+              f"spark-pipeline.yml, transformations/); run it from there: spark-pipelines run --remote sc://…")
+        return 0
     if args.format != "json":  # avro / protobuf: the source, the writer schemas beside it, the config
         writer = write_avro_demo if args.format == "avro" else write_protobuf_demo
         conf = writer(spark, os.path.abspath(args.out), args.records, poison_rate=args.poison_rate, seed=args.seed)

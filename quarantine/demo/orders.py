@@ -205,31 +205,35 @@ def write_demo_config(out: str | Path) -> Path:
     """Write the demo pipeline's config and expectation suite into ``out``; return the config's path.
 
     The config is the repository's ``conf/orders_demo.yml`` (a copy ships in the package,
-    ``quarantine/demo/conf/``) with every table, the suite and the MLflow store as
-    absolute paths under ``out`` (the source is ``out/source``, as
-    :func:`write_demo_source` is given by ``quarantine init-demo``), so
-    ``quarantine run --conf OUT/orders_demo.yml`` runs from any working directory,
-    without the repository. Files already there are overwritten.
+    ``quarantine/demo/conf/``) with every table and the suite named relative to ``out``
+    (``./source``, ``./orders``, ``./quarantine``, ``./metrics``,
+    ``./expectations/orders.json``): a config's relative paths are read from its own folder
+    (:func:`quarantine.config.load_config`), so ``quarantine run --conf OUT/orders_demo.yml``
+    runs from any working directory, without the repository, and the folder can be moved
+    or copied whole. The MLflow URI stays the repository's ``sqlite:///mlflow.db``, which
+    MLflow reads relative to where the command runs. Files already there are overwritten.
     """
-    root = Path(out).resolve()
+    root = Path(out)
     packaged = resources.files("quarantine.demo").joinpath("conf")
     raw: dict[str, Any] = yaml.safe_load(packaged.joinpath(DEMO_CONFIG).read_text(encoding="utf-8"))
     suite = root / "expectations" / "orders.json"
     suite.parent.mkdir(parents=True, exist_ok=True)
     suite.write_bytes(packaged.joinpath("expectations", "orders.json").read_bytes())
-    raw["source"]["path"] = str(root / "source")
-    raw["target"]["table"] = str(root / "orders")
-    raw["errors"]["deadletterqueue.table.name"] = str(root / "quarantine")
-    raw["metrics"]["table"] = str(root / "metrics")
-    raw["mlflow"]["tracking_uri"] = f"sqlite:///{root / 'mlflow.db'}"
+    # "./": a name without a slash would be a catalog table's (configuration.md)
+    raw["source"]["path"] = "./source"
+    raw["target"]["table"] = "./orders"
+    raw["errors"]["deadletterqueue.table.name"] = "./quarantine"
+    raw["metrics"]["table"] = "./metrics"
     for stage in raw["stages"]:
         if stage["type"] == "expectation":
-            stage["options"]["suite"] = str(suite)
+            stage["options"]["suite"] = "./expectations/orders.json"
     path = root / DEMO_CONFIG
+    folder = root.resolve().name
     header = (
         "# The quarantine demo pipeline (the project's conf/orders_demo.yml), written by\n"
-        f"# `quarantine init-demo` with its tables under {root}.\n"
-        f"# Run it: quarantine run --conf {path}\n"
+        "# `quarantine init-demo`. Relative paths are read from this file's folder; the MLflow\n"
+        "# URI (sqlite:///mlflow.db) from the folder you run in, as MLflow reads it.\n"
+        f"# Run it from the folder that holds {folder}/: quarantine run --conf {folder}/{DEMO_CONFIG}\n"
     )
     path.write_text(header + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
     return path

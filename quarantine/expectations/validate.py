@@ -108,7 +108,8 @@ def breach_message(spec: ExpectationSpec, result: Mapping[str, Any], exception: 
     if "unexpected_count" in result:
         n, total = result.get("unexpected_count"), result.get("element_count")
         pct = result.get("unexpected_percent")
-        pct_s = f" ({pct:.2f}% of non-null values)" if isinstance(pct, int | float) else ""
+        # the base is this batch's records (a re-run's: the records it ran again), not the table's
+        pct_s = f" ({pct:.2f}% of the non-null values this batch checked)" if isinstance(pct, int | float) else ""
         need = (
             f"expected at least {spec.mostly:.2%} of non-null values to pass"
             if spec.mostly is not None else "expected every non-null value to pass"

@@ -5,8 +5,9 @@ Two jobs, both about what a person may read:
 * **Error-context log lines.** With ``errors.log.enable`` (or a
   ``log_and_continue`` handler for a kind), each batch logs one line per failed
   record for a bounded sample — at most :data:`SAMPLE_PER_BATCH` records per
-  batch, plus a line saying how many more there were — at WARNING on the
-  ``quarantine.errors`` logger: pipeline, run, batch, stage, kind, error class,
+  batch, plus a line saying how many more there were — at INFO on the
+  ``quarantine.errors`` logger (below Python's default WARNING, so a notebook
+  shows none of them unless it asks for that logger's INFO lines): pipeline, run, batch, stage, kind, error class,
   message, attempts and the source coordinates (topic, partition, offset). The
   record's key and value — and the values stage messages quote after ``found``
   (:func:`without_found_values`) — are added only with ``errors.log.include.messages``
@@ -216,7 +217,8 @@ class ErrorContextLogger:
         return len(rows)
 
     def _emit(self, line: str, about: ContextLine) -> None:
-        self.logger.warning("%s", redact_text(line, self.secrets), extra={CONTEXT_ATTR: about})
+        # INFO: a notebook (Python's default WARNING) shows none of them, the CLI counts them (issue 54)
+        self.logger.info("%s", redact_text(line, self.secrets), extra={CONTEXT_ATTR: about})
 
 
 def _text(value: Any) -> str | None:

@@ -90,6 +90,8 @@ class BatchReport:
         already_in_target: records that passed but were in the target already when this
             batch's MERGE committed (another writer settled them first, or an earlier run
             crashed before closing their quarantine rows); in no count above but records_in.
+        reopened: of records_in, those open in quarantine from an earlier run, run again (a
+            batch run or a replay; records an earlier run settled are not read again).
         quarantined_by_stage: quarantined records per failing stage.
         quarantined_by_topic: quarantined records per source topic.
         quarantined_by_expectation: quarantined records per failing expectation.
@@ -114,6 +116,7 @@ class BatchReport:
     records_ok: int
     records_quarantined: int
     already_in_target: int = 0
+    reopened: int = 0
     quarantined_by_stage: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_topic: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_expectation: Mapping[str, int] = field(default_factory=dict)
@@ -229,6 +232,10 @@ class RunSummary:
     def already_in_target(self) -> int:
         return sum(b.already_in_target for b in self.batches)
 
+    @property
+    def reopened(self) -> int:
+        return sum(b.reopened for b in self.batches)
+
     def quarantined_by_stage(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for b in self.batches:
@@ -241,6 +248,14 @@ class RunSummary:
         lines = [
             f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
             f"  records in           {self.records_in:>12,}",
+        ]
+        if self.reopened:  # a re-run: its records in are not the source's (issue 54, point 5)
+            lines += [
+                f"    new                {self.records_in - self.reopened:>12,}",
+                f"    open, run again    {self.reopened:>12,}   (open in quarantine since an earlier run; records "
+                "settled by earlier runs (in the target, replayed or discarded) are not read again)",
+            ]
+        lines += [
             f"  ok -> target         {self.records_ok:>12,}",
             f"  quarantined          {self.records_quarantined:>12,}",
         ]

@@ -14,6 +14,10 @@ aggregates reach the driver, where Plotly draws them:
   aggregate expectations' (metrics table cells);
 * ``replays`` — closed rows per resolution (``resolved_at``, ``status``, ``resolution``).
 
+A bar's count label is drawn at 10 px or more, or not at all (a small segment of a stack:
+its hover text has the count); the error classes' legend sits above the plot, clear of the
+labels outside their bars (``tests/e2e/test_report_browser.py`` measures both in Chromium).
+
 The page needs no network when viewed: plotly.js is inlined once in ``<head>``
 and every figure is a ``<div>`` plus a ``Plotly.newPlot`` call. A figure without
 data (no quarantine table yet, no breach, no replay, no metrics table) is a
@@ -110,6 +114,10 @@ def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
     return _counts(title)
 
 
+#: The smallest font (px) a bar's label is drawn at; a label that would need less is hidden.
+_LABEL_MIN_PX = 10
+
+
 def _count_text(n: int) -> str:
     """A bar's label: its count, none for an empty bar."""
     return f"{n:,}" if n else ""
@@ -159,8 +167,11 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
                     marker={"color": _STATUS_COLOURS["open" if name == "open" else "replayed"]},
                     hovertemplate=f"%{{y}}<br>%{{x:,}} {name} record(s)<extra></extra>")
              for name, xs in counts.items()],
+            # the legend above the plot: at its default place, right of the plot, the largest bar's
+            # label (outside its bar) ran into it
             layout={"barmode": "group", "xaxis": _count_axis("records", [n for xs in counts.values() for n in xs]),
-                    "yaxis": {"type": "category"}, "margin": {"l": 220, "r": 40}},
+                    "yaxis": {"type": "category"}, "margin": {"l": 220, "r": 40},
+                    "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}},
         )
     if data.partitions:
         names = [f"{r[0]} / {r[1]}" for r in data.partitions]
@@ -214,6 +225,10 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
             traces, layout={"barmode": "stack", "xaxis": {"title": "resolved at", "type": "category"},
                             "yaxis": _counts("records")},
         )
+    for fig in figs.values():
+        # a label Plotly would shrink below 10 px to fit its bar (a small segment of a stack) is
+        # hidden instead: unreadable, it only cluttered; the bar's hover text has its count
+        fig.update_layout(uniformtext={"minsize": _LABEL_MIN_PX, "mode": "hide"})
     return figs
 
 

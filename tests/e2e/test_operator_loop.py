@@ -2,7 +2,7 @@
 
 The README's walkthrough block is read and run command by command, in order, through the
 ``quarantine`` entry point (in this process, on the test session), in a scratch folder
-(``data/loop`` relative to it); the two comment lines that say what to edit are the edits
+(``demo`` relative to it, the demo folder every page uses); the two comment lines that say what to edit are the edits
 this test makes (the bug, then the fix). The only change to the README's commands: the
 sample is 800 records instead of 10,000. After each step, the tables are checked:
 
@@ -57,7 +57,7 @@ def test_the_readme_walkthrough_runs_the_whole_loop(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     lines, sql = _walkthrough()
-    conf = tmp_path / "data" / "loop" / "orders_demo.yml"
+    conf = tmp_path / "demo" / "orders_demo.yml"
     outputs: list[tuple[list[str], str]] = []
     for line in lines:
         if line.startswith("# make a bug:"):
@@ -83,12 +83,12 @@ def test_the_readme_walkthrough_runs_the_whole_loop(
         _check(spark, conf, args, out, outputs)
 
     config = load_config(conf)
-    rows = spark.sql(sql.replace("/abs/path/data/loop/quarantine", config.errors.dlq_table_name)).collect()
+    rows = spark.sql(sql.replace("/abs/path/demo/quarantine", config.errors.dlq_table_name)).collect()
     assert {(r["stage"], r["error_class"], r["status"]) for r in rows} >= {("check_order", "range", "replayed")}
     assert sum(r["records"] for r in rows) == spark.read.format("delta").load(config.errors.dlq_table_name).count()
 
     page, problems = browser_page
-    open_page(page, tmp_path / "data" / "loop" / "report.html")
+    open_page(page, tmp_path / "demo" / "report.html")
     for fig, _ in FIGURES:
         page.wait_for_selector(f"#chart-{fig} .main-svg g.trace", state="attached", timeout=30_000)
     assert problems == []
@@ -146,7 +146,7 @@ def _check(spark: Any, conf: Path, args: list[str], out: str, outputs: list[tupl
         assert q.where("status = 'open'").count() == _state["open"]  # type: ignore[union-attr]
         assert q.where("status = 'replayed'").count() == _state["would_pass"]  # type: ignore[union-attr]
     elif command == "report":
-        assert (Path.cwd() / "data" / "loop" / "report.html").stat().st_size > 100_000
+        assert (Path.cwd() / "demo" / "report.html").stat().st_size > 100_000
         # the source's records, not the replays' selections too; under tolerance: all no error limit breaks
         m = re.search(r"records in \(runs\)\s+([\d,]+)", out)
         assert m and int(m.group(1).replace(",", "")) == RECORDS, out

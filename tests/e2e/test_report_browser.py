@@ -12,11 +12,13 @@ a browser here. A machine without it fails this test with that instruction; it n
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 from quarantine.cli import main
-from quarantine.ops.report_page import FIGURES
+from quarantine.ops.report_data import ReportData
+from quarantine.ops.report_page import FIGURES, render_html
 from tests.e2e.conftest import open_page as _open
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,4 +137,63 @@ def test_the_numbers_on_the_page_are_the_tables_numbers(
     assert dict(zip(status_bars["x"], status_bars["y"], strict=True)) == {
         s: statuses.get(s, 0) for s in ("open", "replayed", "discarded")}
     assert sum(y for t in _chart(page, "breaches") for y in t["y"]) == limits + expectations == 1
+    assert problems == []
+
+
+#: A bar label smaller than this (its drawn height, px) cannot be read: Plotly shrinks a label to fit its bar.
+_READABLE_PX = 10
+
+_LABELS = """id => {
+  const box = e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+  const chart = document.getElementById(id);
+  const legend = chart.querySelector('g.legend');
+  const labels = Array.from(chart.querySelectorAll('g.trace.bars text.bartext'))
+    .filter(t => t.textContent.trim() && getComputedStyle(t).display !== 'none'
+                 && getComputedStyle(t).visibility !== 'hidden' && Number(getComputedStyle(t).opacity) > 0
+                 && t.getBoundingClientRect().width > 0)
+    .map(t => ({text: t.textContent, ...box(t)}));
+  return {legend: legend ? box(legend) : null, labels: labels};
+}"""
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    across = a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"]
+    return across and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
+
+
+def test_bar_labels_are_readable_and_clear_of_the_legend(tmp_path: Path, browser_page: tuple[Any, list[str]]) -> None:
+    """Issue 54, point 5: the largest bar's label overlapped the legend, and the labels of small
+    segments were shrunk past reading. A page of counts far apart (one class and one partition
+    with nearly every record, segments of 1 beside thousands), read as Chromium draws it: no
+    label's box meets the legend's, and every label shown is at least 10 px high (a segment too
+    small for its label shows none: the count is in its hover text)."""
+    at = dt.datetime(2026, 11, 28, 10)
+    data = ReportData(
+        pipeline="labels", generated_at=at, quarantine_table="/q", metrics_table="/m",
+        over_time=[(at, "decode", 3), (at, "parse", 9_000), (at + dt.timedelta(hours=1), "parse", 40)],
+        error_classes=[("SchemaMismatch", 9_000, 8_990), ("InvalidUtf8", 150, 150), ("MalformedJson", 40, 2),
+                       ("CastFailed", 3, 1)],
+        partitions=[("orders", 0, 9_000, 0, 9_999, 8_999, 0, 9_999, 5, 5),
+                    ("orders", 1, 190, 3, 400, 150, 3, 300, 310, 400)],
+        statuses=[("open", 9_150), ("replayed", 39), ("discarded", 1)],
+        breaches=[("run-1", at, 1, None), ("run-2", at + dt.timedelta(hours=1), 2, "expect_order")],
+        replays=[(at, "replayed", "fixed", 39), (at, "discarded", "junk", 1)],
+        resolution_runs=[("replay", 1), ("discard", 1)], records_in=20_000,
+    )
+    out = tmp_path / "labels.html"
+    out.write_text(render_html(data), encoding="utf-8")
+
+    page, problems = browser_page
+    _open(page, out)
+    drawn = 0
+    for fig, _ in FIGURES:
+        page.wait_for_selector(f"#chart-{fig} .main-svg g.trace", state="attached", timeout=30_000)
+        found = page.evaluate(_LABELS, f"chart-{fig}")
+        for label in found["labels"]:
+            assert label["h"] >= _READABLE_PX, (fig, label)
+            assert found["legend"] is None or not _overlap(label, found["legend"]), (fig, label, found["legend"])
+        drawn += len(found["labels"])
+    assert drawn >= 6  # the labels are there: the checks above looked at some
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-labels.png"), full_page=True)
     assert problems == []

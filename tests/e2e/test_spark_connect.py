@@ -80,7 +80,11 @@ def test_the_demo_and_its_replay_run_over_spark_connect(spark: Any, server: Conn
     assert main(["init-demo", "--out", str(demo), "--records", str(RECORDS), "--poison-rate", "0.1"]) == 0
     conf = demo / "orders_demo.yml"
     raw = yaml.safe_load(conf.read_text())
-    config = load_config(conf)  # MLflow on: the demo's sqlite store in its folder (a client-side listener)
+    # MLflow on: the demo's sqlite store in its folder (a client-side listener); the config's own URI,
+    # sqlite:///mlflow.db, is the folder the commands run in, here the repository's
+    raw["mlflow"]["tracking_uri"] = f"sqlite:///{demo / 'mlflow.db'}"
+    conf.write_text(yaml.safe_dump(raw))
+    config = load_config(conf)
 
     # the README's command (Spark Connect section), with this test's demo config
     (line,) = block("connect").lines()

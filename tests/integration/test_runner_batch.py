@@ -194,3 +194,21 @@ def test_a_quarantine_table_of_an_older_version_gets_the_missing_columns(spark: 
     _pipeline(spark, table_dir).run()
     after = spark.read.format("delta").load(q)
     assert "error_count" in after.columns and after.count() == 1
+
+
+def test_a_rerun_says_its_records_in_are_the_open_ones_run_again_and_the_new_ones(
+    spark: Any, table_dir: Path
+) -> None:
+    """Issue 54, point 5: a re-run after a fix printed "records in 350, ok 0" as if the source held
+    350 records; its records in are those no earlier run settled, and the summary says so."""
+    _write_source(spark, table_dir, GOOD + POISON)
+    _pipeline(spark, table_dir).run()
+    _write_source(spark, table_dir, [b'{"order_id":"z","amount":9}'], start_offset=len(GOOD + POISON))
+
+    summary = _pipeline(spark, table_dir).run()
+
+    assert (summary.records_in, summary.records_ok, summary.reopened) == (len(POISON) + 1, 1, len(POISON))
+    shown = summary.render()
+    assert f"\n    new                {1:>12,}\n" in shown, shown
+    assert f"\n    open, run again    {len(POISON):>12,}   (open in quarantine since an earlier run; " in shown, shown
+    assert "settled by earlier runs (in the target, replayed or discarded) are not read again" in shown, shown

@@ -321,7 +321,7 @@ def test_the_readmes_looking_at_quarantine_commands_run(spark: Any, filled: Any,
     commands = block("looking").commands()
     assert len(commands) == len(block("looking").lines()) == 9
     for argv in commands:
-        argv = [filled["conf"] if a == "data/demo/orders_demo.yml" else a for a in argv]
+        argv = [filled["conf"] if a == "demo/orders_demo.yml" else a for a in argv]
         out = _cli(capsys, *argv[1:])
         assert out.strip(), argv
         if "--json" in argv:
@@ -334,7 +334,7 @@ def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, 
     spark.sql(f"CREATE TABLE IF NOT EXISTS triage_db.q USING delta LOCATION '{table}'")
 
     def runnable(key: str) -> list[str]:
-        return [sql.replace("/abs/path/data/demo/quarantine", table).replace("main.ops.quarantine", "triage_db.q")
+        return [sql.replace("/abs/path/demo/quarantine", table).replace("main.ops.quarantine", "triage_db.q")
                 .replace("'orders_demo'", f"'{PIPELINE}'") for sql in block(key).statements()]
 
     results = [spark.sql(s).collect() for s in runnable("sql-over-quarantine")]
@@ -348,7 +348,7 @@ def test_the_readmes_sql_over_quarantine_and_views_run(spark: Any, filled: Any, 
 
     python = block("views-python").body
     capsys.readouterr()
-    exec(python.replace("data/demo/quarantine", table), {"spark": spark})  # the README's own code
+    exec(python.replace("demo/quarantine", table), {"spark": spark})  # the README's own code
     shown = capsys.readouterr().out
     assert shown.count("MalformedJson") == 3  # the three records that failed three times
     summary, open_ = (spark.sql(s).collect() for s in runnable("views-sql"))

@@ -145,7 +145,7 @@ def test_a_fail_handler_logs_why_even_with_error_logging_off(
 ) -> None:
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"handler.deserialize": "fail", "log.enable": False})
     run = pipe.start_run()
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"), pytest.raises(ToleranceExceededError):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"), pytest.raises(ToleranceExceededError):
         run.process_batch(kafka_df(spark, [GOOD[0], BAD_UTF8]), 0)
     lines = [r.getMessage() for r in caplog.records if r.name == "quarantine.errors"]
     assert any("offset=1" in ln and "stage=decode" in ln for ln in lines), lines
@@ -198,7 +198,7 @@ def test_log_enable_logs_a_bounded_sample_with_context_and_no_payload(
     pipe = _pipeline(spark, table_dir, tolerance="all", **{"log.enable": True})
     run = pipe.start_run()
     values = [BAD_JSON] * 25 + [GOOD[0]]
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         report = run.process_batch(kafka_df(spark, values, topic="orders-eu", partition=3), 0)
     lines = [r.getMessage() for r in caplog.records if r.name == "quarantine.errors"]
     record_lines = [ln for ln in lines if "stage=" in ln]

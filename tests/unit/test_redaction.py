@@ -136,7 +136,7 @@ def test_error_context_lines_have_context_but_no_payload_by_default(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     log = ErrorContextLogger()
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         n = log.log_batch(_rows(2), pipeline="orders", run_id="r1", batch_id=7)
     assert n == 2 and log.lines_logged == 2
     lines = [r.getMessage() for r in caplog.records]
@@ -150,7 +150,7 @@ def test_error_context_lines_have_context_but_no_payload_by_default(
 def test_include_messages_adds_key_and_value_truncated(caplog: pytest.LogCaptureFixture) -> None:
     rows = _rows(1)
     rows[0]["value"] = b"x" * 1000
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         log = ErrorContextLogger(include_messages=True)
         log.log_batch(rows, pipeline="p", run_id="r", batch_id=0)
     line = caplog.records[0].getMessage()
@@ -161,7 +161,7 @@ def test_include_configs_logs_the_redacted_config_once_per_batch(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     log = ErrorContextLogger(include_configs=True, config=redact(RAW), secrets=collect_secrets(RAW))
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         log.log_batch(_rows(3), pipeline="p", run_id="r", batch_id=0)
     lines = [r.getMessage() for r in caplog.records]
     assert sum("config=" in ln for ln in lines) == 1
@@ -171,7 +171,7 @@ def test_include_configs_logs_the_redacted_config_once_per_batch(
 
 
 def test_sample_bound_is_stated(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         ErrorContextLogger().log_batch(
             _rows(SAMPLE_PER_BATCH), pipeline="p", run_id="r", batch_id=0, total=105
         )
@@ -186,7 +186,7 @@ def test_log_lines_never_carry_a_secret_from_an_exception_message(
     log = ErrorContextLogger(include_messages=True, secrets=collect_secrets(RAW))
     rows = _rows(1, message=msg)
     rows[0]["value"] = f'{{"password": "{PASSWORD}"}}'.encode()
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         log.log_batch(rows, pipeline="p", run_id="r", batch_id=0)
     line = caplog.records[0].getMessage()
     for s in ALL:
@@ -366,7 +366,7 @@ def test_error_context_lines_quote_no_payload_without_include_messages(caplog: p
     )
     rows = _rows(2, message=msg)
     rows[1]["message"] = 'malformed JSON (48 chars); expected a JSON object, found {"order_id":"A1","ssn":"078-05'
-    with caplog.at_level(logging.WARNING, logger="quarantine.errors"):
+    with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         ErrorContextLogger().log_batch(rows, pipeline="p", run_id="r", batch_id=0)
         ErrorContextLogger(include_messages=True).log_batch(rows[1:], pipeline="p", run_id="r", batch_id=1)
     quiet, malformed, full = (r.getMessage() for r in caplog.records)
