@@ -1,7 +1,7 @@
 """What a failing Arrow batch costs the ``python`` stage's vectorized mode, strategy by strategy.
 
 Pure Python, no Spark: one 10,000-row ``pa.array`` of number strings (a
-``poison`` fraction of them unparsable) goes through ``BatchRunner.run(values,
+``poison`` fraction of them unparsable) goes through ``ArrowCalls.run(values,
 skip)`` exactly as the stage's executors call it, with the benchmark's function
 ``s.astype(float)``. Each strategy is timed on clean data and at each poison
 rate; the table reports poisoned / clean per strategy and how many times the
@@ -10,7 +10,7 @@ function was called.
 Strategies (all keep the stage's contract: a bad row's error is that of its
 own one-row call, good rows keep their results):
 
-* ``library`` — whatever :class:`quarantine.stages.python.arrow_batch.BatchRunner` does now
+* ``library`` — whatever :class:`quarantine.stages.python.arrow_batch.ArrowCalls` does now
   (galloping group calls, and the rows repeating a bad row's value set aside);
 * ``library, groups only`` — the same without setting repeated values aside;
 * ``bisect (before)`` — the search the stage shipped first: halve a failing call,
@@ -51,7 +51,7 @@ import pyarrow as pa
 from pyspark.sql.types import DoubleType
 
 from benchmarks import Row, add_smoke, markdown_table
-from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, ResultError, take_rows
+from quarantine.stages.python.arrow_batch import ArrowCalls, PythonErrorClass, PythonMode, ResultError, take_rows
 from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
 from quarantine.values.spark import type_name
 
@@ -96,7 +96,7 @@ class CallCounter:
 # ------------------------------------------------------------------ strategies
 
 
-class Alternative(BatchRunner):
+class Alternative(ArrowCalls):
     """The library's runner with the search of a failing batch replaced by :meth:`plan`."""
 
     #: slice with ``iloc[lo:hi].reset_index`` (as the first implementation did) instead of a view
@@ -200,7 +200,7 @@ class Chunks(Alternative):
                     call(i, i + 1)
 
 
-class GroupsOnly(BatchRunner):
+class GroupsOnly(ArrowCalls):
     """The library's search without setting aside the rows that repeat a bad row's value."""
 
     def _run_vectorized(
@@ -212,8 +212,8 @@ class GroupsOnly(BatchRunner):
 
 
 #: strategy name -> runner class
-STRATEGIES: dict[str, type[BatchRunner]] = {
-    "library": BatchRunner,
+STRATEGIES: dict[str, type[ArrowCalls]] = {
+    "library": ArrowCalls,
     "library, groups only": GroupsOnly,
     "bisect (before)": Bisect,
     "per-row fallback": PerRow,
@@ -221,7 +221,7 @@ STRATEGIES: dict[str, type[BatchRunner]] = {
 }
 
 
-def runner(strategy: str, fn: Callable[[Any], Any]) -> BatchRunner:
+def runner(strategy: str, fn: Callable[[Any], Any]) -> ArrowCalls:
     """A vectorized ``DOUBLE`` runner of ``fn`` that searches failing batches with ``strategy``."""
     return STRATEGIES[strategy](
         stage="p",

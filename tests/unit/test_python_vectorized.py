@@ -1,6 +1,6 @@
 """The vectorized python stage's search for the bad rows of a failing batch, without Spark.
 
-``BatchRunner.run(values, skip)`` is what the stage's Arrow UDF calls on the
+``ArrowCalls.run(values, skip)`` is what the stage's Arrow UDF calls on the
 executors, so these tests call it directly with pyarrow arrays. The contract:
 
 * every row not skipped gets exactly one of result and error, and a skipped row
@@ -30,7 +30,7 @@ from pyspark.sql.types import DataType, DoubleType, StructField, StructType
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.stages.python import PythonMode, _stage_policy
-from quarantine.stages.python.arrow_batch import BatchRunner
+from quarantine.stages.python.arrow_batch import ArrowCalls
 
 
 class TransientError(Exception):
@@ -55,8 +55,8 @@ def runner(
     nullable: bool = False,
     retry: RetryPolicy | None = None,
     retriable: tuple[type[BaseException], ...] = (),
-) -> BatchRunner:
-    return BatchRunner(
+) -> ArrowCalls:
+    return ArrowCalls(
         stage="s",
         kind="transform",
         fn=fn,
@@ -109,7 +109,7 @@ def parse(s: pd.Series) -> pd.Series:
     return text.map(lambda v: "x" if v == "typo" else np.nan if v in ("none", None) else float(v))
 
 
-def one_by_one(r: BatchRunner, values: pa.Array, skip: list[bool]) -> list[dict[str, Any]]:
+def one_by_one(r: ArrowCalls, values: pa.Array, skip: list[bool]) -> list[dict[str, Any]]:
     """The reference: every row not skipped run alone (its one-row call), skipped rows empty."""
     out = []
     for i, skipped in enumerate(skip):

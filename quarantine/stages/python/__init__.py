@@ -98,7 +98,7 @@ from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
-from quarantine.stages.python.arrow_batch import BatchRunner, PythonErrorClass, PythonMode, arrow_type, call_struct
+from quarantine.stages.python.arrow_batch import ArrowCalls, PythonErrorClass, PythonMode, arrow_type, call_struct
 from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
 from quarantine.values.spark import parse_spark_type
 from quarantine.values.types import BOOL, TEXT
@@ -181,7 +181,7 @@ class PythonStage(Stage):
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql.pandas.functions import arrow_udf
 
-        runner = BatchRunner(
+        runner = ArrowCalls(
             stage=self.name,
             kind=self.kind.value,
             fn=self.fn,
@@ -192,7 +192,7 @@ class PythonStage(Stage):
             retriable=self.retriable,
             retry=_stage_policy(ctx.retry, self.retriable),
         )
-        # The type hints of BatchRunner.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
+        # The type hints of ArrowCalls.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
         factory: Any = arrow_udf  # its stubs insist on functionType; hints are preferred at runtime
         udf = factory(runner.run, call_struct(self.returns))
         # computed once per row (its result, error and retries are read separately)

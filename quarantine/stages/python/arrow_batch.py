@@ -1,6 +1,6 @@
 """The python stage's executor side: one Arrow batch in, the stage's call column out.
 
-:class:`BatchRunner` is what the stage's Arrow UDF runs on the executors (its
+:class:`ArrowCalls` is what the stage's Arrow UDF runs on the executors (its
 ``run`` is pickled and shipped to the Python workers with the user's function).
 It receives a whole Arrow batch of the stage's input and the rows to skip, and
 returns ``STRUCT<result: T, error: ERROR_STRUCT, retries: INT>`` for the batch:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "BatchRunner",
+    "ArrowCalls",
     "PythonErrorClass",
     "PythonMode",
     "ResultError",
@@ -95,7 +95,7 @@ class ResultError(ValueError):
 
 
 @dataclass(frozen=True)
-class BatchRunner:
+class ArrowCalls:
     """The code that runs on the executors, one Arrow batch at a time.
 
     Output rows: skipped → ``{result: NULL, error: NULL}`` (the chaining rule

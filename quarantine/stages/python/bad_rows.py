@@ -49,7 +49,7 @@ __all__ = ["BadRowSearch", "VectorizedCalls", "to_pandas"]
 
 
 class VectorizedCalls(Protocol):
-    """What the search needs of the batch runner (:class:`quarantine.stages.python.arrow_batch.BatchRunner`)."""
+    """What the search needs of the batch runner (:class:`quarantine.stages.python.arrow_batch.ArrowCalls`)."""
 
     def _attempt(self, operation: Callable[[], Any]) -> RetryOutcome[Any]:
         """Run one call: retried under the policy when there is one, else once."""
