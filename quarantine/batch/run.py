@@ -106,14 +106,14 @@ class Run:
     Not thread safe: one batch at a time.
 
     Attributes:
-        pipeline: the pipeline's plan (configuration and pure functions; no run state).
+        plan: the pipeline's plan (configuration and pure functions; no run state).
         info: the run's id, pipeline, source, redacted config and start time.
         metrics: the run's metric totals so far (errant record reporters add theirs).
         tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
         listeners: the pipeline's listeners, as this run calls them (:class:`Listeners`).
     """
 
-    pipeline: Plan
+    plan: Plan
     info: RunInfo
     metrics: RunMetrics
     tolerance: ToleranceGuard
@@ -124,7 +124,7 @@ class Run:
     _last_failed: bool | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._writer = BatchWriter(self.pipeline, self.info.run_id, self.tolerance)
+        self._writer = BatchWriter(self.plan, self.info.run_id, self.tolerance)
 
     @property
     def run_id(self) -> str:
@@ -146,7 +146,7 @@ class Run:
 
     def _warn(self, problems: Sequence[BaseException], when: str) -> None:
         for problem in problems:
-            log.warning("listener failed %s: %s", when, redact_text(str(problem), self.pipeline.config.secrets()))
+            log.warning("listener failed %s: %s", when, redact_text(str(problem), self.plan.config.secrets()))
 
     def process_batch(self, df: DataFrame, batch_id: int, mode: BatchMode = _BATCH_RUN) -> BatchReport:
         """Split one batch and write both tables from one read of it.
@@ -168,21 +168,21 @@ class Run:
                 write may have committed; records open in quarantine are not closed.
         """
         run = self.info
-        now = self.pipeline.clock()
+        now = self.plan.clock()
         streaming, overlap = mode.streaming, mode.overlap
-        prepared = df if mode.staged else prepare(self.pipeline, df, streaming=streaming)
-        chain = self.pipeline.chain(prepared)
-        split = prepared if mode.staged else self.pipeline.split_frame(prepared)
+        prepared = df if mode.staged else prepare(self.plan, df, streaming=streaming)
+        chain = self.plan.chain(prepared)
+        split = prepared if mode.staged else self.plan.split_frame(prepared)
         # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
         # a start (it may be a batch whose writes were made before a crash) into a target appended
         # plainly: compared with the tables (reads them)
         settling = (overlap is not None and not overlap.passed) or (
-            mode.resumed and self.pipeline.config.target.source_columns
+            mode.resumed and self.plan.config.target.source_columns
         )
         if settling:
-            split = unsettled(self.pipeline, split)
+            split = unsettled(self.plan, split)
         scope = Scope.REPLAY if mode.replaying else Scope.RUN
-        count_first = mode.resumed or self.pipeline.policy().may_stop(scope) or bool(judging(chain))
+        count_first = mode.resumed or self.plan.policy().may_stop(scope) or bool(judging(chain))
         # Without a cache, the stages run again for the quarantine write: only where they give
         # every record the same outcome, and only after a clean batch of this run. A bet: a clean
         # batch saves the cache, a batch with failed records pays the stages twice (measured:
@@ -203,7 +203,7 @@ class Run:
         # checkpoint as it writes and observes the counts on the way, so where the policy cannot
         # stop the batch there is no counting pass (issue 36; benchmarks/README.md).
         creates_target = (
-            not streaming and not mode.replaying and not table_exists(self.pipeline.spark, self.pipeline.target_table)
+            not streaming and not mode.replaying and not table_exists(self.plan.spark, self.plan.target_table)
         )
         count_first = count_first or (
             not rerun and ((not streaming and not creates_target) or self._last_failed is True)
@@ -254,7 +254,7 @@ class Run:
             metrics=metrics.as_report(),
             breaches=verdicts.breaches,
             untranslated_expectations=verdicts.notes,
-            finished_at=self.pipeline.clock(),
+            finished_at=self.plan.clock(),
             stale_stages=tuple(s.name for s in chain if int(counts.get(stage_key("refresh", s.name)) or 0)),
         )
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
@@ -286,6 +286,6 @@ def start_run(
         config=config.redacted(), started_at=plan.clock(), kind=kind,
     )
     return Run(
-        pipeline=plan, info=info, metrics=RunMetrics(run_id=rid), tolerance=plan.policy().tolerance(rid),
+        plan=plan, info=info, metrics=RunMetrics(run_id=rid), tolerance=plan.policy().tolerance(rid),
         listeners=listeners or Listeners(plan.listeners),
     )

@@ -220,12 +220,12 @@ class BatchWriter:
     Not thread safe: one batch at a time.
 
     Attributes:
-        pipeline: the pipeline's plan.
+        plan: the pipeline's plan.
         run_id: the run's id (the target append's ``txnAppId``, the quarantine rows' run).
         tolerance: the run's error count and rate-limit window (``errors.tolerance.*``).
     """
 
-    pipeline: Plan
+    plan: Plan
     run_id: str
     tolerance: ToleranceGuard
     _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
@@ -255,7 +255,7 @@ class BatchWriter:
         is not looked at. The columns are added in a commit of their own, under the write
         retry policy; the batch's writes then find them.
         """
-        pipeline = self.pipeline
+        pipeline = self.plan
         table = pipeline.target_table
         change = target_change(
             pipeline.spark, table, pipeline.target_rows(b.split).schema,
@@ -340,7 +340,7 @@ class BatchWriter:
             if failing:
                 raise ExpectationBreachError(
                     "expectation breach (on_breach=fail): " + "; ".join(x.message for x in failing)
-                    + f"; failed records are in {self.pipeline.quarantine_table}; the target was not written",
+                    + f"; failed records are in {self.plan.quarantine_table}; the target was not written",
                     breaches=failing, count=len(failing),
                 )
         except (ToleranceExceededError, HandlerError) as exc:
@@ -416,10 +416,10 @@ class BatchWriter:
         if (int(again["n"]), int(again["fp"] or 0)) != first:
             failed.unpersist()
             raise InconsistentBatchError(
-                f"batch {b.batch_id} of pipeline {self.pipeline.config.pipeline}: the target pass failed "
+                f"batch {b.batch_id} of pipeline {self.plan.config.pipeline}: the target pass failed "
                 f"{first[0]} record(s), the quarantine pass {int(again['n'])} (or other ones): a stage is not "
                 "deterministic, or the source changed while it was read twice. Nothing was written to "
-                f"{self.pipeline.quarantine_table}; the target has the first pass's good rows; the batch "
+                f"{self.plan.quarantine_table}; the target has the first pass's good rows; the batch "
                 "is not committed, so a re-run (or the stream's restart) runs its records again, writing "
                 "nothing twice"
             )
@@ -428,7 +428,7 @@ class BatchWriter:
     def _write_quarantine(self, b: Batch, records: int, failed: DataFrame | None = None) -> QuarantineWrite:
         """Write the batch's ``records`` failed rows (``failed``, else ``b.split``'s) to quarantine and DLQ topic."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
-        return self.pipeline.quarantine_writer().write(
+        return self.plan.quarantine_writer().write(
             failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records
         )
 
@@ -438,30 +438,30 @@ class BatchWriter:
         A batch run's MERGE sets ``b.inserted`` to the rows its own commit inserted.
         """
         run_id, batch_id = self.run_id, b.batch_id
-        good = self.pipeline.target_rows(split)
+        good = self.plan.target_rows(split)
         if b.mode.streaming:
             # A target keeping the coordinates is appended plainly: the batch that may hold
             # records the tables have (the first after a start) was compared with them
             # (Run.process_batch); else Delta's transaction identifiers make it exactly once.
             # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
             # batch ids at 0, and Delta would silently skip those appends otherwise.
-            txn_version = None if self.pipeline.config.target.source_columns else batch_id
+            txn_version = None if self.plan.config.target.source_columns else batch_id
             retried_write(
-                self.pipeline, "target append", self.pipeline.target_table, batch_id,
+                self.plan, "target append", self.plan.target_table, batch_id,
                 lambda: append_batch(
-                    good, self.pipeline.target_table, pipeline=f"{self.pipeline.config.pipeline}:{run_id}",
-                    batch_id=txn_version, owner=self.pipeline.config.pipeline,
-                    evolution=self.pipeline.config.target.schema_evolution,
+                    good, self.plan.target_table, pipeline=f"{self.plan.config.pipeline}:{run_id}",
+                    batch_id=txn_version, owner=self.plan.config.pipeline,
+                    evolution=self.plan.config.target.schema_evolution,
                 ),
             )
         else:
             def merge() -> None:
                 b.inserted = merge_new_rows(
-                    self.pipeline.spark, good, self.pipeline.target_table, pipeline=self.pipeline.config.pipeline,
-                    evolution=self.pipeline.config.target.schema_evolution,
+                    self.plan.spark, good, self.plan.target_table, pipeline=self.plan.config.pipeline,
+                    evolution=self.plan.config.target.schema_evolution,
                 )
 
-            retried_write(self.pipeline, "target MERGE", self.pipeline.target_table, batch_id, merge)
+            retried_write(self.plan, "target MERGE", self.plan.target_table, batch_id, merge)
 
     def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
         """Close the open quarantine rows of the batch's records that passed.
@@ -473,9 +473,9 @@ class BatchWriter:
         passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY, FINGERPRINT)
         how = "replayed by run" if replaying else "passed on re-run, run"
         retried_write(
-            self.pipeline, "quarantine close", self.pipeline.quarantine_table, 0,
+            self.plan, "quarantine close", self.plan.quarantine_table, 0,
             lambda: close_records(
-                self.pipeline.spark, self.pipeline.quarantine_table, passed, pipeline=self.pipeline.config.pipeline,
+                self.plan.spark, self.plan.quarantine_table, passed, pipeline=self.plan.config.pipeline,
                 status=QuarantineStatus.REPLAYED, resolution=f"{how} {self.run_id}", now=now,
             ),
         )
@@ -498,8 +498,8 @@ class BatchWriter:
         """
         if not errors:
             return 0
-        cfg = self.pipeline.config.errors
-        policy = self.pipeline.policy()
+        cfg = self.plan.config.errors
+        policy = self.plan.policy()
         by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in b.chain}
         decision = policy.decide(
             counts_by_kind(b.chain, by_stage), run_id=self.run_id, batch_id=b.batch_id, by_stage=by_stage,
@@ -511,7 +511,7 @@ class BatchWriter:
         if kinds:
             if self._error_log is None:
                 self._error_log = ErrorContextLogger.from_config(
-                    cfg, config=self.pipeline.config.redacted(), secrets=self.pipeline.config.secrets()
+                    cfg, config=self.plan.config.redacted(), secrets=self.plan.config.secrets()
                 )
             # a bounded sample (limit + collect) of the persisted batch, never a count
             sample = sample_errors(
@@ -519,7 +519,7 @@ class BatchWriter:
                 include_messages=cfg.log_include_messages,
             ).collect()
             logged = self._error_log.log_batch(
-                [r.asDict() for r in sample], pipeline=self.pipeline.config.pipeline, run_id=self.run_id,
+                [r.asDict() for r in sample], pipeline=self.plan.config.pipeline, run_id=self.run_id,
                 batch_id=b.batch_id, total=sum(decision.counts[k] for k in kinds),
             )
         policy.enforce(

@@ -51,18 +51,18 @@ def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
     return df
 
 
-def run_batch(pipeline: Plan) -> RunSummary:
-    """Run ``pipeline`` once over its whole source, as batch 0.
+def run_batch(plan: Plan) -> RunSummary:
+    """Run ``plan`` once over its whole source, as batch 0.
 
     The listeners hear the run start and end (``failed`` with the exception, which
     is then re-raised). While the batch runs, a progress line is logged every
     :data:`PROGRESS_EVERY_S` seconds.
     """
-    run = start_run(pipeline)
+    run = start_run(plan)
     run.begin()
     try:
-        with Progress(pipeline.spark, f"batch run of {pipeline.config.pipeline}", every_s=PROGRESS_EVERY_S):
-            report = run.process_batch(read_source(pipeline.spark, pipeline.config.source), 0)
+        with Progress(plan.spark, f"batch run of {plan.config.pipeline}", every_s=PROGRESS_EVERY_S):
+            report = run.process_batch(read_source(plan.spark, plan.config.source), 0)
     except BaseException as exc:
         run.end(RunStatus.FAILED, exc)
         raise

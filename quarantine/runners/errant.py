@@ -210,20 +210,20 @@ class ErrantRecordReporter:
     ) -> None:
         if max_buffered < 1:
             raise ValueError(f"max_buffered: expected ≥ 1, found {max_buffered}")
-        pipeline = run.pipeline
-        cfg = pipeline.config
+        plan = run.plan
+        cfg = plan.config
         self.run = run
-        self.pipeline = pipeline
+        self.plan = plan
         self.batch_id = batch_id
         self.stage = stage
         self.max_buffered = max_buffered
-        self.clock = clock or pipeline.clock
-        self._writer = pipeline.quarantine_writer(write_retry)
+        self.clock = clock or plan.clock
+        self._writer = plan.quarantine_writer(write_retry)
         self.retry = self._writer.retry
         self._secrets = cfg.secrets()
         self._stacktrace = cfg.errors.dlq_context_stacktrace_enable
         self._retriable = RetriableClassifier.of(cfg.errors.retry_retriable)
-        self._policy = pipeline.policy()
+        self._policy = plan.policy()
         # every report of a key, in order: a record reported twice is two failures
         self._buffer: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
         self._buffered = 0
@@ -368,7 +368,7 @@ class ErrantRecordReporter:
         # key reported again adds to its row's history instead of overwriting the first report.
         while self._buffer:
             rows = [reports.pop(0) for reports in self._buffer.values()]
-            self._merge(self.pipeline.spark.createDataFrame(rows, _ROW_SCHEMA), len(rows))
+            self._merge(self.plan.spark.createDataFrame(rows, _ROW_SCHEMA), len(rows))
             self._buffer = {k: v for k, v in self._buffer.items() if v}
             self._buffered -= len(rows)
             written += len(rows)

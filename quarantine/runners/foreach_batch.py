@@ -58,7 +58,7 @@ class BatchRunner:
     ``run_stream`` re-raises it as itself rather than as Spark's wrapper.
     """
 
-    pipeline: Plan
+    plan: Plan
     run: Run | None = None
     #: whether the stream's DataFrame was staged once for the query (Plan.stage_stream)
     staged: bool = False
@@ -75,7 +75,7 @@ class BatchRunner:
     def start(self, query_id: str) -> Run:
         """The query (re)started with ``query_id``: its run (the same one after a restart)."""
         if self.run is None or self.run.run_id != query_id:
-            self.run = start_run(self.pipeline, query_id, listeners=self.run.listeners if self.run else None)
+            self.run = start_run(self.plan, query_id, listeners=self.run.listeners if self.run else None)
         self._watermark = None  # a (re)started query may replay a batch whose rows are in the table
         self._overlap = None
         self._resumed = True
@@ -95,7 +95,7 @@ class BatchRunner:
         """
         if batch_id != 0:
             return None
-        p = self.pipeline
+        p = self.plan
         held = dict(quarantined.ahead)
         for tp, offset in highest_offsets(p.spark, p.target_table).items():
             held[tp] = max(offset, held.get(tp, offset))
@@ -104,7 +104,7 @@ class BatchRunner:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if not self._ready.wait(_ID_WAIT_S):
             raise SourceError("the streaming query did not report its id; refusing to write")
-        p = self.pipeline
+        p = self.plan
         run = self.run
         assert run is not None  # set with the query id, before _ready
         try:

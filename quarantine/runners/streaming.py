@@ -1,6 +1,6 @@
 """The streaming runner: Kafka (or a Kafka-shaped Delta table) → one ``foreachBatch``.
 
-``run_stream(pipeline)`` reads the source with ``readStream``, and for every
+``run_stream(plan)`` reads the source with ``readStream``, and for every
 micro-batch calls :meth:`Run.process_batch(df, batch_id, BatchMode.micro_batch(…))
 <quarantine.batch.run.Run.process_batch>`, which splits the batch once and
 writes quarantine then target from one persisted read of it.
@@ -185,8 +185,8 @@ def _relay_to(spark: SparkSession, query: StreamingQuery, runner: BatchRunner) -
     return collect_and_close
 
 
-def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: Plan) -> DataStreamWriter:
-    cfg = pipeline.config
+def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], plan: Plan) -> DataStreamWriter:
+    cfg = plan.config
     assert cfg.target.checkpoint is not None  # PipelineConfig guarantees it for streaming
     return (
         df.writeStream.queryName(query_name(cfg.pipeline))
@@ -197,7 +197,7 @@ def _writer(df: DataFrame, runner: Callable[[DataFrame, int], None], pipeline: P
 
 
 def run_stream(
-    pipeline: Plan,
+    plan: Plan,
     *,
     max_duration_s: float | None = None,
     on_started: Any = None,
@@ -205,7 +205,7 @@ def run_stream(
     """Run the pipeline as a streaming query until it ends.
 
     Args:
-        pipeline: the configured pipeline; the run's id is the query id (stable
+        plan: the configured pipeline; the run's id is the query id (stable
             across restarts from the same checkpoint).
         max_duration_s: for a ``processing_time`` trigger, stop the query cleanly
             after this long (None: run until the process is stopped). An
@@ -222,23 +222,23 @@ def run_stream(
         StreamFailedError: the query failed outside the pipeline (e.g. the broker
             is unreachable); restart from the same checkpoint to resume.
     """
-    cfg = pipeline.config
-    connect = is_connect(pipeline.spark)
+    cfg = plan.config
+    connect = is_connect(plan.spark)
     secrets = cfg.secrets()
-    _check_owners(pipeline)
-    runner = BatchRunner(pipeline)
+    _check_owners(plan)
+    runner = BatchRunner(plan)
     deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
     run = None
     restarts = 0
     while True:
-        df = read_stream(pipeline.spark, cfg.source)
-        staged = pipeline.stage_stream(df)
+        df = read_stream(plan.spark, cfg.source)
+        staged = plan.stage_stream(df)
         runner.staged = staged is not None
         batches = (
-            ConnectBatches(cfg, shippable_stages(list(pipeline.stages)), query_name(cfg.pipeline), runner.staged)
+            ConnectBatches(cfg, shippable_stages(list(plan.stages)), query_name(cfg.pipeline), runner.staged)
             if connect else runner
         )
-        query: StreamingQuery = _writer(df if staged is None else staged, batches, pipeline).start()
+        query: StreamingQuery = _writer(df if staged is None else staged, batches, plan).start()
         started = runner.start(str(query.id))
         if run is None:
             run = started.info
@@ -254,7 +254,7 @@ def run_stream(
         )
         if on_started is not None:
             on_started(query)
-        collect = _relay_to(pipeline.spark, query, runner) if connect else None
+        collect = _relay_to(plan.spark, query, runner) if connect else None
         failure = _run_query(query, runner, deadline, cfg.source.location, secrets, collect)
         if (
             isinstance(failure, StreamFailedError)
@@ -286,7 +286,7 @@ def is_kafka_metrics_npe(text: str) -> bool:
     return 'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" is null' in text
 
 
-def _check_owners(pipeline: Plan) -> None:
+def _check_owners(plan: Plan) -> None:
     """Before a Kafka stream over listed topics starts: refuse a topic another pipeline writes into
     the target, and claim the unowned ones (:mod:`quarantine.sinks.ownership`; a topic pattern's
     topics, and a target the stream creates, are not known here and not checked).
@@ -295,17 +295,17 @@ def _check_owners(pipeline: Plan) -> None:
         TablesDisagreeError: another pipeline writes one of the topics into the target, or
             the target lacks records replayed into it (rebuilt by other means).
     """
-    cfg, spark, target = pipeline.config, pipeline.spark, pipeline.target_table
+    cfg, spark, target = plan.config, plan.spark, plan.target_table
     topics = cfg.source.topics if cfg.source.format is SourceFormat.KAFKA else ()
     if not topics or not table_exists(spark, target):
         return
     known = owners(spark, target)
     new = check_owners(target, cfg.pipeline, topics, known.topics, shared=cfg.target.shared)
     first = not known.writes(cfg.pipeline)
-    if first and table_exists(spark, pipeline.quarantine_table):
+    if first and table_exists(spark, plan.quarantine_table):
         check_target_holds_replayed(spark, cfg)
     if new or first:
-        retried_write(pipeline, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
+        retried_write(plan, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
 
 
 def _run_query(
