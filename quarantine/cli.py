@@ -320,12 +320,29 @@ def _handler(command: str) -> Callable[[Invocation], int]:
         import quarantine.commands.schema
         return quarantine.commands.schema.handle
     if command in ("inspect", "stats", "sql", "views"):
-        import quarantine.commands.triage
-        return quarantine.commands.triage.handle
+        return _read_only
     if command == "connect-server":
         import quarantine.commands.connect_server
         return quarantine.commands.connect_server.handle
     raise ValueError(f"no handler for the command {command!r}")  # argparse allows only COMMANDS
+
+
+def _read_only(call: Invocation) -> int:
+    """inspect, stats, sql, views: without a JVM where delta-rs and DuckDB can answer, else on Spark.
+
+    Without the ``local`` extra's ``deltalake`` and ``duckdb`` Spark answers every time.
+    """
+    try:
+        import quarantine.commands.triage_local
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("deltalake", "duckdb", "pyarrow"):
+            raise
+    else:
+        code = quarantine.commands.triage_local.handle(call)
+        if code is not None:
+            return code
+    import quarantine.commands.triage
+    return quarantine.commands.triage.handle(call)
 
 
 def _stop_retries_on_sigterm() -> None:
