@@ -89,9 +89,11 @@ class Engine(StrEnum):
 
 #: The Spark SQL functions the SQL library uses, as DuckDB macros of the same meaning (UTC session).
 SPARK_MACROS: tuple[str, ...] = (
-    # whole seconds since the epoch, rounded down (Spark: Math.floorDiv of the microseconds)
-    "CREATE MACRO spark_unix_seconds(t) AS CAST(floor(epoch_us(t) / 1000000) AS BIGINT)",
-    "CREATE MACRO spark_unix_timestamp(t) AS CAST(floor(epoch_us(t) / 1000000) AS BIGINT)",
+    # whole seconds since the epoch, rounded down (Spark: Math.floorDiv of the microseconds), in
+    # integers: a DOUBLE quotient of 9999-12-31 23:59:59.999999's microseconds rounds up to year 10000
+    "CREATE MACRO spark_floor_seconds(us) AS (us - ((us % 1000000) + 1000000) % 1000000) // 1000000",
+    "CREATE MACRO spark_unix_seconds(t) AS spark_floor_seconds(epoch_us(t))",
+    "CREATE MACRO spark_unix_timestamp(t) AS spark_floor_seconds(epoch_us(t))",
     "CREATE MACRO spark_timestamp_seconds(s) AS make_timestamptz(CAST(s AS BIGINT) * 1000000)",
     "CREATE MACRO spark_date_from_unix_date(d) AS CAST(DATE '1970-01-01' + CAST(d AS INTEGER) AS DATE)",
     "CREATE MACRO spark_unix_date(d) AS CAST(CAST(d AS DATE) - DATE '1970-01-01' AS INTEGER)",
