@@ -264,7 +264,9 @@ def _command(args: argparse.Namespace) -> int:
     """Run the parsed command through its handler; its exit code (see :func:`main`)."""
     call = Invocation(args)
     try:
-        return _handler(args.command)(call)
+        code = _handler(args.command)(call)
+        # None: the JVM-free reader left the command to Spark (quarantine.commands.triage_local)
+        return code if code is not None else _spark_reader()(call)
     except ConfigError as exc:
         print(f"quarantine: bad config: {exc}", file=sys.stderr)
         return 2
@@ -282,7 +284,7 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
-def _handler(command: str) -> Callable[[Invocation], int]:
+def _handler(command: str) -> Callable[[Invocation], int | None]:
     """The handler of ``command``: its module under :mod:`quarantine.commands`, imported now.
 
     The one place a command's code is imported, and only for the command that runs: the
@@ -320,29 +322,23 @@ def _handler(command: str) -> Callable[[Invocation], int]:
         import quarantine.commands.schema
         return quarantine.commands.schema.handle
     if command in ("inspect", "stats", "sql", "views"):
-        return _read_only
+        try:  # path tables without a JVM: delta-rs and DuckDB, the `local` extra's
+            import quarantine.commands.triage_local
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("deltalake", "duckdb", "pyarrow"):
+                raise
+            return _spark_reader()
+        return quarantine.commands.triage_local.handle
     if command == "connect-server":
         import quarantine.commands.connect_server
         return quarantine.commands.connect_server.handle
     raise ValueError(f"no handler for the command {command!r}")  # argparse allows only COMMANDS
 
 
-def _read_only(call: Invocation) -> int:
-    """inspect, stats, sql, views: without a JVM where delta-rs and DuckDB can answer, else on Spark.
-
-    Without the ``local`` extra's ``deltalake`` and ``duckdb`` Spark answers every time.
-    """
-    try:
-        import quarantine.commands.triage_local
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("deltalake", "duckdb", "pyarrow"):
-            raise
-    else:
-        code = quarantine.commands.triage_local.handle(call)
-        if code is not None:
-            return code
+def _spark_reader() -> Callable[[Invocation], int]:
+    """inspect, stats, sql and views on Spark: the handler when the JVM-free one leaves a command to Spark."""
     import quarantine.commands.triage
-    return quarantine.commands.triage.handle(call)
+    return quarantine.commands.triage.handle
 
 
 def _stop_retries_on_sigterm() -> None:
