@@ -38,11 +38,13 @@ from enum import StrEnum
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from quarantine.columns import (
     ERROR_CLASS,
     FIRST_SEEN_AT,
+    HEADER_KEY,
+    HEADER_VALUE,
+    HEADERS,
     LAST_SEEN_AT,
     OFFSET,
     PARTITION,
@@ -55,7 +57,7 @@ from quarantine.columns import (
 from quarantine.config import PipelineConfig, load_config
 from quarantine.display import print_json
 from quarantine.errors import ConfigError, DeltaRsUnreadableError
-from quarantine.ops.delta_arrow import read_delta
+from quarantine.ops.delta_arrow import ArrowStream, read_delta
 from quarantine.ops.triage_output import (
     ALL,
     RecordFilter,
@@ -136,6 +138,8 @@ def duckdb_sql(spark_sql: str) -> str:
             out.append(("E" if "\\" in m["literal"] else "") + m["literal"])
         elif m["name"] is not None:
             out.append('"' + m["name"][1:-1].replace("``", "`").replace('"', '""') + '"')
+        else:
+            out.append(m["comment"])
         last = m.end()
     out.append(_code(spark_sql[last:]))
     return "".join(out)
@@ -179,7 +183,7 @@ class _Session:
 
     def __init__(self, config: PipelineConfig) -> None:
         self._config = config
-        self._tables: dict[str, pa.Table] = {}
+        self._tables: dict[str, ArrowStream] = {}
         self._db = duckdb.connect()
         self._db.execute("SET TimeZone = 'UTC'")
         self._db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
@@ -193,7 +197,16 @@ class _Session:
             path = paths[role]
             if role not in self._tables and path:
                 self._tables[role] = read_delta(path, role)
-                self._db.register(role, self._tables[role])
+                self._db.register(f"_{role}_arrow", self._tables[role])
+                self._db.execute(f"CREATE VIEW {role} AS SELECT {self._columns(role)} FROM _{role}_arrow")
+
+    def _columns(self, role: str) -> str:
+        """The select list of ``role``'s view: every column, a header's text key as its UTF-8 bytes (BINARY)."""
+        types = {name: kind for name, kind, *_ in self._db.execute(f"DESCRIBE _{role}_arrow").fetchall()}
+        if not str(types.get(HEADERS, "")).startswith('STRUCT("key" VARCHAR'):
+            return "*"
+        return (f"* REPLACE (list_transform({HEADERS}, lambda h: struct_pack({HEADER_KEY} := encode(h.{HEADER_KEY}), "
+                f"{HEADER_VALUE} := h.{HEADER_VALUE})) AS {HEADERS})")
 
     def rows(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
         """``sql``'s column names and rows (every instant in UTC).
