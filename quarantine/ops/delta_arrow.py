@@ -1,26 +1,27 @@
-"""A Delta table given as a path, read by delta-rs (the ``deltalake`` package) as an Arrow stream, without a JVM.
+"""A Delta table given as a path, read without a JVM: delta-rs's snapshot, its rows as Arrow.
 
 The JVM-free read path (:mod:`quarantine.ops.duck`) reads the quarantine and metrics
-tables here. :func:`read_delta` is delta-rs's own scan of the table's current snapshot
-(deletion vectors, column mapping and partition values applied by delta-rs), collected as
-an arro3 table that DuckDB reads through the Arrow PyCapsule interface: neither pyarrow nor
-numpy is imported on the common path. Two outcomes besides a table:
+tables here (:func:`read_delta`). delta-rs (the ``deltalake`` package) opens the table and
+lists its current snapshot's data files. Two ways to its rows:
 
-* the path holds no Delta table: :class:`~quarantine.errors.QuarantineError` saying so, as
-  the Spark path says it;
-* delta-rs cannot read it — a table feature it does not support (``typeWidening``, which
-  the target's schema evolution turns on), or a STRING column whose bytes are not UTF-8 in
-  a table delta-rs can only read through its scan: :class:`~quarantine.errors.DeltaRsUnreadableError`,
-  whose message is the one line the command prints before Spark answers instead.
+* a table whose rows are exactly its files' rows (no deletion vectors, column mapping,
+  partitions or newer reader features: the tables this library writes) is read file by file
+  with pyarrow's Parquet reader. Not delta-rs's scan, which reads Spark's INT96 timestamps
+  at nanoseconds, where 9999-12-31 overflows without an error (it came back as 1816-03-29),
+  and refuses a STRING whose bytes are not UTF-8 (a Delta source's header key), which
+  pyarrow keeps as written: each header's key comes as BINARY, its stored bytes;
+* any other table is delta-rs's scan, collected as an arro3 table (the PyCapsule interface
+  DuckDB reads), unless its files store INT96.
 
-A STRING whose bytes are not UTF-8 (a Delta source's header key) is what Spark stores and
-Arrow's UTF-8 check refuses. For a table that needs nothing beyond its data files (no
-deletion vectors, no column mapping, no partition columns) the files of delta-rs's snapshot
-are read again with pyarrow's Parquet reader, which keeps the bytes as they are; that table
-comes with each header's key as BINARY (the stored bytes), where the scan gives it as text.
+Besides a table: :class:`~quarantine.errors.QuarantineError` when the path holds no Delta
+table (as the Spark path says it), and :class:`~quarantine.errors.DeltaRsUnreadableError`
+when delta-rs cannot read it (a reader feature it does not support, such as
+``typeWidening``, which a target's schema evolution turns on; text it refuses; INT96 in a
+table only it can read): its message is the one line the command prints before Spark
+answers instead.
 
 This module imports neither pyspark nor pandas (``pyarrow.table`` and ``pyarrow.dataset``
-import pandas; pyarrow's Parquet reader, only for the files above, does not).
+would import pandas; the Parquet reader does not).
 """
 
 from __future__ import annotations
@@ -45,21 +46,33 @@ class ArrowStream(Protocol):
         """The stream's capsule."""
 
 
+#: Reader features that leave a table's rows exactly its data files' rows, typed as its schema says.
+_FILES_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+
+
 def _plain(table: DeltaTable) -> bool:
-    """Whether ``table``'s rows are exactly its data files' rows: no deletion vectors, column mapping, partitions."""
-    config = table.metadata().configuration
-    mapped = config.get("delta.columnMapping.mode", "none") != "none"
-    deletion_vectors = "deletionVectors" in (table.protocol().reader_features or [])
-    return not (mapped or deletion_vectors or table.metadata().partition_columns)
+    """Whether ``table``'s rows are exactly its data files' rows (delta-rs's snapshot lists them).
+
+    Not so with deletion vectors, column mapping, partition columns (values kept in the log)
+    or any reader feature beyond :data:`_FILES_READER_FEATURES` (``typeWidening``: files of
+    an older type). Such a table is delta-rs's to read.
+    """
+    protocol = table.protocol()
+    features = set(protocol.reader_features or [])
+    mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    return (protocol.min_reader_version <= 3 and features <= _FILES_READER_FEATURES and not mapped
+            and not table.metadata().partition_columns)
 
 
 def _files(table: DeltaTable) -> ArrowStream:
-    """The rows of ``table``'s data files read by pyarrow's Parquet reader (bytes kept), headers' keys as BINARY.
+    """The rows of ``table``'s data files (delta-rs's snapshot) read by pyarrow's Parquet reader; headers' keys BINARY.
 
     Spark writes TIMESTAMP as INT96 by default: read at microseconds, the unit of Delta's
-    TIMESTAMP, or a year-9999 instant overflows pyarrow's default nanoseconds.
+    TIMESTAMP. delta-rs's own scan reads INT96 at nanoseconds, where 9999-12-31 overflows
+    silently (it came back as 1816-03-29); pyarrow's reader keeps text bytes as written too.
+    A column the file lacks (added to the table later) reads NULL.
     """
-    import pyarrow as pa  # only here: the common path (the scan) needs neither pyarrow nor numpy
+    import pyarrow as pa  # pyarrow and numpy are ~0.15 s of a command's start: imported when a table is read
     import pyarrow.parquet as pq
 
     binary_headers = pa.list_(pa.struct([pa.field(HEADER_KEY, pa.binary()), pa.field(HEADER_VALUE, pa.binary())]))
@@ -68,9 +81,13 @@ def _files(table: DeltaTable) -> ArrowStream:
         schema = schema.set(schema.get_field_index(HEADERS), pa.field(HEADERS, binary_headers))
     parts = []
     for uri in table.file_uris():
-        parsed = urlparse(uri)
-        path = unquote(parsed.path) if parsed.scheme == "file" else uri
-        read = pq.ParquetFile(path, coerce_int96_timestamp_unit="us").read(columns=schema.names)
+        data = pq.ParquetFile(_local(uri), coerce_int96_timestamp_unit="us")
+        read = data.read(columns=[n for n in schema.names if n in data.schema_arrow.names])
+        for name in schema.names:  # a column added after the file was written reads NULL, as Delta reads it
+            if name not in read.column_names:
+                read = read.append_column(pa.field(name, schema.field(name).type), pa.nulls(read.num_rows,
+                                                                                          schema.field(name).type))
+        read = read.select(schema.names)
         if HEADERS in read.column_names:  # string -> binary keeps the bytes; it checks nothing
             at = read.column_names.index(HEADERS)
             read = read.set_column(at, pa.field(HEADERS, binary_headers), read.column(HEADERS).cast(binary_headers))
@@ -86,8 +103,8 @@ def read_delta(path: str, role: str) -> ArrowStream:
         role: what the table is (``quarantine``, ``metrics``), for the messages.
 
     Returns:
-        Every row, in no particular order. A ``headers`` column's keys are text (delta-rs's
-        scan) or BINARY (a table whose text is not all UTF-8, read from its files).
+        Every row, in no particular order. A ``headers`` column's keys are BINARY (a table
+        read from its files) or text (delta-rs's scan).
 
     Raises:
         QuarantineError: no Delta table at ``path``.
@@ -100,16 +117,39 @@ def read_delta(path: str, role: str) -> ArrowStream:
         raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
     except DeltaError as exc:
         raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+    if _plain(table):
+        return _files(table)
+    unreadable = f"delta-rs cannot read the {role} table at {path}"
     try:
-        # delta-rs checks the protocol and UTF-8 as the stream is read: read it all now (an arro3
-        # table, which DuckDB reads through the PyCapsule interface as often as it is queried)
-        return cast("ArrowStream", table.scan().read_all())
-    except DeltaError as exc:
-        raise DeltaRsUnreadableError(f"delta-rs cannot read the {role} table at {path}: {_line(exc)}") from exc
-    except Exception as exc:  # Arrow's UTF-8 check: the Rust reader raises it as a plain Exception
-        if "UTF-8" not in str(exc) or not _plain(table):
-            raise DeltaRsUnreadableError(f"delta-rs cannot read the {role} table at {path}: {_line(exc)}") from exc
-    return _files(table)
+        table.scan().read_next_batch()  # delta-rs refuses a table feature it cannot read here
+    except StopIteration:  # no rows
+        pass
+    except Exception as exc:  # DeltaError, or Arrow's UTF-8 check (the Rust reader raises a plain Exception)
+        raise DeltaRsUnreadableError(f"{unreadable}: {_line(exc)}") from exc
+    if _int96(table):
+        raise DeltaRsUnreadableError(
+            f"{unreadable}: its TIMESTAMPs are stored as INT96 (Spark's default), which delta-rs reads at "
+            "nanoseconds, in a table it must read itself (deletion vectors, column mapping, partitions or a "
+            "newer reader feature): an instant after 2262 would come back wrong"
+        )
+    return cast("ArrowStream", table.scan().read_all())
+
+
+def _int96(table: DeltaTable) -> bool:
+    """Whether any data file of ``table`` stores a column as Parquet INT96."""
+    import pyarrow.parquet as pq  # only for a table delta-rs must scan itself
+
+    for uri in table.file_uris():
+        schema = pq.read_metadata(_local(uri)).schema
+        if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
+            return True
+    return False
+
+
+def _local(uri: str) -> str:
+    """A data file's URI from delta-rs as a path pyarrow opens."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def _line(exc: BaseException) -> str:
