@@ -254,9 +254,9 @@ def answer(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int | None
     try:
         if query is not None:
             return _sql(args, config, query, session)
-        session.need("quarantine")
         if args.command == "inspect":
             return _inspect(args, config, session)
+        session.need("quarantine")
         return _stats(_pipeline(args, config), session, as_json=args.json)
     except DeltaRsUnreadableError as exc:
         print(f"quarantine: reading with Spark: {exc}", file=sys.stderr)
@@ -276,7 +276,8 @@ def _inspect(args: argparse.Namespace, config: PipelineConfig, session: _Session
         since=parse_time(args.since, "--since") if args.since else None,
         until=parse_time(args.until, "--until") if args.until else None,
         limit=args.limit,
-    )
+    )  # bad options are said before any table is read, as on Spark
+    session.need("quarantine")
     where: list[str] = ["TRUE"]
     params: list[Any] = []
     for column, value in ((PIPELINE, f.pipeline), (STAGE, f.stage), (ERROR_CLASS, f.error_class)):
