@@ -2,7 +2,7 @@
 
 This module parses (argparse alone: ``--help`` and ``--version`` import no engine), maps
 what a command raises to its exit code, and hands the command to its handler, a module of
-:mod:`quarantine.commands` imported only when that command runs (:func:`_handler`).
+:mod:`quarantine.commands` imported only when that command runs (:data:`HANDLERS`, tried in order).
 
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 2 bad usage or bad config (nothing was read or written); 3 an optional dependency the
@@ -268,7 +268,7 @@ def _command(args: argparse.Namespace) -> int:
     """Run the parsed command through its handler; its exit code (see :func:`main`)."""
     call = Invocation(args)
     try:
-        return _handler(args.command)(call)
+        return _dispatch(call)
     except ConfigError as exc:
         print(f"quarantine: bad config: {exc}", file=sys.stderr)
         return 2
@@ -286,36 +286,59 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
-#: Each command's handler module (:mod:`quarantine.commands`), imported when that command runs.
-#: A table of module names, each an edge the import-graph test counts (``import_module`` over
-#: names a module holds); no handler imports this module, so none is a circle.
-HANDLERS: dict[str, str] = {
-    "run": "quarantine.commands.run",
-    "validate": "quarantine.commands.validate",
-    "replay": "quarantine.commands.replay",
-    "discard": "quarantine.commands.discard",
-    "rebuild-target": "quarantine.commands.rebuild_target",
-    "maintain": "quarantine.commands.maintain",
-    "report": "quarantine.commands.report",
-    "init-demo": "quarantine.commands.init_demo",
-    "metrics": "quarantine.commands.metrics",
-    "schema": "quarantine.commands.schema",
-    "inspect": "quarantine.commands.triage",
-    "stats": "quarantine.commands.triage",
-    "sql": "quarantine.commands.triage",
-    "views": "quarantine.commands.triage",
-    "connect-server": "quarantine.commands.connect_server",
+#: The handlers the JVM-free read path tries first, and Spark's after them.
+_TRIAGE = ("quarantine.commands.triage_local", "quarantine.commands.triage")
+
+#: Each command's handler modules (:mod:`quarantine.commands`), tried in order when that command
+#: runs: the first whose ``handle`` answers (returns an exit code, not None) decides. A module
+#: that needs an optional package the install lacks (the ``local`` extra's delta-rs and DuckDB)
+#: is passed over. Module names, each an edge the import-graph test counts (``import_module``
+#: over names a module holds); no handler imports this module, so none is a circle.
+HANDLERS: dict[str, tuple[str, ...]] = {
+    "run": ("quarantine.commands.run",),
+    "validate": ("quarantine.commands.validate",),
+    "replay": ("quarantine.commands.replay",),
+    "discard": ("quarantine.commands.discard",),
+    "rebuild-target": ("quarantine.commands.rebuild_target",),
+    "maintain": ("quarantine.commands.maintain",),
+    "report": ("quarantine.commands.report",),
+    "init-demo": ("quarantine.commands.init_demo",),
+    "metrics": ("quarantine.commands.metrics",),
+    "schema": ("quarantine.commands.schema",),
+    "inspect": _TRIAGE,
+    "stats": _TRIAGE,
+    "sql": _TRIAGE,
+    "views": _TRIAGE,
+    "connect-server": ("quarantine.commands.connect_server",),
 }
 
+#: Packages a handler may need that an install may lack: its module is then passed over.
+_OPTIONAL = frozenset({"deltalake", "duckdb", "pyarrow"})
 
-def _handler(command: str) -> Callable[[Invocation], int]:
-    """The handler of ``command``: the ``handle`` of its :data:`HANDLERS` module, imported now.
+
+def _handlers(command: str) -> list[Callable[[Invocation], int | None]]:
+    """The ``handle`` of each of ``command``'s :data:`HANDLERS` modules this install can import, in order.
 
     Only the command that runs has its code imported (``--help`` imports none): see
     :mod:`quarantine.commands` for why.
     """
-    handle: Callable[[Invocation], int] = importlib.import_module(HANDLERS[command]).handle
-    return handle
+    found: list[Callable[[Invocation], int | None]] = []
+    for name in HANDLERS[command]:
+        try:
+            found.append(importlib.import_module(name).handle)
+        except ModuleNotFoundError as exc:
+            if exc.name not in _OPTIONAL:
+                raise
+    return found
+
+
+def _dispatch(call: Invocation) -> int:
+    """Run ``call`` through its command's handlers: the first that answers gives the exit code."""
+    for handle in _handlers(call.args.command):
+        code = handle(call)
+        if code is not None:
+            return code
+    raise RuntimeError(f"no handler answered {call.args.command!r}")  # the last of each entry always answers
 
 
 def _stop_retries_on_sigterm() -> None:

@@ -16,6 +16,7 @@ __all__ = [
     "ConfigError",
     "ConfigFileError",
     "CoordinatesReusedError",
+    "DeltaRsUnreadableError",
     "ExpectationBreachError",
     "HandlerError",
     "InconsistentBatchError",
@@ -83,6 +84,12 @@ class MissingDependencyError(QuarantineError):
     def __init__(self, message: str, extra: str) -> None:
         super().__init__(f"{message}: pip install 'spark-quarantine[{extra}]'")
         self.extra = extra
+
+
+class DeltaRsUnreadableError(QuarantineError):
+    """delta-rs cannot read a path-named table the JVM-free read path was to read (a table
+    feature it does not support, bytes its Arrow reader refuses): the command answers on Spark
+    instead, after one line saying this message (:mod:`quarantine.ops.duck`)."""
 
 
 class StageDefinitionError(QuarantineError):

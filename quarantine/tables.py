@@ -17,8 +17,6 @@ see :func:`table_exists`, and to create a path table).
 from __future__ import annotations
 
 import logging
-import os
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -28,6 +26,8 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+
+from quarantine.table_names import is_path, name_parts, quote_part, sql_literal, table_ref
 
 __all__ = [
     "add_missing_columns",
@@ -53,62 +53,14 @@ _log = logging.getLogger(__name__)
 _NO_DELTA_TABLE = frozenset({"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND"})
 
 
-def is_path(name: str) -> bool:
-    """Whether a table reference is a filesystem/URI path rather than a catalog name."""
-    return "/" in name or "://" in name or name.startswith((".", "~"))
-
-
 def is_connect(spark: SparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-#: A URI scheme such as ``dbfs:`` (two letters or more: one letter is a Windows drive).
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
-
-
-def table_ref(name: str) -> str:
-    """A table reference as SQL text (SQL, :meth:`DataFrame.mergeInto`): ``delta.`/abs/path``` or a quoted name.
-
-    A local path is made absolute (``~`` expanded) first: Spark reads
-    ``delta.`data/demo/quarantine``` as a table name, not a folder
-    (``UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY``). A URI (``s3://…``, ``dbfs:/…``)
-    is kept as given. A catalog name (``catalog.schema.table``, ``schema.table``)
-    has each part quoted, so no name can be read as more SQL.
-    """
-    if is_path(name):
-        path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
-        return "delta." + _quote(path)
-    return ".".join(_quote(part) for part in name_parts(name))
-
-
-#: One part of a catalog name: a run of characters other than ``.`` and a backquote, or
-#: anything in backquotes (a doubled backquote is one), followed by a ``.`` or the end.
-_NAME_PART = re.compile(r"(?:([^.`]+)|`((?:[^`]|``)+)`)(?:\.|$)")
-
-
-def name_parts(name: str) -> list[str]:
-    """The parts of a catalog name, back-quotes removed: ``main.raw.`my.orders``` -> ``["main", "raw", "my.orders"]``.
-
-    Raises:
-        ValueError: ``name`` is not a dot-separated list of parts (the config refuses such a name first).
-    """
-    parts: list[str] = []
-    at = 0
-    while at < len(name):
-        m = _NAME_PART.match(name, at)
-        if m is None or m.end() == at or (m.end() == len(name) and name.endswith(".")):
-            raise ValueError(f"not a table name: {name!r}")
-        parts.append(m.group(1) if m.group(1) is not None else m.group(2).replace("``", "`"))
-        at = m.end()
-    if not parts:
-        raise ValueError("an empty table name")
-    return parts
-
-
 def table_column(name: str, column: str) -> Column:
     """The target table's ``column`` in a MERGE on ``name`` (qualified by :func:`table_ref`)."""
-    return F.col(f"{table_ref(name)}.{_quote(column)}")
+    return F.col(f"{table_ref(name)}.{quote_part(column)}")
 
 
 def table_version(spark: SparkSession, name: str) -> int:
@@ -196,33 +148,16 @@ def create_table(
     return True
 
 
-def _quote(part: str) -> str:
-    return "`" + part.replace("`", "``") + "`"
-
-
-def sql_literal(value: str | int | float) -> str:
-    """``value`` as a SQL literal: numbers as such, text single-quoted with ``\\`` and ``'`` escaped.
-
-    Raises:
-        TypeError: ``value`` is a boolean (no SQL literal is meant by it here).
-    """
-    if isinstance(value, bool):
-        raise TypeError("a boolean is not a query parameter value")
-    if isinstance(value, int | float):
-        return repr(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _create_table_sql(
     name: str, schema: StructType, comment: str, cluster_by: Sequence[str], properties: Mapping[str, str]
 ) -> str:
     """``CREATE TABLE`` for a catalog name (``db.table`` or ``catalog.schema.table``) or a path."""
     columns = ", ".join(
-        f"{_quote(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in schema.fields
+        f"{quote_part(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in schema.fields
     )
     sql = f"CREATE TABLE {table_ref(name)} ({columns}) USING delta"
     if cluster_by:
-        sql += f" CLUSTER BY ({', '.join(_quote(c) for c in cluster_by)})"
+        sql += f" CLUSTER BY ({', '.join(quote_part(c) for c in cluster_by)})"
     sql += f" COMMENT {sql_literal(comment)}"
     if properties:
         pairs = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in properties.items())
@@ -265,7 +200,7 @@ def add_missing_columns(spark: SparkSession, name: str, schema: StructType) -> l
     have = set(read_table(spark, name).columns)
     missing = [f for f in schema.fields if f.name not in have]
     if missing:
-        cols = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in missing)
+        cols = ", ".join(f"{quote_part(f.name)} {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"ALTER TABLE {table_ref(name)} ADD COLUMNS ({cols})")
     return [f.name for f in missing]
 
@@ -319,9 +254,9 @@ def _is_committed_delta(folder: Path) -> bool:
 
 def _register(spark: SparkSession, schema: str, table: str, folder: Path) -> None:
     """Give the Delta table at ``folder`` the name ``spark_catalog.schema.table`` in this session's catalog."""
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS spark_catalog.{_quote(schema)}")
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS spark_catalog.{quote_part(schema)}")
     spark.sql(
-        f"CREATE TABLE IF NOT EXISTS spark_catalog.{_quote(schema)}.{_quote(table)} "
+        f"CREATE TABLE IF NOT EXISTS spark_catalog.{quote_part(schema)}.{quote_part(table)} "
         f"USING delta LOCATION {sql_literal(folder.as_uri())}"
     )
 

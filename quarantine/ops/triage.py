@@ -1,42 +1,46 @@
-"""Looking at quarantine from the shell: ``inspect``, ``stats``, ``sql`` and ``views``.
+"""Looking at quarantine from the shell on Spark: ``inspect``, ``stats``, ``sql`` and ``views``.
 
 The DataFrame side is pure (:func:`select_records`, :func:`stats_frames`); the
 commands (:func:`run_command`) read the configured tables, collect a bounded
-number of rows and print them with :mod:`quarantine.display` — a table for a
-terminal, or JSON with ``--json``. Payloads (``key``, ``value``, header values)
-are shown as UTF-8 text where they decode and as hex where they do not, with
-their encoding named in JSON; tables cut long values, JSON never does.
+number of rows and print them with :mod:`quarantine.ops.triage_output`, which the
+JVM-free engine (:mod:`quarantine.ops.duck`) prints its rows with too. This is the
+path for catalog names, Spark Connect and Databricks, and for a table delta-rs cannot read.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import re
-import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
-from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
+from quarantine.display import print_json
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.instants import collect_utc
+from quarantine.ops.triage_output import (
+    ALL,
+    COMMANDS,
+    RecordFilter,
+    list_queries,
+    parse_time,
+    print_records,
+    print_sql,
+    print_stats,
+    record_json,
+    record_title,
+)
 from quarantine.schema import (
     ERROR_CLASS,
     FIRST_SEEN_AT,
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
-    KEY,
     LAST_SEEN_AT,
     OFFSET,
     PARTITION,
     PIPELINE,
     STAGE,
     STATUS,
-    TIMESTAMP,
     TOPIC,
-    VALUE,
     QuarantineStatus,
 )
 
@@ -50,77 +54,12 @@ __all__ = [
     "COMMANDS",
     "RecordFilter",
     "parse_time",
+    "pipeline_of",
     "record_json",
     "run_command",
     "select_records",
     "stats_frames",
 ]
-
-#: The commands this module runs.
-COMMANDS = ("inspect", "stats", "sql", "views")
-
-#: ``--status all``: every status.
-ALL = "all"
-
-#: How many characters of a message / payload / all headers an ``inspect`` table shows.
-_MESSAGE_WIDTH = 50
-_PAYLOAD_WIDTH = 30
-_HEADERS_WIDTH = 80
-
-_RELATIVE = re.compile(r"^(\d+)([mhd])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_time(text: str, option: str, *, now: dt.datetime | None = None) -> dt.datetime:
-    """A ``--since``/``--until`` value as an aware UTC datetime.
-
-    ``2026-11-25``, ``2026-11-25T10:00``, ``2026-11-25 10:00:00`` (UTC unless an
-    offset is given), or an age: ``30m``, ``24h``, ``7d`` (that long before ``now``).
-
-    Raises:
-        ConfigError: anything else, naming ``option``.
-    """
-    m = _RELATIVE.match(text.strip())
-    if m:
-        return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(option, text, "an ISO date/time (2026-11-25, 2026-11-25T10:00) or an age (30m, 24h, 7d)") \
-            from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-
-
-@dataclass(frozen=True)
-class RecordFilter:
-    """Which quarantine rows ``inspect`` shows.
-
-    Attributes:
-        pipeline: the pipeline (None: every pipeline of the table).
-        status: ``open``, ``replayed``, ``discarded`` or :data:`ALL`.
-        stage: only this stage (None: any).
-        error_class: only this error class (None: any).
-        since: only rows last seen at or after this time.
-        until: only rows last seen before this time.
-        limit: at most this many rows, the most recently seen first.
-    """
-
-    pipeline: str | None = None
-    status: str = QuarantineStatus.OPEN.value
-    stage: str | None = None
-    error_class: str | None = None
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    limit: int = 20
-
-    def __post_init__(self) -> None:
-        allowed = [s.value for s in QuarantineStatus] + [ALL]
-        if self.status not in allowed:
-            raise ConfigError("--status", self.status, " | ".join(allowed))
-        if self.limit < 1:
-            raise ConfigError("--limit", self.limit, "a positive number of rows")
-        if self.since and self.until and self.since >= self.until:
-            raise ConfigError("--since", self.since.isoformat(), f"a time before --until ({self.until.isoformat()})")
 
 
 def select_records(quarantine: DataFrame, f: RecordFilter) -> DataFrame:
@@ -178,68 +117,6 @@ def stats_frames(quarantine: DataFrame, pipeline: str | None) -> dict[str, DataF
     }
 
 
-def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
-    text, encoding = decode_bytes(raw)
-    return {"text": text, "encoding": encoding}
-
-
-def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
-
-    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
-    gives them) are not UTF-8.
-    """
-    out: dict[str, Any] = {}
-    for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",
-                 "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
-                 "run_id", "batch_id", "resolved_at", "resolution"):
-        value = row.get(name)
-        out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
-    out[KEY] = _payload(row.get(KEY))
-    out[VALUE] = _payload(row.get(VALUE))
-    out[HEADERS] = [
-        {HEADER_KEY: plain(h[HEADER_KEY]), HEADER_VALUE: _payload(h[HEADER_VALUE])} for h in (row.get(HEADERS) or [])
-    ]
-    return out
-
-
-def _shown(payload: Mapping[str, str | None]) -> str | None:
-    text = payload["text"]
-    if text is None:
-        return None
-    return shorten(text if payload["encoding"] == "utf-8" else f"hex:{text}", _PAYLOAD_WIDTH)
-
-
-def _inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
-    rows = []
-    for r in records:
-        headers = ", ".join(f"{h[HEADER_KEY]}={_shown(h[HEADER_VALUE])}" for h in r[HEADERS]) or None
-        rows.append([
-            _coordinates(r), r["status"], r["stage"], r["error_class"],
-            gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
-            r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
-            _shown(r[KEY]), _shown(r[VALUE]), shorten(headers, _HEADERS_WIDTH),
-        ])
-    return rows
-
-
-def _print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | None = None) -> None:
-    """``inspect``'s table of :func:`record_json` records: the message gets its width before the payloads."""
-    print_table(title, _INSPECT_COLUMNS, _inspect_rows(records), out=out, first=("message",))
-
-
-#: A record's coordinates in one column, as Kafka's tools write them (``orders-0@4``: topic-partition@offset):
-#: three columns of their own left the message and the payloads less of the page.
-_INSPECT_COLUMNS = ("record", "status", "stage", "error_class", "message",
-                    "failures", "last_seen_at", KEY, VALUE, HEADERS)
-
-
-def _coordinates(record: Mapping[str, Any]) -> str:
-    """``topic-partition@offset``; a NULL part reads ``NULL``."""
-    topic, partition, offset = (("NULL" if record[c] is None else record[c]) for c in (TOPIC, PARTITION, OFFSET))
-    return f"{topic}-{partition}@{offset}"
-
-
 # --------------------------------------------------------------------------- the commands
 
 
@@ -251,7 +128,7 @@ def run_command(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int:
         QuarantineError: the quarantine table does not exist yet (exit code 1).
     """
     if args.command == "sql" and args.name is None:
-        return _list_queries(args.json)
+        return list_queries(args.json)
     if args.command == "sql":
         from quarantine.sql import get_query
 
@@ -267,16 +144,17 @@ def run_command(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int:
         return _views(args, config)
     if args.command == "inspect":
         record_filter = RecordFilter(
-            pipeline=_pipeline(args, config), status=args.status, stage=args.stage, error_class=args.error_class,
+            pipeline=pipeline_of(args, config), status=args.status, stage=args.stage, error_class=args.error_class,
             since=parse_time(args.since, "--since") if args.since else None,
             until=parse_time(args.until, "--until") if args.until else None,
             limit=args.limit,
         )
         return _inspect(config, record_filter, as_json=args.json)
-    return _stats(config, _pipeline(args, config), as_json=args.json)
+    return _stats(config, pipeline_of(args, config), as_json=args.json)
 
 
-def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> str | None:
+def pipeline_of(args: argparse.Namespace, config: PipelineConfig) -> str | None:
+    """The pipeline whose rows ``inspect``/``stats`` show: ``--pipeline``, else the config's ('' is every one)."""
     if args.pipeline is None:
         return config.pipeline
     return args.pipeline or None
@@ -307,39 +185,14 @@ def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
     if as_json:
         print_json(records)
         return 0
-    where = f"pipeline {f.pipeline}" if f.pipeline else "every pipeline"
-    _print_records(f"{f.status} records of {where} in {config.errors.dlq_table_name} "
-                   f"(at most {f.limit}, last seen first)", records)
+    print_records(record_title(f, config.errors.dlq_table_name), records)
     return 0
 
 
 def _stats(config: PipelineConfig, pipeline: str | None, *, as_json: bool) -> int:
     frames = stats_frames(_quarantine(_spark("stats", config), config), pipeline)
     tables = {title: (df.columns, [list(r) for r in collect_utc(df)]) for title, df in frames.items()}
-    if as_json:
-        print_json({title: [dict(zip(cols, row, strict=True)) for row in rows]
-                    for title, (cols, rows) in tables.items()})
-        return 0
-    where = f"pipeline {pipeline}" if pipeline else "every pipeline"
-    for title, (cols, rows) in tables.items():
-        print_table(f"{title} ({where})", cols, rows)
-    return 0
-
-
-def _list_queries(as_json: bool) -> int:
-    from quarantine.sql import catalogue
-
-    queries = catalogue()
-    if as_json:
-        print_json([{"name": q.name, "summary": q.summary, "tables": list(q.tables),
-                     "params": [{"name": p.name, "type": p.type.value, "default": p.default, "doc": p.doc,
-                                 "choices": list(p.choices)}
-                                for p in q.params]} for q in queries.values()])
-        return 0
-    print_table("the SQL library (quarantine sql NAME --conf FILE [--param NAME=VALUE ...])",
-                ("name", "what it shows", "parameters"),
-                [(q.name, q.summary, ", ".join(f"{p.name}={p.default}" for p in q.params))
-                 for q in queries.values()])
+    print_stats(tables, pipeline, as_json=as_json)
     return 0
 
 
@@ -359,18 +212,7 @@ def _sql(args: argparse.Namespace, config: PipelineConfig) -> int:
     spark = _spark("sql", config)
     _quarantine(spark, config)  # a clear message when there is no table yet
     df = spark.sql(text).limit(args.limit + 1)  # one more row than shown: whether the output is cut
-    rows = [list(r) for r in collect_utc(df)]
-    cut = len(rows) > args.limit
-    rows = rows[: args.limit]
-    notice = f"the first {args.limit:,} rows: more rows match (--limit)" if cut else None
-    if args.json:
-        print_json([dict(zip(df.columns, row, strict=True)) for row in rows])
-        if notice:
-            print(notice, file=sys.stderr)  # stdout stays one JSON document
-        return 0
-    print_table(f"{query.name}: {query.summary}", df.columns, rows)
-    if notice:
-        print(notice)
+    print_sql(query, df.columns, [list(r) for r in collect_utc(df)], args.limit, as_json=args.json)
     return 0
 
 

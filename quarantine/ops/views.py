@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
 from quarantine.sql import bind, view_sources
-from quarantine.tables import is_path
+from quarantine.table_names import is_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

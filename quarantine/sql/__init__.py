@@ -44,7 +44,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
-from quarantine.tables import sql_literal, table_ref
+from quarantine.table_names import sql_literal, table_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -7,7 +7,8 @@
 -- topic_records_in for the same period (NULL when no metrics were written for it).
 -- Periods are UTC's in any session time zone (a day starts at 00:00 UTC, a week on Monday
 -- 00:00 UTC): computed from epoch seconds and the UTC date, not with date_trunc, which
--- truncates in the session time zone.
+-- truncates in the session time zone. A day's seconds are BIGINT: as INT they overflow for a
+-- failure after 2038-01-19 or before 1901.
 --
 -- @table quarantine
 -- @table metrics
@@ -20,8 +21,8 @@ WITH failures AS (
                   WHEN 'minute' THEN timestamp_seconds(floor(unix_seconds(h.at) / 60) * 60)
                   WHEN 'hour' THEN timestamp_seconds(floor(unix_seconds(h.at) / 3600) * 3600)
                   WHEN 'day' THEN timestamp_seconds(floor(unix_seconds(h.at) / 86400) * 86400)
-                  ELSE timestamp_seconds(unix_date(trunc(
-                    date_from_unix_date(CAST(floor(unix_seconds(h.at) / 86400) AS INT)), :bucket)) * 86400)
+                  ELSE timestamp_seconds(CAST(unix_date(trunc(
+                    date_from_unix_date(CAST(floor(unix_seconds(h.at) / 86400) AS INT)), :bucket)) AS BIGINT) * 86400)
                 END
               ELSE raise_error(concat('bucket must be minute, hour, day, week or month, not ', :bucket))
          END AS period
@@ -38,8 +39,8 @@ per_topic AS (
            WHEN 'minute' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 60) * 60)
            WHEN 'hour' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 3600) * 3600)
            WHEN 'day' THEN timestamp_seconds(floor(unix_seconds(recorded_at) / 86400) * 86400)
-           ELSE timestamp_seconds(unix_date(trunc(
-             date_from_unix_date(CAST(floor(unix_seconds(recorded_at) / 86400) AS INT)), :bucket)) * 86400)
+           ELSE timestamp_seconds(CAST(unix_date(trunc(
+             date_from_unix_date(CAST(floor(unix_seconds(recorded_at) / 86400) AS INT)), :bucket)) AS BIGINT) * 86400)
          END AS period,
          pipeline, topic,
          sum(value) FILTER (WHERE metric = 'records-in') AS records_in,

@@ -29,11 +29,13 @@ def test_each_benchmarked_command_parses_with_the_clis_parser(label: str) -> Non
         assert (bench_commands._REPO / parsed.conf).is_file()
 
 
-def test_the_sql_command_names_a_query_of_the_library() -> None:
+def test_the_sql_commands_name_queries_of_the_library() -> None:
     from quarantine.sql import get_query
 
-    (name,) = [_parser().parse_args(list(a)).name for a in COMMANDS.values() if a[0] == "sql"]
-    get_query(name)  # raises ConfigError for a name the library does not have
+    names = [_parser().parse_args(list(a)).name for a in COMMANDS.values() if a[0] == "sql"]
+    assert names == ["top_errors", "error_rate"]
+    for name in names:
+        get_query(name)  # raises ConfigError for a name the library does not have
 
 
 def test_the_read_only_commands_are_benchmarked_commands() -> None:

@@ -10,7 +10,14 @@ import pytest
 
 from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
-from quarantine.ops.triage import _INSPECT_COLUMNS, RecordFilter, _inspect_rows, _print_records, parse_time, record_json
+from quarantine.ops.triage_output import (
+    INSPECT_COLUMNS,
+    RecordFilter,
+    inspect_rows,
+    parse_time,
+    print_records,
+    record_json,
+)
 
 
 def test_bytes_are_text_where_they_are_utf8_and_hex_where_not() -> None:
@@ -114,7 +121,7 @@ def test_the_inspect_table_shows_the_value_found_however_narrow_its_message_colu
     record = record_json({"topic": "t", "partition": 0, "offset": 1, "status": "open", "stage": "check_order",
                           "error_class": "range", "message": RANGE, "error_count": 1,
                           "key": None, "value": b"{}", "headers": []})
-    assert "found 250.0" in _inspect_rows([record])[0][_INSPECT_COLUMNS.index("message")]
+    assert "found 250.0" in inspect_rows([record])[0][INSPECT_COLUMNS.index("message")]
     out = _Pipe()
     print_table("t", ["stage", "message", "value"], [["check_order", RANGE, "x" * 300]], out=out)
     row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
@@ -134,7 +141,7 @@ def test_a_table_escapes_control_characters_instead_of_sending_them_to_the_termi
                           "key": b"k\x00", "value": b"\x1b[2J",
                           "headers": [{"key": b"colour\x07", "value": b"\x1b[31mred\xc2\x9b"}]})
     out = _Pipe()
-    print_table("t", _INSPECT_COLUMNS, _inspect_rows([record]), out=out)
+    print_table("t", INSPECT_COLUMNS, inspect_rows([record]), out=out)
     text = out.getvalue()
     assert not any(ch in text for ch in "\x00\x07\x1b\r\x9b"), repr(text)
     assert r"\x1b[31mred\x9b" in text and r"colour\x07=" in text and r"\x1b[2J" in text and r"bad\rline" in text
@@ -147,7 +154,7 @@ def test_the_inspect_table_gives_the_message_its_width_before_the_payloads() -> 
                           "headers": [{"key": b"trace-id", "value": b"\xff" * 40},
                                       {"key": b"src", "value": b"w" * 50}]})
     out = _Pipe()
-    _print_records("t", [record], out=out)
+    print_records("t", [record], out=out)
     row = next(line for line in out.getvalue().splitlines() if "check_order" in line)
     assert "field 'amount': expected" in row and "found 250.0" in row, row
 
@@ -159,7 +166,7 @@ def test_the_inspect_table_names_a_record_as_kafka_s_tools_do_in_one_column() ->
                           "error_class": "InvalidUtf8", "message": "m", "error_count": 1, "key": None,
                           "value": None, "headers": []})
     out = _Pipe()
-    _print_records("t", [record], out=out)
+    print_records("t", [record], out=out)
     header, row = [line for line in out.getvalue().splitlines() if line.startswith(("┃", "│"))]
     assert header.split("┃")[1].strip() == "record" and row.split("│")[1].strip() == "orders-0@4", out.getvalue()
     assert "partition" not in header and "offset" not in header

@@ -1,0 +1,232 @@
+"""What the read-only commands take and print, whichever engine answers (issue 53).
+
+``inspect``, ``stats``, ``sql`` and ``views`` read the quarantine table on Spark
+(:mod:`quarantine.ops.triage`) or, for tables given as paths, with delta-rs and DuckDB
+(:mod:`quarantine.ops.duck`). Both give this module plain Python rows; it owns the
+options (:func:`add_arguments`, :class:`RecordFilter`) and the output (:func:`record_json`,
+:func:`print_records`, :func:`print_stats`, :func:`print_sql`), so the two engines print the
+same bytes for the same rows. It imports no engine.
+
+Payloads (``key``, ``value``, header values) are shown as UTF-8 text where they decode and
+as hex where they do not, with their encoding named in JSON; tables cut long values, JSON
+never does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from quarantine.columns import (
+    HEADER_KEY,
+    HEADER_VALUE,
+    HEADERS,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TOPIC,
+    VALUE,
+    QuarantineStatus,
+)
+from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
+from quarantine.errors import ConfigError
+from quarantine.sql import Query, catalogue
+
+__all__ = [
+    "ALL",
+    "COMMANDS",
+    "INSPECT_COLUMNS",
+    "RecordFilter",
+    "inspect_rows",
+    "list_queries",
+    "parse_time",
+    "print_records",
+    "print_sql",
+    "print_stats",
+    "record_json",
+    "record_title",
+]
+
+#: The read-only commands whose options and output this module owns.
+COMMANDS = ("inspect", "stats", "sql", "views")
+
+#: ``--status all``: every status.
+ALL = "all"
+
+#: How many characters of a message / payload / all headers an ``inspect`` table shows.
+_MESSAGE_WIDTH = 50
+_PAYLOAD_WIDTH = 30
+_HEADERS_WIDTH = 80
+
+_RELATIVE = re.compile(r"^(\d+)([mhd])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_time(text: str, option: str, *, now: dt.datetime | None = None) -> dt.datetime:
+    """A ``--since``/``--until`` value as an aware UTC datetime.
+
+    ``2026-11-25``, ``2026-11-25T10:00``, ``2026-11-25 10:00:00`` (UTC unless an
+    offset is given), or an age: ``30m``, ``24h``, ``7d`` (that long before ``now``).
+
+    Raises:
+        ConfigError: anything else, naming ``option``.
+    """
+    m = _RELATIVE.match(text.strip())
+    if m:
+        return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(option, text, "an ISO date/time (2026-11-25, 2026-11-25T10:00) or an age (30m, 24h, 7d)") \
+            from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Which quarantine rows ``inspect`` shows.
+
+    Attributes:
+        pipeline: the pipeline (None: every pipeline of the table).
+        status: ``open``, ``replayed``, ``discarded`` or :data:`ALL`.
+        stage: only this stage (None: any).
+        error_class: only this error class (None: any).
+        since: only rows last seen at or after this time.
+        until: only rows last seen before this time.
+        limit: at most this many rows, the most recently seen first.
+    """
+
+    pipeline: str | None = None
+    status: str = QuarantineStatus.OPEN.value
+    stage: str | None = None
+    error_class: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = 20
+
+    def __post_init__(self) -> None:
+        allowed = [s.value for s in QuarantineStatus] + [ALL]
+        if self.status not in allowed:
+            raise ConfigError("--status", self.status, " | ".join(allowed))
+        if self.limit < 1:
+            raise ConfigError("--limit", self.limit, "a positive number of rows")
+        if self.since and self.until and self.since >= self.until:
+            raise ConfigError("--since", self.since.isoformat(), f"a time before --until ({self.until.isoformat()})")
+
+
+def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
+    text, encoding = decode_bytes(raw)
+    return {"text": text, "encoding": encoding}
+
+
+def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
+
+    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
+    gives them) are not UTF-8.
+    """
+    out: dict[str, Any] = {}
+    for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",
+                 "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
+                 "run_id", "batch_id", "resolved_at", "resolution"):
+        value = row.get(name)
+        out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
+    out[KEY] = _payload(row.get(KEY))
+    out[VALUE] = _payload(row.get(VALUE))
+    out[HEADERS] = [
+        {HEADER_KEY: plain(h[HEADER_KEY]), HEADER_VALUE: _payload(h[HEADER_VALUE])} for h in (row.get(HEADERS) or [])
+    ]
+    return out
+
+
+def _shown(payload: Mapping[str, str | None]) -> str | None:
+    text = payload["text"]
+    if text is None:
+        return None
+    return shorten(text if payload["encoding"] == "utf-8" else f"hex:{text}", _PAYLOAD_WIDTH)
+
+
+def inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for r in records:
+        headers = ", ".join(f"{h[HEADER_KEY]}={_shown(h[HEADER_VALUE])}" for h in r[HEADERS]) or None
+        rows.append([
+            _coordinates(r), r["status"], r["stage"], r["error_class"],
+            gist(r["message"], _MESSAGE_WIDTH), r["error_count"],
+            r["last_seen_at"] and dt.datetime.fromisoformat(r["last_seen_at"]),
+            _shown(r[KEY]), _shown(r[VALUE]), shorten(headers, _HEADERS_WIDTH),
+        ])
+    return rows
+
+
+def print_records(title: str, records: list[dict[str, Any]], *, out: TextIO | None = None) -> None:
+    """``inspect``'s table of :func:`record_json` records: the message gets its width before the payloads."""
+    print_table(title, INSPECT_COLUMNS, inspect_rows(records), out=out, first=("message",))
+
+
+#: A record's coordinates in one column, as Kafka's tools write them (``orders-0@4``: topic-partition@offset):
+#: three columns of their own left the message and the payloads less of the page.
+INSPECT_COLUMNS = ("record", "status", "stage", "error_class", "message",
+                    "failures", "last_seen_at", KEY, VALUE, HEADERS)
+
+
+def _coordinates(record: Mapping[str, Any]) -> str:
+    """``topic-partition@offset``; a NULL part reads ``NULL``."""
+    topic, partition, offset = (("NULL" if record[c] is None else record[c]) for c in (TOPIC, PARTITION, OFFSET))
+    return f"{topic}-{partition}@{offset}"
+
+
+
+
+def record_title(f: RecordFilter, table: str) -> str:
+    """The title of ``inspect``'s table of the rows ``f`` selects from ``table``."""
+    where = f"pipeline {f.pipeline}" if f.pipeline else "every pipeline"
+    return f"{f.status} records of {where} in {table} (at most {f.limit}, last seen first)"
+
+
+def print_stats(tables: Mapping[str, tuple[Sequence[str], list[list[Any]]]], pipeline: str | None,
+                *, as_json: bool) -> None:
+    """``stats``' output: each title's ``(columns, rows)`` as a table, or all of them as one JSON document."""
+    if as_json:
+        print_json({title: [dict(zip(cols, row, strict=True)) for row in rows]
+                    for title, (cols, rows) in tables.items()})
+        return
+    where = f"pipeline {pipeline}" if pipeline else "every pipeline"
+    for title, (cols, rows) in tables.items():
+        print_table(f"{title} ({where})", cols, rows)
+
+
+def print_sql(query: Query, columns: Sequence[str], rows: list[list[Any]], limit: int, *, as_json: bool) -> None:
+    """``sql NAME``'s output: at most ``limit`` of ``rows`` (one more than shown says the output is cut)."""
+    cut = len(rows) > limit
+    rows = rows[:limit]
+    notice = f"the first {limit:,} rows: more rows match (--limit)" if cut else None
+    if as_json:
+        print_json([dict(zip(columns, row, strict=True)) for row in rows])
+        if notice:
+            print(notice, file=sys.stderr)  # stdout stays one JSON document
+        return
+    print_table(f"{query.name}: {query.summary}", columns, rows)
+    if notice:
+        print(notice)
+
+
+def list_queries(as_json: bool) -> int:
+    """``quarantine sql`` without a name: the library, as a table or JSON; exit code 0."""
+    queries = catalogue()
+    if as_json:
+        print_json([{"name": q.name, "summary": q.summary, "tables": list(q.tables),
+                     "params": [{"name": p.name, "type": p.type.value, "default": p.default, "doc": p.doc,
+                                 "choices": list(p.choices)}
+                                for p in q.params]} for q in queries.values()])
+        return 0
+    print_table("the SQL library (quarantine sql NAME --conf FILE [--param NAME=VALUE ...])",
+                ("name", "what it shows", "parameters"),
+                [(q.name, q.summary, ", ".join(f"{p.name}={p.default}" for p in q.params))
+                 for q in queries.values()])
+    return 0

@@ -1,0 +1,74 @@
+"""The read-only commands over path tables import no engine but delta-rs and DuckDB (issue 53).
+
+Each command runs in a fresh interpreter (``python -c``: the CLI's ``main``) over a Delta
+table written here by delta-rs (no JVM in this tier), and the child prints the modules it
+imported: none of pyspark, py4j, pandas, Great Expectations or MLflow may be among them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from tests.support.crash import write_conf
+
+pytestmark = pytest.mark.unit
+
+#: Top-level packages the JVM-free path must not import.
+ENGINES = ("pyspark", "py4j", "pandas", "great_expectations", "mlflow")
+
+_CHILD = """
+import json, sys
+from quarantine.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+def _quarantine(path: Path) -> None:
+    at = dt.datetime(2026, 11, 1, 12, tzinfo=dt.UTC)
+    headers = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    table = pa.table({
+        "pipeline": ["p"], "topic": ["orders"], "partition": pa.array([0], pa.int32()), "offset": [7],
+        "timestamp": pa.array([at], pa.timestamp("us", "UTC")), "key": [b"k"], "value": [b"\xff"],
+        "headers": pa.array([[{"key": "trace", "value": b"1"}]], headers),
+        "stage": ["decode"], "kind": ["deserialize"], "error_class": ["InvalidUtf8"], "message": ["bad"],
+        "error_count": pa.array([1], pa.int32()), "status": ["open"],
+        "first_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
+        "last_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
+        "error_history": pa.array([[{"at": at, "run_id": "r", "stage": "decode", "error_class": "InvalidUtf8",
+                                     "message": "bad"}]]),
+    })
+    write_deltalake(str(path), table)
+
+
+@pytest.mark.parametrize("command", [
+    ["stats"], ["inspect", "--json"], ["sql", "top_errors"], ["sql", "open_records", "--json"], ["views", "--print"],
+])
+def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlflow(
+    tmp_path: Path, command: list[str]
+) -> None:
+    _quarantine(tmp_path / "quarantine")
+    conf = write_conf({
+        "pipeline": "p",
+        "source": {"format": "delta", "path": str(tmp_path / "source")},
+        "target": {"table": str(tmp_path / "target")},
+        "errors": {"deadletterqueue.table.name": str(tmp_path / "quarantine")},
+        "stages": [{"name": "decode", "type": "decode_utf8"}],
+    }, tmp_path / "p.yml")
+    at = 2 if command[0] == "sql" else 1
+    args = [*command[:at], "--conf", str(conf), *command[at:]]
+    done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["code"] == 0, done.stdout + done.stderr
+    assert "duckdb" in report["modules"] or command[0] == "views"
+    assert not set(ENGINES) & set(report["modules"]), sorted(set(ENGINES) & set(report["modules"]))
