@@ -72,7 +72,7 @@ def _files(table: DeltaTable) -> ArrowStream:
     silently (it came back as 1816-03-29); pyarrow's reader keeps text bytes as written too.
     A column the file lacks (added to the table later) reads NULL.
     """
-    import pyarrow as pa  # pyarrow and numpy are ~0.15 s of a command's start: imported when a table is read
+    import pyarrow as pa  # imported when a table is read: pyarrow and numpy are much of a command's start
     import pyarrow.parquet as pq
 
     binary_headers = pa.list_(pa.struct([pa.field(HEADER_KEY, pa.binary()), pa.field(HEADER_VALUE, pa.binary())]))
