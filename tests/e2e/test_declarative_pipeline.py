@@ -107,6 +107,14 @@ def _project(root: Path, name: str, *, written: bool = False, **errors: Any) -> 
     return project
 
 
+def _logged_since(server: _Server, start: int) -> str:
+    """The server's log from byte ``start`` on: what this test's updates logged (the server, and
+    its log, serve the module's tests; a test whose update fails on purpose logs its task's ERROR)."""
+    with server.log.open("rb") as log:
+        log.seek(start)
+        return log.read().decode(errors="replace")
+
+
 def _pipelines_run(server: _Server, project: Path) -> subprocess.CompletedProcess[str]:
     line = block("sdp-run").lines()[-1]  # cd pipelines/orders && PYSPARK_PYTHON=… spark-pipelines run …
     assert "PYSPARK_PYTHON=$(which python) spark-pipelines" in line  # server.env sets it: this interpreter
@@ -120,6 +128,7 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
     spark: Any, server: tuple[_Server, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     connect, root = server
+    start = connect.log.stat().st_size
     monkeypatch.chdir(root)
     # the page's command writes the project and its source: what a wheel user has (issue 54, point 3)
     init = block("sdp-run").commands()[1]
@@ -151,7 +160,7 @@ def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second
     assert second.returncode == 0, second.stderr[-4000:]
     # each update's exit left ERROR stacks of releaseExecute calls racing its session's close in the
     # server's log (issue 54, point 3): harmless, now dropped by the server's log4j2 config
-    logged = connect.log.read_text(errors="replace")
+    logged = _logged_since(connect, start)
     assert "INVALID_HANDLE.SESSION_CLOSED" not in logged and " ERROR " not in logged, logged[-3000:]
     counts = [spark.read.format("delta").load(str(warehouse / t)).count() for t in ("orders", "orders_quarantine")]
     assert counts == [ok, bad]  # the runtime's checkpoints: nothing read twice
@@ -282,6 +291,7 @@ def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_
     from tests.support import produce
 
     connect, root = server
+    start = connect.log.stat().st_size
     (topic,) = new_topics("sdp-orders", partitions=2)
     project = _project(root, "orders_kafka", tolerance="all")
     # the topic through the spec's configuration: quarantine.set.<key> settings, as a bundle sets them
@@ -321,7 +331,7 @@ def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_
     assert second.returncode == 0, second.stderr[-4000:]
     # each update's exit left ERROR stacks of releaseExecute calls racing its session's close in the
     # server's log (issue 54, point 3): harmless, now dropped by the server's log4j2 config
-    logged = connect.log.read_text(errors="replace")
+    logged = _logged_since(connect, start)
     assert "INVALID_HANDLE.SESSION_CLOSED" not in logged and " ERROR " not in logged, logged[-3000:]
     check(produced + more)  # only the new offsets were read
 
@@ -330,6 +340,7 @@ def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
     spark: Any, server: tuple[_Server, Path]
 ) -> None:
     connect, root = server
+    start = connect.log.stat().st_size
     project = _project(root, "orders_staged", tolerance="all")
     source_file = block("sdp-staged").body
     assert 'staged="table"' in source_file
@@ -367,7 +378,7 @@ def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
     assert second.returncode == 0, second.stderr[-4000:]
     # each update's exit left ERROR stacks of releaseExecute calls racing its session's close in the
     # server's log (issue 54, point 3): harmless, now dropped by the server's log4j2 config
-    logged = connect.log.read_text(errors="replace")
+    logged = _logged_since(connect, start)
     assert "INVALID_HANDLE.SESSION_CLOSED" not in logged and " ERROR " not in logged, logged[-3000:]
     counts = [table(f"orders_staged{t}").count() for t in ("_staged", "", "_quarantine")]
     assert counts == [RECORDS, ok, bad]  # the runtime's checkpoints: nothing read twice
