@@ -11,6 +11,7 @@ from quarantine.config import parse_config
 from quarantine.errors import ToleranceExceededError
 from quarantine.pipeline import Pipeline
 from quarantine.runners.foreach_batch import BatchRunner
+from quarantine.stages import build_stages
 
 
 def _pipeline(**errors: Any) -> Pipeline:
@@ -21,7 +22,12 @@ def _pipeline(**errors: Any) -> Pipeline:
         "errors": {"tolerance": "all", "deadletterqueue.table.name": "/tmp/runs-q", **errors},
         "stages": [{"name": "decode", "type": "decode_utf8"}],
     }
-    return Pipeline.from_config(parse_config(raw), cast(Any, None), listeners=[])
+    config = parse_config(raw)
+    # built as assemble builds it, without a session: nothing here reaches Spark (a None
+    # session given to Pipeline.from_config starts a local one)
+    pipe = Pipeline(config=config, spark=cast(Any, None), stages=build_stages(config.stages), listeners=[])
+    pipe.error_policy = pipe.policy()
+    return pipe
 
 
 def test_the_pipeline_has_no_run_fields() -> None:

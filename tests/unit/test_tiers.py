@@ -15,6 +15,10 @@ from tests.support.collected import OUTPUT_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
+#: One worker runs this module (`make test-fast` and `make test` distribute by loadgroup): the
+#: whole suite is collected once for it (``collected``), not once by each worker.
+pytestmark = pytest.mark.xdist_group("suite-layout")
+
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
@@ -56,7 +60,7 @@ def test_the_tiers_are_the_markers_pyproject_registers() -> None:
 def test_make_test_fast_runs_exactly_the_unit_tier(collected: dict[str, set[str]]) -> None:
     """The README's `make test-fast`: its pytest selects unit tests only, and all of them."""
     recipe = subprocess.run(["make", "-n", "test-fast"], cwd=REPO, capture_output=True, text=True, check=True)
-    assert "-m pytest tests/unit -q -m unit -n 2" in recipe.stdout
+    assert "-m pytest tests/unit -q -m unit -n 2 --dist loadgroup" in recipe.stdout
     unit = {n for n, markers in collected.items() if "unit" in markers}
     assert len(unit) > 300 and unit == {n for n in collected if n.startswith("tests/unit/")}
 
