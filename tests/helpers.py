@@ -1,9 +1,11 @@
-"""Test helpers: Kafka-shaped rows and DataFrame equality that ignores volatile columns."""
+"""Test helpers: Kafka-shaped rows, DataFrame equality that ignores volatile columns, a test's MLflow store."""
 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -109,3 +111,17 @@ def logged(caplog: Any) -> str:
     run earlier in the same worker may have replaced (PySpark's JSON one escapes quotes).
     """
     return "\n".join(r.getMessage() for r in caplog.records)
+
+
+def put_mlflow_store(template: Path, folder: Path) -> str:
+    """Copy the migrated empty store ``template`` (the ``mlflow_template`` fixture) to
+    ``folder/mlflow.db``; its tracking URI (``sqlite:///`` and the absolute path).
+
+    A config whose ``tracking_uri`` is the relative ``sqlite:///mlflow.db`` (the demo's) run
+    in ``folder`` as its working directory logs to this copy. ``folder/mlflow.db`` must not exist.
+    """
+    target = Path(folder) / "mlflow.db"
+    if target.exists():
+        raise FileExistsError(target)
+    shutil.copyfile(template, target)
+    return f"sqlite:///{target}"

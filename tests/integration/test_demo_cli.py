@@ -41,7 +41,7 @@ def _make_demo_commands() -> list[list[str]]:
 
 
 def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
-    spark: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, mlflow_store: str
 ) -> None:
     assert ["make", "demo"] in block("two-commands").commands("make")
     shutil.copytree(REPO / "conf", tmp_path / "conf")
@@ -51,6 +51,8 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     assert main([*init, "--records", str(RECORDS), "--poison-rate", "0.1"]) == 0
     conf = Path(run_demo[run_demo.index("--conf") + 1])
     config = load_config(conf)
+    # the demo's store, sqlite:///mlflow.db, is relative to where it runs: this test's own (empty) store
+    assert config.mlflow.tracking_uri == "sqlite:///mlflow.db" and mlflow_store == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(run_demo) == 0
     ran = capsys.readouterr().out  # the summary ends with where the tables are and what to run next
     tables = (("target", config.target.table), ("quarantine", config.errors.dlq_table_name),
@@ -74,9 +76,7 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     client = MlflowClient(tracking_uri=config.mlflow.tracking_uri)
     experiment = client.get_experiment_by_name(config.mlflow.experiment)
     assert experiment is not None
-    # the newest: the repository's mlflow.db (relative to the folder a run starts in) may hold
-    # other tests' runs of the demo config, whichever ran first
-    run = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)[0]
+    (run,) = client.search_runs([experiment.experiment_id])  # the store is this test's: one run, the demo's
     assert run.data.tags["status"] == "succeeded"
     assert run.data.metrics["records_quarantined"] == float(n_bad)
 

@@ -97,10 +97,8 @@ def test_rows_failing_translated_expectations_are_routed_with_every_failure(spar
         assert r["expect"]["result"] == r["parse"]["result"], o
 
 
-def test_warn_breaches_are_reported_and_logged_to_mlflow(spark: Any, table_dir: Path, tmp_path: Path) -> None:
-    tracker = MlflowTracker(
-        MlflowConfig(enabled=True, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="expect")
-    )
+def test_warn_breaches_are_reported_and_logged_to_mlflow(spark: Any, table_dir: Path, mlflow_store: str) -> None:
+    tracker = MlflowTracker(MlflowConfig(enabled=True, tracking_uri=mlflow_store, experiment="expect"))
     summary = _pipe(spark, table_dir, listeners=[tracker]).run()
     report = summary.batches[0]
     assert (report.records_in, report.records_quarantined, report.records_ok) == (10, 6, 4)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from quarantine.cli import main
+from tests.helpers import put_mlflow_store
 from tests.support.notebooks import (
     PARAMETERS_WORKAROUND,
     NotebookCellError,
@@ -35,11 +36,13 @@ RECORDS = 400
 
 
 @pytest.fixture(scope="module")
-def workspace(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The notebooks' working directory: ``<root>/notebooks``, with ``<root>/conf`` and the demo's data."""
+def workspace(spark: Any, tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path) -> Iterator[Path]:
+    """The notebooks' working directory: ``<root>/notebooks``, with ``<root>/conf``, the demo's data
+    and the module's own MLflow store (``<root>/notebooks/mlflow.db``, the demo's relative URI)."""
     root = tmp_path_factory.mktemp("bundle")
     shutil.copytree(REPO / "conf", root / "conf")
     (root / "notebooks").mkdir()
+    put_mlflow_store(mlflow_template, root / "notebooks")
     with contextlib.chdir(root / "notebooks"):  # the demo's MLflow store (sqlite:///mlflow.db) lands here
         assert main(["init-demo", "--out", str(root / "data" / "demo"), "--records", str(RECORDS),
                      "--poison-rate", "0.1"]) == 0

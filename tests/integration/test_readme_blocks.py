@@ -25,10 +25,11 @@ from tests.support.readme import block
 
 
 def test_the_quickstart_runs_the_demo_then_swaps_its_stages(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mlflow_store: str
 ) -> None:
     """Getting started's "Quickstart: a notebook": its ``init-demo`` in an empty folder (no ``conf/``
-    of a checkout: issue 54, point 4), then its Python."""
+    of a checkout: issue 54, point 4), then its Python. The demo logs to ``sqlite:///mlflow.db`` in the
+    working directory: ``mlflow_store``, this test's own."""
     monkeypatch.chdir(tmp_path)
     (init,) = block("quickstart-demo").commands()
     assert main([*init[1:], "--records", "300", "--poison-rate", "0.1"]) == 0

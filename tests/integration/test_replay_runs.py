@@ -161,9 +161,9 @@ def test_dry_runs_say_what_replay_and_discard_would_do_and_write_nothing(
 
 
 def test_replay_and_discard_are_runs_in_the_metrics_table_and_in_mlflow(
-    spark: Any, table_dir: Path, capsys: Any, caplog: Any
+    spark: Any, table_dir: Path, capsys: Any, caplog: Any, mlflow_store: str
 ) -> None:
-    uri = f"sqlite:///{table_dir / 'mlflow.db'}"
+    uri = mlflow_store
     metrics = str(table_dir / "metrics")
     cfg = _fill(spark, table_dir, metrics={"table": metrics},
                 mlflow={"enabled": True, "tracking_uri": uri, "experiment": "replay-runs"})

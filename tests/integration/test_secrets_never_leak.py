@@ -238,11 +238,11 @@ def test_native_pair_masking_matches_the_python_redaction(spark: Any) -> None:
 
 
 def test_secrets_canary_batch_and_replay_leave_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, mlflow_store: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     from quarantine.runners.replay import replay
 
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = mlflow_store
     write_canary_source(spark, table_dir)
     config = parse_config(canary_config(table_dir, tracking_uri=tracking))
     assert {C_SPARK, C_KAFKA, C_JAAS} <= set(config.secrets())
@@ -291,11 +291,11 @@ def test_secrets_canary_tolerance_breach_with_mlflow_down_leaves_no_trace(
 
 
 def test_secrets_canary_handler_exception_leaves_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, mlflow_store: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     from quarantine.errors import HandlerError
 
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = mlflow_store
     write_canary_source(spark, table_dir)
     raw = canary_config(table_dir, tracking_uri=tracking, **{"handler.transform": "tests.canary.CanaryHandler"})
     with all_logs(caplog), pytest.raises(HandlerError) as info:
@@ -310,9 +310,9 @@ def test_secrets_canary_handler_exception_leaves_no_trace(
 
 
 def test_secrets_canary_delta_stream_leaves_no_trace(
-    spark: Any, table_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: Any, table_dir: Path, mlflow_store: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = mlflow_store
     write_canary_source(spark, table_dir)
     config = parse_config(canary_config(table_dir, tracking_uri=tracking, streaming=True))
     with all_logs(caplog):
