@@ -4,7 +4,9 @@ Spark's local catalog is in memory: a name a run created is forgotten when its p
 ends, while the table's folder stays under ``spark-warehouse/``. Users run one command
 after another (``run``, then ``stats``, then ``run``), each a process of its own, so the
 test does too: every command is a ``quarantine`` process whose working directory is the
-test's folder (its ``spark-warehouse/`` lands there), as a user's shell starts it.
+test's folder (its ``spark-warehouse/`` lands there), as a user's shell starts it. A name the
+catalog cannot hold is refused by the config, before a session starts: those commands run
+in-process (``quarantine.cli.main``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from pyspark.sql import functions as F
 
+from quarantine.cli import main
 from quarantine.demo.orders import write_demo_source
 
 RECORDS, NEW = 300, 100
@@ -85,7 +89,7 @@ def test_catalog_names_on_the_local_default_persist_between_commands_and_hold_ea
 
 
 def test_a_name_spark_s_session_catalog_cannot_hold_is_refused_before_anything_is_written(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Spark's own catalog (the local default, a Hive metastore) holds letters, digits and _
     # only; it says so when the table is created, after Delta has written the table's files
@@ -102,12 +106,20 @@ def test_a_name_spark_s_session_catalog_cannot_hold_is_refused_before_anything_i
     write_demo_source(spark, str(source), 50, poison_rate=0.1)
     conf = _config(tmp_path, source)
     conf.write_text(conf.read_text(encoding="utf-8").replace(TARGET, "default.`orders-t`"), encoding="utf-8")
-    checked = _quarantine(tmp_path, "validate", "--conf", str(conf))
-    assert checked.returncode == 2 and "config key 'target.table'" in checked.stderr, checked
-    assert "letters, digits and _ only" in checked.stderr, checked.stderr
-    ran = _quarantine(tmp_path, "run", "--conf", str(conf))
-    assert ran.returncode == 2 and "config key 'target.table'" in ran.stderr, ran
-    assert not (tmp_path / "spark-warehouse").exists()  # no table, no folder left behind
+    # the commands in-process, on this session (its catalog is the local default too): the
+    # refusal is the config's, before any session or table is touched; what a new process
+    # adds, its exit code, is main's return (tests/unit/test_cli_exit.py: console)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["validate", "--conf", str(conf)]) == 2
+    checked = capsys.readouterr().err
+    assert "config key 'target.table'" in checked and "letters, digits and _ only" in checked, checked
+    assert main(["run", "--conf", str(conf)]) == 2
+    ran = capsys.readouterr().err
+    assert "config key 'target.table'" in ran, ran
+    # no table, no folder left behind: not in the working directory, not in the session's warehouse
+    warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+    assert not (tmp_path / "spark-warehouse").exists() and not (warehouse / "orders-t").exists()
 
 
 def test_the_counts_of_a_write_that_creates_a_catalog_table_are_none_not_a_failure(spark: Any) -> None:
