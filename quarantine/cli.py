@@ -15,7 +15,7 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from quarantine.command_logging import configure_logging
 from quarantine.commands.invocation import Invocation
@@ -316,20 +316,22 @@ HANDLERS: dict[str, tuple[str, ...]] = {
 _OPTIONAL = frozenset({"deltalake", "duckdb", "pyarrow"})
 
 
-def _handlers(command: str) -> list[Callable[[Invocation], int | None]]:
+def _handlers(command: str) -> Iterator[Callable[[Invocation], int | None]]:
     """The ``handle`` of each of ``command``'s :data:`HANDLERS` modules this install can import, in order.
 
+    Each module is imported when the one before it has not answered, not before: the JVM-free
+    handler of a read-only command answers without Spark's handler (and pyspark) being imported.
     Only the command that runs has its code imported (``--help`` imports none): see
     :mod:`quarantine.commands` for why.
     """
-    found: list[Callable[[Invocation], int | None]] = []
     for name in HANDLERS[command]:
         try:
-            found.append(importlib.import_module(name).handle)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name not in _OPTIONAL:
                 raise
-    return found
+            continue
+        yield module.handle
 
 
 def _dispatch(call: Invocation) -> int:

@@ -31,6 +31,7 @@ __all__ = [
     "HIDDEN_PREFIX",
     "HISTORY_AT",
     "ITEM_SEP",
+    "KAFKA_SOURCE_COLUMNS",
     "KEY",
     "KIND",
     "LAST_SEEN_AT",
@@ -167,6 +168,8 @@ HEADER_VALUE = "value"
 SOURCE_KEY: tuple[str, ...] = (TOPIC, PARTITION, OFFSET)
 #: A source record's raw content: what the quarantine keeps (and the target does not).
 SOURCE_PAYLOAD: tuple[str, ...] = (KEY, VALUE, HEADERS)
+#: Spark's Kafka source's columns, in its order (their types: :data:`quarantine.schema.KAFKA_SOURCE_SCHEMA`).
+KAFKA_SOURCE_COLUMNS: tuple[str, ...] = (KEY, VALUE, TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE, HEADERS)
 
 # The error struct's fields (every stage's error, and the quarantine table's latest failure).
 STAGE = "stage"

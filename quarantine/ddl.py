@@ -23,58 +23,62 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    CharType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-    VarcharType,
-    VariantType,
-)
+if TYPE_CHECKING:
+    from pyspark.sql.types import (
+        DataType,
+        StructField,
+        StructType,
+    )
 
-__all__ = ["ATOMIC_TYPES", "DDLError", "parse_ddl_schema", "parse_ddl_type"]
+__all__ = ["DDLError", "atomic_types", "parse_ddl_schema", "parse_ddl_type"]
 
-#: Atomic type names (lower case) and their types, aliases included, as Spark's parser reads them.
-ATOMIC_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "integer": IntegerType(),
-    "bigint": LongType(),
-    "long": LongType(),
-    "smallint": ShortType(),
-    "short": ShortType(),
-    "tinyint": ByteType(),
-    "byte": ByteType(),
-    "double": DoubleType(),
-    "float": FloatType(),
-    "real": FloatType(),
-    "boolean": BooleanType(),
-    "date": DateType(),
-    "timestamp": TimestampType(),
-    "timestamp_ltz": TimestampType(),
-    "timestamp_ntz": TimestampNTZType(),
-    "binary": BinaryType(),
-    "variant": VariantType(),
-    "decimal": DecimalType(10, 0),
-    "dec": DecimalType(10, 0),
-    "numeric": DecimalType(10, 0),
-}
+@cache
+def atomic_types() -> dict[str, DataType]:
+    """Atomic type names (lower case) and their types, aliases included, as Spark's parser reads them."""
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        ByteType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        TimestampNTZType,
+        TimestampType,
+        VariantType,
+    )
+
+    return {
+        "string": StringType(),
+        "int": IntegerType(),
+        "integer": IntegerType(),
+        "bigint": LongType(),
+        "long": LongType(),
+        "smallint": ShortType(),
+        "short": ShortType(),
+        "tinyint": ByteType(),
+        "byte": ByteType(),
+        "double": DoubleType(),
+        "float": FloatType(),
+        "real": FloatType(),
+        "boolean": BooleanType(),
+        "date": DateType(),
+        "timestamp": TimestampType(),
+        "timestamp_ltz": TimestampType(),
+        "timestamp_ntz": TimestampNTZType(),
+        "binary": BinaryType(),
+        "variant": VariantType(),
+        "decimal": DecimalType(10, 0),
+        "dec": DecimalType(10, 0),
+        "numeric": DecimalType(10, 0),
+    }
 _DECIMALS = frozenset({"decimal", "dec", "numeric"})
 _CHARS = frozenset({"char", "character", "varchar"})
 _COMPLEX = frozenset({"array", "map", "struct", "interval"})
@@ -154,6 +158,8 @@ class _Parser:
         raise self.fail("a field name")
 
     def data_type(self) -> DataType:
+        from pyspark.sql.types import ArrayType, CharType, DecimalType, MapType, StructType, VarcharType
+
         t = self.tok
         if t.kind != "word":
             raise self.fail("a type")
@@ -192,12 +198,14 @@ class _Parser:
             return VarcharType(length) if word == "varchar" else CharType(length)
         if word == "interval":
             raise DDLError("interval types are not supported in a pipeline config")
-        atomic = ATOMIC_TYPES.get(word)
+        atomic = atomic_types().get(word)
         if atomic is None:
             raise DDLError(f"unknown type {t.text!r} at position {t.pos + 1}")
         return atomic
 
     def field(self) -> StructField:
+        from pyspark.sql.types import StructField
+
         name = self.name()
         self.take(":")
         dtype = self.data_type()
@@ -235,6 +243,8 @@ def parse_ddl_type(text: str) -> DataType:
         DDLError: the text is not a type this grammar reads; the message names the
             position and what was expected there.
     """
+    from pyspark.sql.types import StructType
+
     p = _Parser(text)
     if p.tok.kind == "end":
         raise DDLError("empty type")
@@ -251,7 +261,7 @@ def parse_ddl_type(text: str) -> DataType:
         except DDLError as as_fields:
             # the message of the reading the text was meant as: a type if it starts with one
             first = p.toks[start].text.lower()
-            if len(p.toks) == 2 or first in ATOMIC_TYPES or first in _CHARS or first in _COMPLEX:
+            if len(p.toks) == 2 or first in atomic_types() or first in _CHARS or first in _COMPLEX:
                 raise as_type from None
             raise as_fields from None
         return StructType(fields)
@@ -263,6 +273,8 @@ def parse_ddl_schema(text: str) -> StructType:
     Raises:
         DDLError: not a struct, or not DDL this grammar reads.
     """
+    from pyspark.sql.types import StructType
+
     dtype = parse_ddl_type(text)
     if not isinstance(dtype, StructType):
         raise DDLError(

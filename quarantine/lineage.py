@@ -25,12 +25,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from pyspark.sql.types import BinaryType, DataType, StructType
+from typing import TYPE_CHECKING
 
 from quarantine.errors import ConfigError
-from quarantine.schema import KAFKA_SOURCE_SCHEMA, VALUE
+from quarantine.schema import KAFKA_SOURCE_COLUMNS, VALUE, source_column_type
 from quarantine.stage import Declaration, Stage
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
 
 __all__ = ["Produced", "check_lineage", "declared_result"]
 
@@ -87,12 +89,14 @@ def _walk(specs: Sequence[Declaration], stages: Sequence[Stage], *, check: bool)
 def _input(name: str, produced: Mapping[str, Produced]) -> Produced:
     if name in produced:
         return produced[name]
-    if name in KAFKA_SOURCE_SCHEMA.fieldNames():
-        return Produced(f"the source column {name}", KAFKA_SOURCE_SCHEMA[name].dataType)
+    if name in KAFKA_SOURCE_COLUMNS:
+        return Produced(f"the source column {name}", source_column_type(name))
     return Produced(f"the column {name}", None)  # not a Kafka column: what it holds is not declared
 
 
 def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -> None:
+    from pyspark.sql.types import BinaryType
+
     where = f"stage '{stage.name}' ({spec.key()})"
     if stage.reads_text and isinstance(read.type, BinaryType):
         raise ConfigError(
@@ -106,6 +110,8 @@ def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -
 
 def _has_field(read: Produced, name: str, key: str, where: str) -> None:
     """``read`` has the field ``name``, unless its type is not declared."""
+    from pyspark.sql.types import StructType
+
     if read.type is None:
         return
     shown = read.type.simpleString()

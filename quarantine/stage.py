@@ -27,19 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
 
-from quarantine.errorhandling.breach import Breach
-from quarantine.errors import QuarantineError
-from quarantine.schema import (
+from quarantine.columns import (
     ATTEMPTS,
     DRIFT_PREFIX,
     ERROR_CLASS,
     HIDDEN_PREFIX,
     ITEM_SEP,
-    KAFKA_SOURCE_SCHEMA,
+    KAFKA_SOURCE_COLUMNS,
     KIND,
     MESSAGE,
     RETRIABLE,
@@ -48,10 +43,15 @@ from quarantine.schema import (
     STAGE,
     ErrorKind,
 )
+from quarantine.errorhandling.breach import Breach
+from quarantine.errors import QuarantineError
 from quarantine.values.options import const
 from quarantine.values.types import IDENTIFIER, OPTIONAL_TEXT
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
+
     from quarantine.errorhandling.retry import RetryPolicy
 
 __all__ = [
@@ -77,14 +77,12 @@ __all__ = [
     "retry_columns",
 ]
 
-_SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
+_SOURCE_COLUMNS = frozenset(KAFKA_SOURCE_COLUMNS)
 
 
 class BatchWideStageError(QuarantineError):
     """A stage asked for a batch-wide count (:meth:`StageContext.batch_count`) on a
     streaming DataFrame, where none can be taken: stage each micro-batch instead."""
-
-
 
 
 @dataclass(frozen=True)
@@ -127,6 +125,8 @@ class StageContext:
         Raises:
             BatchWideStageError: under :func:`apply_stages` on a streaming DataFrame.
         """
+        from pyspark.sql import functions as F
+
         if self.counter is not None:
             return self.counter(key)
         from pyspark.sql import Window
@@ -306,6 +306,9 @@ class Stage(ABC):
 
 
 def _lit(x: Column | str | bool | int | None) -> Column:
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
     return x if isinstance(x, Column) else F.lit(x)
 
 
@@ -359,6 +362,8 @@ def retry_columns(stages: Sequence[Any]) -> list[Column]:
     the staged frame keeps them by name (:func:`retry_column_names`), so that
     :func:`~quarantine.metrics.columns.observed_counts` can sum them in the one pass.
     """
+    from pyspark.sql import functions as F
+
     return [
         s.retries(F.col(s.name)).cast("bigint").alias(retry_column(s.name))
         for s in stages
@@ -384,6 +389,8 @@ def drift_columns(stages: Sequence[Any]) -> list[Column]:
     the runner's projection of the staged frame keeps them by name (:func:`drift_column_names`),
     so that :func:`~quarantine.metrics.columns.observed_counts` counts them in the one pass.
     """
+    from pyspark.sql import functions as F
+
     out = []
     for s in stages:
         if isinstance(s, ReportsDrift):
@@ -409,6 +416,8 @@ def error_column(
     stacktrace: Column | None = None,
 ) -> Column:
     """Build one ``ERROR_STRUCT`` value."""
+    from pyspark.sql import functions as F
+
     return F.struct(
         F.lit(stage).alias(STAGE),
         F.lit(kind.value).alias(KIND),
@@ -425,6 +434,8 @@ def outcome(result: Column, failed: Column, error: Column) -> Column:
 
     ``failed`` must be non-null (coalesce it) so that exactly one side is set.
     """
+    from pyspark.sql import functions as F
+
     return F.struct(
         F.when(~failed, result).alias("result"),
         F.when(failed, error).alias("error"),

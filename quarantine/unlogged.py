@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from pyspark.logger import PySparkLogger
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["QUERY_CONTEXT_LOGGERS", "unlogged_analysis"]
 
@@ -24,6 +26,8 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 def unlogged_analysis() -> Iterator[None]:
     """Within this block, analysis errors are raised without being logged by PySpark first."""
     # PySpark's own class: a plain logging.Logger of that name would break its logger.exception(..., errorClass=)
+    from pyspark.logger import PySparkLogger
+
     loggers = [PySparkLogger.getLogger(n) for n in QUERY_CONTEXT_LOGGERS]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
 from quarantine.values.section import YAML_CONTEXT, Section
 from quarantine.values.types import (
     BOOL,

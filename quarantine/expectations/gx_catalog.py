@@ -11,11 +11,21 @@ accepts, ``|`` between them: ``string`` (also a number, which pydantic v1 turns 
 ``strict-string``, ``number`` (also a numeric string; ``number[lo,hi]`` within bounds),
 ``integer``, ``boolean``, ``array``, ``object``, ``null``, ``date`` (an ISO string or a number),
 ``enum:a/b`` (one of the values) or ``any`` (not told apart here: GX's check, at run time).
+
+The rules GX's validators hold an expectation to when it is built, beyond each argument's
+kind (``COMMON_RULES``, ``RULES``; generated from each type's validators as
+``tests.support.gx_catalog.VALIDATOR_RULES`` names them): ``min-or-max`` (``min_value`` and
+``max_value`` not both missing or null), ``bounds-not-empty`` (neither bound ``{}``, which an
+empty string or list becomes), ``min-le-max`` (numbers: ``min_value <= max_value``),
+``bounds-parameter`` (a bound that is an object holds ``$PARAMETER``), and of one argument
+(``rule:argument``): ``not-empty``, ``min-items-2``, ``one-char`` (a string of one character),
+``strftime`` (a format Python writes and reads back), ``braces`` (a query's braces pair) and
+``result-format-key`` (an object holds ``result_format``).
 """
 
 from __future__ import annotations
 
-__all__ = ["COMMON_ARGUMENTS", "EXPECTATION_TYPES", "GX_VERSION"]
+__all__ = ["COMMON_ARGUMENTS", "COMMON_RULES", "EXPECTATION_TYPES", "GX_VERSION", "RULES"]
 
 #: The Great Expectations release this catalog was generated from.
 GX_VERSION = "1.24.1"
@@ -464,4 +474,27 @@ EXPECTATION_TYPES: dict[str, dict[str, str]] = {
     "unexpected_rows_expectation": {
         "unexpected_rows_query": "!object|string",
     },
+}
+
+#: The rules every expectation type's validators hold it to (the module doc lists them).
+COMMON_RULES: tuple[str, ...] = ("result-format-key:result_format",)
+
+#: Each expectation type's own rules (besides :data:`COMMON_RULES`), for the types that have any.
+RULES: dict[str, tuple[str, ...]] = {
+    "expect_column_distinct_values_to_be_in_set": ("not-empty:value_set",),
+    "expect_column_value_lengths_to_be_between": ("min-or-max",),
+    "expect_column_values_to_be_between": ("min-or-max", "bounds-not-empty"),
+    "expect_column_values_to_match_like_pattern": ("one-char:escape",),
+    "expect_column_values_to_match_like_pattern_list": ("one-char:escape", "not-empty:like_pattern_list"),
+    "expect_column_values_to_match_regex_list": ("not-empty:regex_list",),
+    "expect_column_values_to_match_strftime_format": ("strftime:strftime_format",),
+    "expect_column_values_to_not_match_like_pattern": ("one-char:escape",),
+    "expect_column_values_to_not_match_like_pattern_list": ("one-char:escape", "not-empty:like_pattern_list"),
+    "expect_column_values_to_not_match_regex_list": ("not-empty:regex_list",),
+    "expect_compound_columns_to_be_unique": ("min-items-2:column_list",),
+    "expect_multicolumn_sum_to_equal": ("min-items-2:column_list",),
+    "expect_multicolumn_values_to_be_equal": ("min-items-2:column_list",),
+    "expect_select_column_values_to_be_unique_within_record": ("min-items-2:column_list",),
+    "expect_table_row_count_to_be_between": ("min-le-max", "bounds-parameter"),
+    "unexpected_rows_expectation": ("braces:unexpected_rows_query",),
 }

@@ -34,12 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
 
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ConfigError
@@ -66,8 +63,11 @@ from quarantine.values.options import (
 )
 from quarantine.values.types import BreachAction, integer
 
-__all__ = ["ExpectationStage", "from_spec"]
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
+__all__ = ["ExpectationStage", "from_spec"]
 
 
 class ExpectationOptions(StageOptions):
@@ -176,6 +176,8 @@ class ExpectationStage(JudgingStage):
         this stage failed whose message lists that expectation (a row failing two
         expectations counts for both).
         """
+        from pyspark.sql import functions as F
+
         mine = (error.getField(STAGE) == F.lit(self.name)) & (
             error.getField(KIND) == F.lit(self.kind.value)
         )

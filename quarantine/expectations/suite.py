@@ -15,15 +15,19 @@ Loading and checking are pure (no GX import): :meth:`Suite.check` holds each exp
 against :mod:`quarantine.expectations.gx_catalog` (GX's expectation types and their
 arguments, generated from GX's registry), so an unknown type, a missing or unknown argument
 or a value of the wrong kind fails when the expectation stage is built, before any data is
-read, and ``quarantine validate`` never imports GX. :meth:`Suite.to_gx` builds GX's own
-object when a run first validates a batch, and GX checks the suite again then (its
-cross-argument rules among them, e.g. a ``*_to_be_between`` with neither bound).
+read, and ``quarantine validate`` never imports GX. The catalog also holds the rules GX's
+validators check when an expectation is built (a ``*_to_be_between`` with neither bound, a
+row count's ``min_value`` above its ``max_value``, an empty ``value_set``…), and the check
+holds a suite to them. :meth:`Suite.to_gx` builds GX's own object when a run first
+validates a batch, and GX checks the suite again then.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import json
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -32,7 +36,7 @@ from types import MappingProxyType
 from typing import Any
 
 from quarantine.errors import ConfigError
-from quarantine.expectations.gx_catalog import COMMON_ARGUMENTS, EXPECTATION_TYPES, GX_VERSION
+from quarantine.expectations.gx_catalog import COMMON_ARGUMENTS, COMMON_RULES, EXPECTATION_TYPES, GX_VERSION, RULES
 
 __all__ = ["ExpectationSpec", "Suite", "expectation_problem", "load_suite", "parse_suite"]
 
@@ -168,7 +172,10 @@ def expectation_problem(etype: str, kwargs: Mapping[str, Any]) -> str | None:
 
     Read from :mod:`~quarantine.expectations.gx_catalog`: the type must be one GX registers,
     every required argument given, every argument one the type takes, each value of a kind
-    its argument accepts (as GX's pydantic fields convert them: ``"0.5"`` is a number).
+    its argument accepts (as GX's pydantic fields convert them: ``"0.5"`` is a number), and
+    the expectation must keep the rules GX's validators check when it is built (the catalog's
+    ``COMMON_RULES`` and ``RULES``). What this refuses GX refuses; what it passes GX may still
+    refuse at run time (a rule it cannot tell here, a value converted in a way not followed).
     """
     own = EXPECTATION_TYPES.get(etype)
     if own is None:
@@ -186,6 +193,79 @@ def expectation_problem(etype: str, kwargs: Mapping[str, Any]) -> str | None:
         kinds = specs[name].lstrip("!").split("|")
         if not any(_accepts(kind, value) for kind in kinds):
             return f"argument {name!r} is {_short(value)}, not {' or '.join(_kind_words(k) for k in kinds)}"
+    for rule in (*COMMON_RULES, *RULES.get(etype, ())):
+        problem = _rule_problem(rule, kwargs)
+        if problem is not None:
+            return f"{etype}: {problem}"
+    return None
+
+
+def _rule_problem(rule: str, kwargs: Mapping[str, Any]) -> str | None:
+    """What in ``kwargs`` breaks ``rule`` (a gx_catalog rule: ``name`` or ``name:argument``); None when nothing.
+
+    Each rule is the one GX's validator checks (``tests.support.gx_catalog.VALIDATOR_RULES``),
+    on the values as a suite file gives them; kinds were checked before.
+    """
+    name, _, arg = rule.partition(":")
+    value: Any = kwargs.get(arg)
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if name == "min-or-max":
+        return "needs min_value or max_value (both are missing or null)" if low is None and high is None else None
+    if name == "bounds-not-empty":
+        empty = [b for b in ("min_value", "max_value") if _becomes_empty_object(kwargs.get(b))]
+        return f"argument {empty[0]!r} is empty (GX reads it as {{}})" if empty else None
+    if name == "min-le-max":
+        # numbers as the file gives them (GX's integer field would convert others: not followed here)
+        numbers = [b for b in (low, high) if isinstance(b, int) and not isinstance(b, bool)]
+        if len(numbers) == 2 and numbers[0] > numbers[1]:
+            return f"min_value ({low}) is greater than max_value ({high})"
+        return None
+    if name == "bounds-parameter":
+        unbound = [b for b in ("min_value", "max_value") if isinstance(kwargs.get(b), Mapping)
+                   and "$PARAMETER" not in kwargs[b]]
+        return f"argument {unbound[0]!r} is an object without the key $PARAMETER" if unbound else None
+    if name == "result-format-key":
+        keyless = isinstance(value, Mapping) and "result_format" not in value
+        return f"argument {arg!r} is an object without the key result_format" if keyless else None
+    if name == "not-empty":
+        return f"argument {arg!r} is empty" if arg in kwargs and _becomes_empty_object(value) else None
+    if name == "min-items-2":
+        short = isinstance(value, list | tuple) and len(value) < 2
+        return f"argument {arg!r} names {len(value)} column(s), not at least two" if short else None
+    if name == "one-char":
+        return f"argument {arg!r} is {_short(value)}, not one character" if isinstance(value, str) \
+            and len(value) != 1 else None
+    if name == "strftime":
+        return _strftime_problem(arg, value)
+    if name == "braces":
+        return _braces_problem(arg, value)
+    raise ValueError(f"gx_catalog has a rule this check does not know: {rule!r}")
+
+
+def _becomes_empty_object(value: Any) -> bool:
+    """Whether GX reads ``value`` as an empty object: ``{}``, or ``""`` / ``[]`` (pydantic v1 makes them ``{}``)."""
+    return isinstance(value, str | list | tuple | Mapping) and len(value) == 0
+
+
+def _strftime_problem(arg: str, value: Any) -> str | None:
+    """GX's check of a strftime format: now, written with it, reads back with it."""
+    if not isinstance(value, str):
+        return None
+    try:
+        dt.datetime.strptime(dt.datetime.now(tz=dt.UTC).strftime(value), value)  # GX's own check
+    except ValueError as exc:
+        return f"argument {arg!r} is not a strftime format Python reads back ({exc})"
+    return None
+
+
+def _braces_problem(arg: str, value: Any) -> str | None:
+    """GX's check of an unexpected-rows query: its braces pair (``{batch}``; ``{{``, ``}}`` literal)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        list(string.Formatter().parse(value))
+    except ValueError as exc:
+        return f"argument {arg!r} has an unpaired or malformed brace ({exc}); write a literal brace twice"
     return None
 
 

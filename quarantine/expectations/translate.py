@@ -53,11 +53,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pyspark.sql import Column, Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, IntegerType, StructType
+from typing import TYPE_CHECKING, Any
 
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite
@@ -70,6 +66,10 @@ from quarantine.values.spark import (
     member_of,
     text_length,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
 
 __all__ = [
     "TRANSLATED_TYPES",
@@ -102,6 +102,8 @@ class RowCheck:
     @property
     def message(self) -> Column:
         """``type(column=…, args…): found <value>``."""
+        from pyspark.sql import functions as F
+
         return F.concat(F.lit(f"{self.spec.describe()}: found "), self.found)
 
 
@@ -121,6 +123,8 @@ class RowVerdict:
 
 
 def _shown(v: Column) -> Column:
+    from pyspark.sql import functions as F
+
     text = v.cast("string")
     cut = F.when(F.length(text) > _SNIPPET, F.concat(F.substring(text, 1, _SNIPPET), F.lit("…")))
     return F.when(v.isNull(), F.lit("NULL")).otherwise(
@@ -130,6 +134,8 @@ def _shown(v: Column) -> Column:
 
 def _not_null_and(v: Column, unexpected: Column) -> Column:
     """GX's map rule: NULL values are out of the domain; a NULL predicate is not a failure."""
+    from pyspark.sql import functions as F
+
     return v.isNotNull() & F.coalesce(unexpected, F.lit(False))
 
 
@@ -156,6 +162,8 @@ def _range(x: Column, dtype: DataType | None, lo: Any, hi: Any, kw: Mapping[str,
 def _bounded(spec: ExpectationSpec, x: Column, dtype: DataType | None, lo: Any, hi: Any, v: Column,
              shown: Column) -> RowCheck:
     """A between check of ``x`` (``v`` or its length): a value that cannot be compared fails."""
+    from pyspark.sql import functions as F
+
     why = F.lit(f" ({incomparable(dtype, [b for b in (lo, hi) if b is not None])})")
     expected = _range(x, dtype, lo, hi, spec.kwargs)
     if expected is None:  # no value of this type compares with the bounds: every value fails
@@ -194,11 +202,15 @@ _TYPEOF: dict[str, tuple[str, ...]] = {
 
 def _type_matches(v: Column, type_name: str) -> Column:
     # typeof gives e.g. "decimal(10,2)", "array<int>", "string collate UTF8_LCASE": compare the head
+    from pyspark.sql import functions as F
+
     head = F.regexp_extract(F.typeof(v), r"^([a-z_]+)", 1)
     return head.isin(list(_TYPEOF[type_name]))
 
 
 def _not_null(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    from pyspark.sql import functions as F
+
     return RowCheck(spec, v.isNull(), F.lit("NULL"))
 
 
@@ -212,6 +224,8 @@ def _between(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowChe
 
 
 def _in_set(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    from pyspark.sql import functions as F
+
     values = spec.kwargs.get("value_set")
     if values is None:  # GX: vacuously true
         return RowCheck(spec, F.lit(False), _shown(v))
@@ -251,6 +265,9 @@ def gx_length_bound(v: Any) -> Any:
 
 
 def _lengths(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
     kw = spec.kwargs
     lo, hi = gx_length_bound(kw.get("min_value")), gx_length_bound(kw.get("max_value"))
     n = text_length(v, dtype)
@@ -262,6 +279,9 @@ def _lengths(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowChe
 
 
 def _length_equal(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
     value = spec.kwargs["value"]
     n = text_length(v, dtype)
     if n is None:
@@ -277,21 +297,28 @@ def _type(dtype: DataType | None) -> str:
 
 
 def _of_type(spec: ExpectationSpec, v: Column, dtype: DataType | None) -> RowCheck:
+    from pyspark.sql import functions as F
+
     type_name = str(spec.kwargs["type_"])
     return RowCheck(spec, ~_type_matches(v, type_name), F.concat(F.lit("type "), F.typeof(v)))
 
 
 #: How many rows of the batch hold a value (1 for NULL): ``StageContext.batch_count``.
-BatchCount = Callable[[Column], Column]
+BatchCount = Callable[["Column"], "Column"]
 
 
 def _window_count(key: Column) -> Column:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     return F.when(key.isNotNull(), F.count(F.lit(1)).over(Window.partitionBy(key))).otherwise(F.lit(1))
 
 
 def _unique(spec: ExpectationSpec, v: Column, dtype: DataType | None, count: BatchCount = _window_count) -> RowCheck:
     # Within the batch. Spark cannot group or join by a MAP, so a value holding one is
     # compared by its JSON text.
+    from pyspark.sql import functions as F
+
     key = F.to_json(v) if contains_map(dtype) else v
     n = count(key)
     found = F.concat(_shown(v), F.lit(" ("), n.cast("string"), F.lit(" times in the batch)"))
@@ -405,6 +432,8 @@ def translate(
     Returns:
         A :class:`RowCheck`, or None when :func:`untranslated_reason` gives a reason.
     """
+    from pyspark.sql.types import StructType
+
     if untranslated_reason(spec) is not None:
         return None
     assert spec.column is not None
@@ -439,6 +468,8 @@ def check_regexes(suite: Suite) -> None:
 
 def combine(checks: Sequence[RowCheck]) -> RowVerdict:
     """Fold translated checks into one verdict per row (see :class:`RowVerdict`)."""
+    from pyspark.sql import functions as F
+
     if not checks:
         return RowVerdict(F.lit(False), F.lit(None).cast("string"), F.lit(None).cast("string"))
     failed = checks[0].unexpected

@@ -28,15 +28,16 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING, Any
 
 from quarantine.errorhandling.breach import Breach
 from quarantine.expectations.suite import ExpectationSpec, Suite
 from quarantine.log_lines import BREACH_ATTR
 from quarantine.redaction import redact_text
 from quarantine.values.types import BreachAction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "RESULT_FORMAT",

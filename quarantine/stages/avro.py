@@ -43,25 +43,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    NullType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
@@ -92,6 +78,12 @@ from quarantine.values.options import (
 )
 from quarantine.values.types import BOOL, fail
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import (
+        DataType,
+    )
+
 #: the error class a refreshed stage (the subjects listed again) may no longer give
 UNKNOWN_SCHEMA_ID = "UnknownSchemaId"
 
@@ -100,7 +92,6 @@ __all__ = ["AvroDecode", "declared_type", "envelope", "from_spec", "schema_name"
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
 _ENVELOPE_NAMESPACE = "io.quarantine.avro.internal"
-
 
 
 _AVSC = existing(".avsc file", folder=False)
@@ -234,6 +225,7 @@ class AvroDecode(Stage):
         return replace(self, writers=tuple(sorted({**known, **added}.items())), listed=listed)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
         size = F.octet_length(value)
@@ -394,18 +386,33 @@ def _latest(subjects: tuple[str, ...], versions: list[SubjectVersion], writers: 
     return None
 
 
-#: Avro primitive types and the Spark types ``from_avro`` gives them.
-_AVRO_PRIMITIVES: dict[str, DataType] = {
-    "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
-    "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
-}
+@cache
+def _avro_primitives() -> dict[str, DataType]:
+    """Avro primitive types and the Spark types ``from_avro`` gives them."""
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        NullType,
+        StringType,
+    )
+
+    return {
+        "string": StringType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+        "double": DoubleType(), "boolean": BooleanType(), "bytes": BinaryType(), "null": NullType(),
+    }
 
 
 def declared_type(schema: Any) -> DataType | None:
     """An Avro schema's Spark type where lineage needs it: a record's field names (a field of a
     type not mapped here is NULL-typed: its name is known, its type is not checked)."""
+    from pyspark.sql.types import NullType, StructField, StructType
+
     if isinstance(schema, str):
-        return _AVRO_PRIMITIVES.get(schema)
+        return _avro_primitives().get(schema)
     if isinstance(schema, list):  # a union: ["null", T] is T
         branches = [b for b in schema if b != "null"]
         return declared_type(branches[0]) if len(branches) == 1 else None

@@ -28,12 +28,9 @@ which is not detected.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, model_validator
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DateType, StructField, StructType, TimestampNTZType, TimestampType
 
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
@@ -44,13 +41,14 @@ from quarantine.values.options import (
 from quarantine.values.spark import parse_spark_type, render_value, type_name
 from quarantine.values.types import fail
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
+
 __all__ = ["CAST_FAILED", "Cast", "FieldCast", "from_spec"]
 
 #: The error class of every failure of this stage.
 CAST_FAILED = "CastFailed"
-
-_DATETIME = (DateType, TimestampType, TimestampNTZType)
-
 
 
 class CastOptions(StageOptions):
@@ -94,7 +92,9 @@ class FieldCast:
     format: str | None = None
 
     def __post_init__(self) -> None:
-        if self.format is not None and not isinstance(self.to, _DATETIME):
+        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+        if self.format is not None and not isinstance(self.to, DateType | TimestampType | TimestampNTZType):
             raise ConfigError(
                 f"formats.{self.field}",
                 self.format,
@@ -103,6 +103,9 @@ class FieldCast:
 
     def convert(self, value: Column) -> Column:
         """The converted value: NULL when ``value`` is NULL or does not convert."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import DateType
+
         if self.format is None:
             return value.try_cast(self.to)
         text = value.cast("string")
@@ -140,6 +143,8 @@ class Cast(Stage):
 
     def produces(self, input_type: DataType | None) -> DataType | None:
         """The input struct with each converted field of its target type (unknown for any other input)."""
+        from pyspark.sql.types import StructField, StructType
+
         if not isinstance(input_type, StructType):
             return None
         fields = {f.name: f for f in input_type.fields}
@@ -152,6 +157,8 @@ class Cast(Stage):
         return tuple((f"options.columns.{fc.field}", fc.field) for fc in self.fields)
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql import functions as F
+
         result = value
         bad: list[Column] = []
         for fc in self.fields:

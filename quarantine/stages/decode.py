@@ -14,18 +14,17 @@ With ``nullable: true`` a NULL input gives a NULL result and no error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
-
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType
+from typing import TYPE_CHECKING, Annotated
 
 from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.types import BOOL
 
-__all__ = ["DecodeUtf8", "from_spec"]
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
 
+__all__ = ["DecodeUtf8", "from_spec"]
 
 
 class DecodeUtf8Options(StageOptions):
@@ -54,9 +53,13 @@ class DecodeUtf8(Stage):
 
     def produces(self, input_type: DataType | None) -> DataType | None:
         """A STRING."""
+        from pyspark.sql.types import StringType
+
         return StringType()
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql import functions as F
+
         is_null = value.isNull()
         valid = ctx.once("valid", F.is_valid_utf8(value))
         failed = F.coalesce(~valid, F.lit(not self.nullable))
@@ -93,6 +96,8 @@ def _first_invalid_byte(value: Column) -> Column:
     the same length (the cast to STRING keeps the bytes as they are, and ``replace``
     works on them byte for byte).
     """
+    from pyspark.sql import functions as F
+
     masked = F.replace(value.cast("string"), F.lit("\ufffd"), F.lit("\x00\x00\x00"))
     fixed = F.make_valid_utf8(masked)
     return F.octet_length(F.substring(fixed, F.lit(1), F.instr(fixed, "\ufffd") - 1))

@@ -53,12 +53,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType, VariantType
 
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
@@ -70,6 +67,10 @@ from quarantine.values.options import (
 )
 from quarantine.values.spark import snippet
 from quarantine.values.types import TEXT
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType, StructField, StructType
 
 __all__ = ["STAGE_TYPE", "JsonOptions", "JsonParse", "Strings", "UndeclaredFields", "from_spec"]
 
@@ -97,7 +98,6 @@ class UndeclaredFields(StrEnum):
     """They are dropped (counted as drift)."""
     QUARANTINE = "quarantine"
     """A record holding any is an ``UndeclaredField`` error."""
-
 
 
 class JsonOptions(StageOptions):
@@ -170,11 +170,16 @@ class JsonParse(Stage):
 
     def _strict_strings(self) -> tuple[str, ...]:
         """The top-level STRING fields parsed as VARIANT to check their token kind (strict only)."""
+        from pyspark.sql.types import StringType
+
         if self.strings != Strings.STRICT:
             return ()
         return tuple(f.name for f in self.schema.fields if isinstance(f.dataType, StringType))
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType, VariantType
+
         checked = self._strict_strings()
         parse_schema = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
@@ -261,6 +266,9 @@ class JsonParse(Stage):
     ) -> Column:
         """Name each field whose JSON value did not convert to its declared type (or, for a
         checked STRING field, was not a JSON string)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
         text_schema = StructType([StructField(f.name, StringType()) for f in self.schema.fields])
         as_text = ctx.once("as_text", F.when(parsed.getField(_CORRUPT).isNotNull(), F.from_json(value, text_schema)))
 
@@ -289,10 +297,14 @@ class JsonParse(Stage):
     def undeclared(self, column: Column) -> Column:
         """The top-level fields of this row's record the schema does not declare
         (see :class:`quarantine.stage.ReportsDrift`): NULL when none could be read."""
+        from pyspark.sql import functions as F
+
         return F.col(f"{HIDDEN_PREFIX}{self.name}_undeclared")
 
     def _undeclared_message(self, undeclared: Column) -> Column:
         """``undeclared fields 'a', 'b'; the schema declares x, y`` (names only, never values)."""
+        from pyspark.sql import functions as F
+
         quoted = F.array_join(
             F.transform(F.array_sort(undeclared), lambda n: F.concat(F.lit("'"), n, F.lit("'"))), ", "
         )
@@ -302,6 +314,8 @@ class JsonParse(Stage):
 
     def _missing_message(self, fields: Mapping[str, Column], variant: Column) -> Column:
         """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
+        from pyspark.sql import functions as F
+
         parts = [
             F.when(
                 fields[r].isNull(),
@@ -317,6 +331,8 @@ class JsonParse(Stage):
 
 def _any(conditions: list[Column]) -> Column:
     """``c1 OR c2 OR …`` (false for none)."""
+    from pyspark.sql import functions as F
+
     out = F.lit(False)
     for c in conditions:
         out = out | c
@@ -326,6 +342,8 @@ def _any(conditions: list[Column]) -> Column:
 def _not_a_string(token: Column) -> Column:
     """Whether a field parsed as VARIANT holds a JSON value other than a string or null
     (never NULL: an absent field is not wrong)."""
+    from pyspark.sql import functions as F
+
     return F.coalesce(
         ~F.is_variant_null(token) & (F.schema_of_variant(token) != F.lit("STRING")), F.lit(False)
     )
@@ -333,13 +351,15 @@ def _not_a_string(token: Column) -> Column:
 
 def _field(variant: Column, name: str) -> Column:
     """A top-level field of a variant, as a variant (SQL NULL when absent)."""
+    from pyspark.sql import functions as F
+
     escaped = name.replace("\\", "\\\\").replace("'", "\\'")
     return F.try_variant_get(variant, f"$['{escaped}']", "variant")
 
 
 def _parse_schema(spec: Declaration, raw: object) -> StructType:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import _parse_datatype_string
+    from pyspark.sql.types import StructType, _parse_datatype_string
 
     from quarantine.ddl import DDLError, parse_ddl_type
 

@@ -25,31 +25,17 @@ import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from enum import StrEnum
+from functools import cache
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
-
-from quarantine.ddl import ATOMIC_TYPES, DDLError, parse_ddl_type
+from quarantine.ddl import DDLError, atomic_types, parse_ddl_type
 from quarantine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import (
+        DataType,
+    )
 
 __all__ = [
     "SNIPPET_CHARS",
@@ -71,8 +57,13 @@ __all__ = [
 #: Found values longer than this are cut (with ``…``) in error messages.
 SNIPPET_CHARS = 64
 
-#: The atomic names Spark's parser reads, and ``bool`` (a config's long-standing alias).
-_ATOMIC: dict[str, DataType] = {**ATOMIC_TYPES, "bool": BooleanType()}
+@cache
+def _atomic() -> dict[str, DataType]:
+    """The atomic names Spark's parser reads, and ``bool`` (a config's long-standing alias)."""
+    from pyspark.sql.types import BooleanType
+
+    return {**atomic_types(), "bool": BooleanType()}
+
 _DECIMAL = re.compile(
     r"^(?:decimal|dec|numeric)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)$", re.IGNORECASE
 )
@@ -92,10 +83,12 @@ def parse_spark_type(text: object, key: str) -> DataType:
     Raises:
         ConfigError: not a string, or not a type Spark knows.
     """
+    from pyspark.sql.types import DecimalType
+
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(key, text, _EXAMPLES)
     s = text.strip()
-    atomic = _ATOMIC.get(s.lower())
+    atomic = _atomic().get(s.lower())
     if atomic is not None:
         return atomic
     m = _DECIMAL.match(s)
@@ -111,6 +104,7 @@ def parse_spark_type(text: object, key: str) -> DataType:
 
 def _parse_with_spark(s: str, key: str) -> DataType:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType
 
     if SparkSession.getActiveSession() is None:  # quarantine validate: no Spark; the same grammar
         try:
@@ -131,6 +125,8 @@ def type_name(t: DataType) -> str:
 
 def snippet(text: Column) -> Column:
     """``text`` cut to :data:`SNIPPET_CHARS` characters, with ``…`` when cut."""
+    from pyspark.sql import functions as F
+
     return F.when(
         F.length(text) > SNIPPET_CHARS, F.concat(F.substring(text, 1, SNIPPET_CHARS), F.lit("…"))
     ).otherwise(text)
@@ -143,6 +139,8 @@ def render_value(value: Column) -> Column:
     ``"abc"`` for a string, ``15000.5`` for a number, ``null`` for NULL,
     ``{"a":1}`` for a struct; binary appears base64-encoded.
     """
+    from pyspark.sql import functions as F
+
     as_json = F.to_json(F.array(value))
     return snippet(F.substring(as_json, F.lit(2), F.length(as_json) - F.lit(2)))
 
@@ -155,12 +153,22 @@ def render_value(value: Column) -> Column:
 # at the column's type when the stage is built and yield NULL for a value that cannot
 # be compared, which the caller turns into a failure of that row.
 
-_NUMERIC_TYPES = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)
-_DATETIME_TYPES = (DateType, TimestampType, TimestampNTZType)
 _LONG = (-(2**63), 2**63 - 1)
 
 #: A comparison of two columns (``operator.ge``, ``operator.eq``…).
-Op = Callable[[Column, Column], Column]
+Op = Callable[["Column", "Column"], "Column"]
+
+
+def _is_numeric_type(dtype: DataType | None) -> bool:
+    from pyspark.sql.types import ByteType, DecimalType, DoubleType, FloatType, IntegerType, LongType, ShortType
+
+    return isinstance(dtype, ByteType | ShortType | IntegerType | LongType | FloatType | DoubleType | DecimalType)
+
+
+def _is_datetime_type(dtype: DataType | None) -> bool:
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    return isinstance(dtype, DateType | TimestampType | TimestampNTZType)
 
 
 def _is_number(x: object) -> bool:
@@ -169,6 +177,8 @@ def _is_number(x: object) -> bool:
 
 def _number(x: int | float | Decimal) -> Column:
     # a Python int beyond BIGINT has no Spark literal; as a double it still orders right
+    from pyspark.sql import functions as F
+
     if isinstance(x, int) and not _LONG[0] <= x <= _LONG[1]:
         return F.lit(float(x))
     return F.lit(x)
@@ -196,11 +206,13 @@ class _Kind(StrEnum):
 
 def _kind(dtype: DataType | None, bound: object) -> _Kind | None:
     """How values of ``dtype`` compare with ``bound``; None if they cannot."""
+    from pyspark.sql.types import BooleanType, StringType
+
     if dtype is None:
         return _Kind.SPARK
     if isinstance(dtype, BooleanType):
         return _Kind.DIRECT if isinstance(bound, bool) else None
-    if isinstance(dtype, _NUMERIC_TYPES):
+    if _is_numeric_type(dtype):
         if isinstance(bound, str):
             return _Kind.DIRECT if _parse_number(bound) is not None else None
         return _Kind.DIRECT if _is_number(bound) else None
@@ -208,7 +220,7 @@ def _kind(dtype: DataType | None, bound: object) -> _Kind | None:
         if isinstance(bound, str):
             return _Kind.DIRECT
         return _Kind.AS_NUMBER if _is_number(bound) else None
-    if isinstance(dtype, _DATETIME_TYPES):
+    if _is_datetime_type(dtype):
         if isinstance(bound, str):
             return _Kind.PARSED_BOUND
         return _Kind.DIRECT if isinstance(bound, dt.date) else None  # date and datetime
@@ -216,10 +228,12 @@ def _kind(dtype: DataType | None, bound: object) -> _Kind | None:
 
 
 def _literal(dtype: DataType | None, bound: object, kind: _Kind) -> Column:
+    from pyspark.sql import functions as F
+
     if kind is _Kind.PARSED_BOUND:
         assert dtype is not None
         return F.lit(bound).try_cast(dtype)
-    if isinstance(bound, str) and isinstance(dtype, _NUMERIC_TYPES):
+    if isinstance(bound, str) and _is_numeric_type(dtype):
         parsed = _parse_number(bound)
         assert parsed is not None
         return _number(parsed)
@@ -274,6 +288,8 @@ def compare(value: Column, dtype: DataType | None, op: Op, bound: object) -> Col
 
 def incomparable(dtype: DataType | None, bounds: Sequence[object]) -> str:
     """Why a value of ``dtype`` was not compared with ``bounds``, for messages."""
+    from pyspark.sql.types import StringType
+
     shown = ", ".join(json.dumps(b, default=str) for b in bounds)
     name = dtype.simpleString() if dtype is not None else "value"
     if isinstance(dtype, StringType) and any(_is_number(b) for b in bounds):
@@ -288,6 +304,8 @@ def member_of(value: Column, dtype: DataType | None, members: Sequence[object]) 
     skipped. As with Spark's ``IN``, a NULL value gives NULL, and a NULL member
     makes the result NULL (not false) for a value that equals no member.
     """
+    from pyspark.sql import functions as F
+
     direct: list[Column] = []
     as_number: list[Column] = []
     hits: list[Column] = []
@@ -321,6 +339,9 @@ def text_length(value: Column, dtype: DataType | None) -> Column | None:
     Spark's ``length`` does when it casts them); ARRAY, MAP and STRUCT have no
     length here.
     """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+
     if dtype is None or isinstance(dtype, StringType | BinaryType):
         return F.length(value)
     if isinstance(dtype, ArrayType | MapType | StructType):
@@ -330,11 +351,15 @@ def text_length(value: Column, dtype: DataType | None) -> Column | None:
 
 def as_text(value: Column, dtype: DataType | None) -> Column:
     """The value as a STRING for a regex (every type casts to STRING without failing)."""
+    from pyspark.sql.types import StringType
+
     return value if isinstance(dtype, StringType) else value.cast("string")
 
 
 def contains_map(dtype: DataType | None) -> bool:
     """Whether ``dtype`` is or holds a MAP (which Spark cannot group or partition by)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
     if isinstance(dtype, MapType):
         return True
     if isinstance(dtype, ArrayType):
@@ -361,6 +386,8 @@ def java_regex_problem(pattern: str) -> str | None:
     read) when a SparkSession is active. Without one only the Python-only check
     runs.
     """
+    from pyspark.sql import functions as F
+
     if _PY_ONLY_REGEX.search(pattern):
         return (
             "(?P<name>…) and (?P=name) are Python-only syntax; "

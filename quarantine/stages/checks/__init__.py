@@ -38,13 +38,9 @@ outcome passes; the expression's text appears in the message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
-from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, DataType, NullType, StructType
 
 from quarantine.errors import ConfigError
 from quarantine.schema import ErrorKind
@@ -63,6 +59,10 @@ from quarantine.stages.checks.rules import (
     RuleOptions,
 )
 from quarantine.values.types import config_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 __all__ = [
     "RULES",
@@ -134,6 +134,10 @@ class Checks(Stage):
 
     def analysis_problem(self, scope: DataFrame) -> tuple[str, str, str] | None:
         """The first ``expr`` rule Spark cannot analyse over ``scope``, or that is not a condition."""
+        from pyspark.errors import AnalysisException
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, NullType
+
         for j, rule in enumerate(self.rules):
             if not isinstance(rule, ExprRule):
                 continue
@@ -149,6 +153,8 @@ class Checks(Stage):
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         # every rule built for its value's type, so that no value can fail the job
+        from pyspark.sql import functions as F
+
         input_type = ctx.type_of(value)
         rules = [
             r if isinstance(r, ExprRule) else r.for_type(_field_type(input_type, r.column))
@@ -173,6 +179,8 @@ class Checks(Stage):
 
 
 def _field_type(input_type: DataType | None, column: str | None) -> DataType | None:
+    from pyspark.sql.types import StructType
+
     if column is None:
         return input_type
     if isinstance(input_type, StructType) and column in input_type.fieldNames():

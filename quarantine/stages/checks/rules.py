@@ -43,12 +43,9 @@ import json
 import operator
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, Tag, field_validator, model_validator
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
 
 from quarantine.stage import StageOptions
 from quarantine.unlogged import unlogged_analysis
@@ -63,6 +60,10 @@ from quarantine.values.spark import (
     text_length,
 )
 from quarantine.values.types import BOOL, TEXT, fail, integer
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
 
 __all__ = [
     "RULES",
@@ -135,6 +136,8 @@ class Rule(StageOptions):
 
     def message(self, value: Column) -> Column:
         """``field 'amount': expected between 0 and 10000, found 15000.5``."""
+        from pyspark.sql import functions as F
+
         where = f"field '{self.column}'" if self.column is not None else "input"
         return F.concat(F.lit(f"{where}: expected {self.expected()}, found "), self.found(value))
 
@@ -153,6 +156,8 @@ class NotNullRule(Rule):
         return "a value"
 
     def found(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         return F.lit("NULL")
 
 
@@ -190,6 +195,8 @@ class RangeRule(Rule):
 
     def _within(self, value: Column) -> Column | None:
         """The range test: NULL where the value cannot be compared; None if no value can."""
+        from pyspark.sql import functions as F
+
         parts = []
         if self.min is not None:
             parts.append(compare(value, self.value_type, operator.ge if self.min_inclusive else operator.gt, self.min))
@@ -203,12 +210,16 @@ class RangeRule(Rule):
         return ok
 
     def passes(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         within = self._within(value)
         if within is None:
             return F.when(value.isNotNull(), F.lit(False))
         return F.when(value.isNotNull(), F.coalesce(within, F.lit(False)))
 
     def found(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         why = F.lit(f" ({incomparable(self.value_type, [b for b in (self.min, self.max) if b is not None])})")
         within = self._within(value)
         if within is None:
@@ -326,6 +337,8 @@ class LengthRule(Rule):
         return self
 
     def passes(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         n = text_length(value, self.value_type)
         if n is None:  # ARRAY, MAP, STRUCT: no length
             return F.when(value.isNotNull(), F.lit(False))
@@ -342,6 +355,8 @@ class LengthRule(Rule):
         return f"length >= {self.min}" if self.min is not None else f"length <= {self.max}"
 
     def found(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         n = text_length(value, self.value_type)
         if n is None:
             assert self.value_type is not None
@@ -367,12 +382,16 @@ class ExprRule(Rule):
         return text
 
     def passes(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         return F.expr(self.expr)
 
     def expected(self) -> str:
         return self.expr
 
     def found(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
         if self.column is None:
             return F.lit("false")
         return render_value(value)
@@ -411,6 +430,7 @@ def _check_sql(text: str) -> None:
     """
     from pyspark.errors import ParseException
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
 
     session = SparkSession.getActiveSession()
     if session is None:

@@ -38,12 +38,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
 
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError, MissingDependencyError
@@ -67,10 +64,13 @@ from quarantine.stages.schema_sources import RegistryUnreachableError, SchemaLoo
 from quarantine.values.options import WIRE_FORMAT, WireFormat, existing, folder_or
 from quarantine.values.types import BOOL, OPTIONAL_TEXT, fail
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType, StructType
+
 __all__ = ["ProtobufDecode", "ProtobufErrorClass", "from_spec", "reader_message"]
 
 _CALL = "call"
-
 
 
 _DESC = existing(".desc file", folder=False)
@@ -215,6 +215,8 @@ class ProtobufDecode(Stage):
 
     def undeclared(self, column: Column) -> Column:
         """The record's unknown field numbers (``#7``), NULL when none (see :class:`quarantine.stage.ReportsDrift`)."""
+        from pyspark.sql import functions as F
+
         return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField(UNKNOWN_FIELDS)
 
 

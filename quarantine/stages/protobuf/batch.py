@@ -39,11 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from quarantine.schema import result_struct
 from quarantine.stages.protobuf.descriptors import (
@@ -57,6 +56,9 @@ from quarantine.stages.protobuf.descriptors import (
 from quarantine.stages.protobuf.types import Incompatible, columns
 from quarantine.stages.python.arrow_batch import take_rows
 from quarantine.stages.schema_sources import HEADER_BYTES
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 __all__ = ["UNKNOWN_FIELDS", "DecodeBatch", "ProtobufErrorClass", "call_struct"]
 
@@ -78,6 +80,8 @@ class ProtobufErrorClass(StrEnum):
 
 def call_struct(result: StructType) -> StructType:
     """What the Arrow UDF returns: the result column's fields plus ``unknown_fields ARRAY<STRING>``."""
+    from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+
     out = result_struct(result)
     return StructType([*out.fields, StructField(UNKNOWN_FIELDS, ArrayType(StringType(), True))])
 

@@ -34,27 +34,18 @@ DOUBLE, DECIMAL; FLOAT → DOUBLE; BIGINT → DECIMAL). Anything else that diffe
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DataType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import (
+        DataType,
+        StructType,
+    )
 
 __all__ = ["Builder", "Incompatible", "columns", "field_type", "message_type"]
 
@@ -66,18 +57,33 @@ _WRAPPERS = {
     f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String",
                                           "Bytes")
 }
-# FieldDescriptor.TYPE_* numbers → Spark types
-_SCALARS: dict[int, DataType] = {
-    1: DoubleType(), 2: FloatType(), 3: LongType(), 4: DecimalType(20, 0), 5: IntegerType(), 6: DecimalType(20, 0),
-    7: LongType(), 8: BooleanType(), 9: StringType(), 12: BinaryType(), 13: LongType(), 15: IntegerType(),
-    16: LongType(), 17: IntegerType(), 18: LongType(),
-}
 _ENUM, _MESSAGE, _GROUP = 14, 11, 10
 #: The range a google.protobuf.Timestamp may hold (its definition's): 0001-01-01 to 9999-12-31.
 _MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
 _WIDENS = {
     ("int", "bigint"), ("int", "double"), ("int", "decimal(20,0)"), ("float", "double"), ("bigint", "decimal(20,0)"),
 }
+
+
+@cache
+def _scalars() -> dict[int, DataType]:
+    """FieldDescriptor.TYPE_* numbers → Spark types."""
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        StringType,
+    )
+
+    return {
+        1: DoubleType(), 2: FloatType(), 3: LongType(), 4: DecimalType(20, 0), 5: IntegerType(), 6: DecimalType(20, 0),
+        7: LongType(), 8: BooleanType(), 9: StringType(), 12: BinaryType(), 13: LongType(), 15: IntegerType(),
+        16: LongType(), 17: IntegerType(), 18: LongType(),
+    }
 
 
 class Incompatible(ValueError):  # noqa: N818 - reads as the reason: raise Incompatible("field 'a': …")
@@ -98,6 +104,8 @@ def message_type(desc: Any, _seen: tuple[str, ...] = ()) -> StructType:
     Raises:
         Incompatible: the message holds itself (no finite Spark type).
     """
+    from pyspark.sql.types import StructField, StructType
+
     if desc.full_name in _seen:
         path = " → ".join((*_seen, desc.full_name))
         raise Incompatible(f"message {desc.full_name} holds itself ({path}): a recursive message has no Spark type")
@@ -107,6 +115,8 @@ def message_type(desc: Any, _seen: tuple[str, ...] = ()) -> StructType:
 
 def field_type(fd: Any, seen: tuple[str, ...] = ()) -> DataType:
     """The Spark type of one field (repeated → ARRAY, map → MAP)."""
+    from pyspark.sql.types import ArrayType, MapType
+
     if _is_map(fd):
         key, value = fd.message_type.fields_by_name["key"], fd.message_type.fields_by_name["value"]
         return MapType(_value_type(key, seen), _value_type(value, seen), True)
@@ -115,6 +125,8 @@ def field_type(fd: Any, seen: tuple[str, ...] = ()) -> DataType:
 
 
 def _value_type(fd: Any, seen: tuple[str, ...]) -> DataType:
+    from pyspark.sql.types import StringType, TimestampType
+
     if fd.type == _ENUM:
         return StringType()
     if fd.type in (_MESSAGE, _GROUP):
@@ -124,7 +136,7 @@ def _value_type(fd: Any, seen: tuple[str, ...]) -> DataType:
         if name in _WRAPPERS:
             return _value_type(fd.message_type.fields_by_name["value"], seen)
         return message_type(fd.message_type, seen)
-    return _SCALARS[fd.type]
+    return _scalars()[fd.type]
 
 
 def _arrow(t: DataType) -> pa.DataType:

@@ -86,13 +86,9 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
-from pyspark import cloudpickle
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
 
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
@@ -103,6 +99,10 @@ from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
 from quarantine.values.spark import parse_spark_type
 from quarantine.values.types import BOOL, TEXT
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
+
 __all__ = [
     "PythonErrorClass",
     "PythonMode",
@@ -111,7 +111,6 @@ __all__ = [
     "python_stage",
     "resolve_callable",
 ]
-
 
 
 class PythonOptions(StageOptions):
@@ -202,6 +201,8 @@ class PythonStage(Stage):
 
     def retries(self, column: Column) -> Column:
         """Retries of this row's successful call (see :class:`quarantine.stage.ReportsRetries`)."""
+        from pyspark.sql import functions as F
+
         return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField("retries")
 
 
@@ -298,6 +299,8 @@ def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Ca
 
 def _import(module_name: str, folder: str | None) -> Any:
     """``module_name`` imported with ``folder`` first on ``sys.path``; pickled by value when found there."""
+    from pyspark import cloudpickle
+
     if folder is None:
         return importlib.import_module(module_name)
     folder = os.path.abspath(folder)
@@ -360,6 +363,8 @@ def python_stage(
     Raises:
         ConfigError: ``fn`` is not callable, or ``returns``/``mode`` is not valid.
     """
+    from pyspark.sql.types import DataType
+
     rtype = returns if isinstance(returns, DataType) else parse_spark_type(returns, "returns")
     try:
         m = PythonMode(str(mode))

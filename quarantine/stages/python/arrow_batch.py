@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import DataType, IntegerType, StructField, StructType
 
 from quarantine.errorhandling.retry import RetryOutcome, RetryPolicy, RetryWithToleranceOperator
 from quarantine.errorhandling.settings import Tolerance
 from quarantine.errors import ConfigError, message_of
-from quarantine.schema import ERROR_STRUCT, result_struct
+from quarantine.schema import result_struct
 from quarantine.stages.python.bad_rows import BadRowSearch
 from quarantine.values.spark import type_name
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = [
     "ArrowCalls",
@@ -72,6 +72,8 @@ class PythonErrorClass(StrEnum):
 
 def call_struct(returns: DataType) -> StructType:
     """What the Arrow UDF returns: the result column's fields plus ``retries INT``."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
     out = result_struct(returns)
     return StructType([*out.fields, StructField("retries", IntegerType())])
 
@@ -207,6 +209,7 @@ class ArrowCalls:
         # pandas only where a vectorized call's result is read (on the executors): the stage
         # table, and so `quarantine validate`, imports this module without it
         import pandas as pd
+        from pyspark.sql.types import StructType
 
         at = self._arrow_returns()
         size = len(out) if hasattr(out, "__len__") else -1
@@ -241,7 +244,7 @@ class ArrowCalls:
 
         return (
             arrow_type(self.returns, "returns"),
-            to_arrow_type(ERROR_STRUCT),
+            to_arrow_type(result_struct(self.returns)["error"].dataType),
             to_arrow_type(call_struct(self.returns)),
         )
 
