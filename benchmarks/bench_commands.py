@@ -19,11 +19,20 @@ its :data:`STARTUP_GOALS_S`. Those commands (:data:`STARTUP`, and ``validate``) 
 when ``--only`` names none but them, no demo is written. The machine is shared: the load
 average at each sample's start is kept with the samples (``load`` in the results file), and
 should be read beside the figures.
+
+``--smoke`` (the suite's check, ``tests/e2e/test_benchmarks_smoke.py``) runs every arm once,
+and every arm that reads tables in this process (:func:`run_in_process`: ``quarantine.cli.main``
+in the demo's folder, on this process's Spark session) instead of a process of its own: the
+arms are the same commands on the same tables, without a JVM start each (``validate``,
+``--help`` and ``--version``, which start none, still run as processes: :func:`time_command` runs too).
+Its timings are not a command's time to first output (measures nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -35,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import Row, add_smoke, bench_dir, markdown_table, median
+from quarantine.cli import main as cli_main
 
 __all__ = [
     "COMMANDS", "JVM_FREE_GOALS_S", "ON_SPARK", "READ_ONLY", "READ_ONLY_GOAL_S", "STARTUP", "STARTUP_GOALS_S",
-    "Timing", "demo_commands", "main", "time_command",
+    "Timing", "demo_commands", "main", "run_in_process", "time_command",
 ]
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -123,6 +133,36 @@ def time_command(args: Sequence[str], cwd: Path, env_extra: dict[str, str] | Non
     return Timing(first[0] if first else ended, ended, load)
 
 
+def run_in_process(args: Sequence[str], cwd: Path, env_extra: dict[str, str] | None = None) -> Timing:
+    """Run ``quarantine *args`` in this process (``quarantine.cli.main``) in ``cwd``, with
+    ``env_extra`` set in the environment for its duration; its :class:`Timing` (``--smoke``).
+
+    Its Spark session is this process's (created if there is none, kept after). ``first_s``
+    is its exit time: the output is collected, not watched.
+
+    Raises:
+        RuntimeError: the command returned an exit code other than 0 (its output is in the message).
+    """
+    saved = {k: os.environ.get(k) for k in (env_extra or {})}
+    os.environ.update(env_extra or {})
+    out = io.StringIO()
+    load = os.getloadavg()[0]
+    start = time.monotonic()
+    try:
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out):
+            code = cli_main(list(args))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    ended = time.monotonic() - start
+    if code != 0:
+        raise RuntimeError(f"quarantine {' '.join(args)} exited {code} (in process):\n{out.getvalue()[-3000:]}")
+    return Timing(ended, ended, load)
+
+
 def demo_commands(records: int) -> dict[str, tuple[str, ...]]:
     """The demo's two commands, by label, that write the tables the others read: the arguments after ``quarantine``."""
     return {
@@ -131,19 +171,22 @@ def demo_commands(records: int) -> dict[str, tuple[str, ...]]:
     }
 
 
-def _demo(records: int, cwd: Path) -> dict[str, Timing]:
-    """A fresh demo in ``cwd`` (a copy of ``conf/``): ``init-demo`` and ``run``, timed."""
+def _demo(records: int, cwd: Path, smoke: bool = False) -> dict[str, Timing]:
+    """A fresh demo in ``cwd`` (a copy of ``conf/``): ``init-demo`` and ``run``, timed (``smoke``: in process)."""
     shutil.rmtree(cwd, ignore_errors=True)
     cwd.mkdir(parents=True)
     shutil.copytree(_REPO / "conf", cwd / "conf")
-    return {label: time_command(args, cwd) for label, args in demo_commands(records).items()}
+    timer = run_in_process if smoke else time_command
+    return {label: timer(args, cwd) for label, args in demo_commands(records).items()}
 
 
-def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:
+def run(records: int, repeat: int, only: Sequence[str] = (), *, smoke: bool = False) -> list[Row]:
     """``repeat`` rounds over a demo of ``records`` records; one row per command.
 
     With ``only`` naming just commands that read no table (:data:`STARTUP_GOALS_S`'s), the
-    rounds run in a folder holding ``conf/`` and no demo.
+    rounds run in a folder holding ``conf/`` and no demo. ``smoke``: every command that starts
+    a JVM runs in this process (:func:`run_in_process`; not :data:`STARTUP_GOALS_S`'s), and its
+    round's line says where each ran.
     """
     timed = {**STARTUP, **COMMANDS, **{f"{c} (spark)": COMMANDS[c] for c in ON_SPARK}}
     labels = [c for c in timed if (not only and c not in STARTUP) or c in only]
@@ -152,7 +195,7 @@ def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:
     for i in range(repeat):
         cwd = bench_dir() / "commands"
         if tables:
-            for label, t in _demo(records, cwd).items():
+            for label, t in _demo(records, cwd, smoke).items():
                 samples.setdefault(label, []).append(t)
         else:
             shutil.rmtree(cwd, ignore_errors=True)
@@ -161,9 +204,12 @@ def run(records: int, repeat: int, only: Sequence[str] = ()) -> list[Row]:
         order = reads if i % 2 == 0 else reads[::-1]
         for label in [*order, *(["maintain"] if "maintain" in labels else [])]:  # maintain writes: last
             spark = {"QUARANTINE_READ_ENGINE": "spark"} if label.endswith(" (spark)") else None
-            samples.setdefault(label, []).append(time_command(timed[label], cwd, spark))
+            in_process = smoke and label not in STARTUP_GOALS_S
+            timer = run_in_process if in_process else time_command
+            samples.setdefault(label, []).append(timer(timed[label], cwd, spark))
             t = samples[label][-1]
-            print(f"  round {i + 1} {label}: first output {t.first_s:.2f} s, exit {t.exit_s:.2f} s "
+            where = "in process" if in_process else "a process"
+            print(f"  round {i + 1} {label} ({where}): first output {t.first_s:.2f} s, exit {t.exit_s:.2f} s "
                   f"(load {t.load:.2f})", flush=True)
     rows = []
     for label, ts in samples.items():
@@ -195,10 +241,10 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--only", action="append", default=[], choices=arms, metavar="COMMAND",
                     help=f"time only this command besides the demo's two (repeatable): "
                          f"{', '.join(arms)}; --help, --version and validate alone need no demo")
-    # every command is an arm and a process of its own, run once per round: nothing to leave out
+    # every command is an arm, run once per round: nothing to leave out; --smoke runs them in process
     add_smoke(ap)
     args = ap.parse_args([] if argv is None else list(argv))
-    rows = run(args.records, args.repeat, args.only)
+    rows = run(args.records, args.repeat, args.only, smoke=args.smoke)
     print(markdown_table(rows), flush=True)
     return rows
 

@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from quarantine.config import MlflowConfig, PipelineConfig
@@ -70,11 +71,24 @@ _METRICS_PER_CALL = 1000
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
+#: A SQLite store's URI: ``sqlite:///`` and the file's path (absolute: a fourth ``/``).
+_SQLITE = "sqlite:///"
+
+
 def resolve_tracking_uri(config: MlflowConfig) -> str:
-    """The configured URI, else ``databricks`` on Databricks, else :data:`LOCAL_TRACKING_URI`."""
-    if config.tracking_uri:
-        return config.tracking_uri
-    return "databricks" if on_databricks() else LOCAL_TRACKING_URI
+    """The configured URI, else ``databricks`` on Databricks, else :data:`LOCAL_TRACKING_URI`;
+    a SQLite store named relative to the working folder as that folder's file, now (absolute).
+
+    A relative ``sqlite:///mlflow.db`` is the folder a run starts in, as MLflow reads it; the
+    URI is made absolute here because MLflow keeps one database engine per URI string for the
+    life of the process, opened in the folder of its first use: a process that runs in a second
+    folder (a notebook, a test worker) would otherwise write the first folder's store.
+    """
+    uri = config.tracking_uri or ("databricks" if on_databricks() else LOCAL_TRACKING_URI)
+    path = uri[len(_SQLITE):]
+    if uri.startswith(_SQLITE) and path and not path.startswith(("/", ":memory:")):
+        return _SQLITE + str(Path.cwd() / path)
+    return uri
 
 
 def _name(key: str) -> str:

@@ -5,10 +5,12 @@ builds; these tests make the same call with the make bench test's arguments (``-
 --repeat 1 --smoke``; the memory benchmark's two sizes 2,000 and 4,000), in this worker's
 process: the benchmarks that run in their caller's Spark session get this worker's session
 (no JVM start of their own, and evaluated as the tests' sessions are, ``tests.conftest.INTERPRETED``;
-``--smoke`` measures nothing), the others start their processes (the memory benchmark's
-children, the ``process`` arms, ``commands``' CLI processes, ``declarative``'s Connect server)
-as they do under ``make bench``. Each checks what the make bench test used to check for it: it
-returns its rows, every arm's, and prints its table.
+``--smoke`` measures nothing), and so do ``commands``' arms: each command in this process
+(``quarantine.cli.main``, on this worker's session; ``validate``, which starts no JVM, as a
+process), where ``make bench`` starts each as a process and times it. The others start their
+processes (the memory benchmark's children, the ``process`` arms, ``declarative``'s Connect
+server) as they do under ``make bench``: what they measure is a process. Each checks what the
+make bench test used to check for it: it returns its rows, every arm's, and prints its table.
 
 The make bench test (tests/e2e/test_readme_benchmark.py) runs the README's command itself over
 the cheapest benchmarks, and tests/unit/test_benchmarks_import.py that the command, given no
@@ -34,7 +36,10 @@ from typing import Any
 import pytest
 
 from benchmarks import SMOKE_ENV, Row, markdown_table
+from benchmarks.bench_commands import COMMANDS, ON_SPARK, STARTUP_GOALS_S
+from benchmarks.bench_process import ARMS
 from benchmarks.run import _MODULES, BENCHMARKS, _argv
+from tests.support.readme import manual_text
 
 #: ``make bench``'s arguments in the make bench test (tests/e2e/test_readme_benchmark.py).
 SMOKE = argparse.Namespace(records=2000, repeat=1, memory_small=2000, memory_large=4000, profile=False, smoke=True)
@@ -73,20 +78,19 @@ def test_each_benchmark_runs_every_arm_as_make_bench_calls_it(
     # its own table printed, and its rows as benchmarks.run prints them after every benchmark's
     assert re.search(r"^\|.+\|$", out, re.M), out
     assert re.search(rf"^\| {name} \| .+ \| [0-9.]+ (?:s|ms|MiB) \|", markdown_table(rows), re.M), rows
-    if name == "commands":  # every command's process ran once
-        from benchmarks.bench_commands import COMMANDS
-
+    if name == "commands":  # every command ran once: in this process, but validate (no JVM) a process
         for label in ("init-demo", "run", *COMMANDS):
             assert re.search(rf"^\| commands \| quarantine {re.escape(label)} \(", out, re.M), label
+        for label in (*COMMANDS, *(f"{c} (spark)" for c in ON_SPARK)):
+            where = "a process" if label in STARTUP_GOALS_S else "in process"
+            assert re.search(rf"^  round 1 {re.escape(label)} \({where}\):", out, re.M), label
     if name == "process":  # every arm's process ran once
-        from benchmarks.bench_process import ARMS
-
         for arm in ARMS:
             assert re.search(rf"^\| {arm} \| [0-9.]+ \| [0-9.]+-[0-9.]+ \|", out, re.M), arm
     if name == "expectations":
         # the manual's `python -m benchmarks.bench_expectations [--records N] [--repeat K]` is this
         # module: its three cases
-        from tests.support.readme import manual_text
+
 
         assert "`python -m benchmarks.bench_expectations [--records N] [--repeat K]`" in manual_text()
         assert {r.case for r in rows} == {

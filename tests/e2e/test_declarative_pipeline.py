@@ -9,6 +9,7 @@ tables are read back from the warehouse as Delta tables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ import pytest
 import yaml
 
 from quarantine.cli import main
+from quarantine.demo.orders import orders_source, write_demo_source
+from tests.support import Record, produce
 from tests.support.readme import block
 
 pytestmark = pytest.mark.e2e
@@ -124,20 +128,38 @@ def _pipelines_run(server: _Server, project: Path) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=900, check=False)
 
 
-def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second_update_adds_nothing(
-    spark: Any, server: tuple[_Server, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass(frozen=True)
+class _FirstUpdate:
+    """The page's project as its commands write it, after its first update (:func:`first_update`)."""
+
+    project: Path
+    done: subprocess.CompletedProcess[str]
+    #: the server log's size before it: what the update logged follows
+    log_start: int
+
+
+@pytest.fixture(scope="module")
+def first_update(spark: Any, server: tuple[_Server, Path]) -> _FirstUpdate:
+    """The page's ``init-demo --format declarative`` in the server's folder, then its first update,
+    once for the module: the first test checks them, the staged-table test compares its tables'
+    columns with these (the view's), an update fewer than a project of its own."""
     connect, root = server
     start = connect.log.stat().st_size
-    monkeypatch.chdir(root)
     # the page's command writes the project and its source: what a wheel user has (issue 54, point 3)
     init = block("sdp-run").commands()[1]
     assert init[:4] == ["quarantine", "init-demo", "--format", "declarative"] and init[5] == "pipelines/orders"
-    assert main([*init[1:], "--records", str(RECORDS), "--poison-rate", "0.1", "--seed", "38"]) == 0
+    with contextlib.chdir(root):
+        assert main([*init[1:], "--records", str(RECORDS), "--poison-rate", "0.1", "--seed", "38"]) == 0
     project = _project(root, "orders", written=True)
-    assert (project / "transformations" / "orders.py").read_text(encoding="utf-8") == block("sdp-source").body
+    return _FirstUpdate(project, _pipelines_run(connect, project), start)
 
-    first = _pipelines_run(connect, project)
+
+def test_every_record_lands_in_exactly_one_table_with_its_raw_bytes_and_a_second_update_adds_nothing(
+    spark: Any, server: tuple[_Server, Path], first_update: _FirstUpdate
+) -> None:
+    connect, root = server
+    project, first, start = first_update.project, first_update.done, first_update.log_start
+    assert (project / "transformations" / "orders.py").read_text(encoding="utf-8") == block("sdp-source").body
     assert first.returncode == 0 and "Run is COMPLETED" in first.stdout + first.stderr, first.stderr[-4000:]
 
     warehouse = root / "spark-warehouse"
@@ -202,8 +224,6 @@ def test_tolerance_none_fails_the_update_naming_the_stage_and_the_record(
 ) -> None:
     connect, root = server
     project = _project(root, "orders_none", tolerance="none")
-    from quarantine.demo.orders import write_demo_source
-
     write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=39)
     done = _pipelines_run(connect, project)
     out = done.stdout + done.stderr
@@ -217,8 +237,6 @@ def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_sta
 ) -> None:
     connect, root = server
     project = _project(root, "orders_replay", tolerance="all")
-    from quarantine.demo.orders import write_demo_source
-
     write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.2, seed=40)
     assert _pipelines_run(connect, project).returncode == 0
     warehouse = root / "spark-warehouse"
@@ -274,9 +292,6 @@ def test_a_replay_queues_records_that_the_next_update_runs_through_the_fixed_sta
 
 
 def _records(spark: Any, topic: str, n: int, seed: int) -> list[Any]:
-    from quarantine.demo.orders import orders_source
-    from tests.support import Record
-
     rows = orders_source(spark, n, poison_rate=0.1, seed=seed).collect()
     return [Record(topic, None if r["value"] is None else bytes(r["value"]),
                    key=None if r["key"] is None else bytes(r["key"]), partition=i % 2,
@@ -288,8 +303,6 @@ def _records(spark: Any, topic: str, n: int, seed: int) -> list[Any]:
 def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_and_reads_only_new_offsets(
     spark: Any, server: tuple[_Server, Path], kafka_broker: Any, new_topics: Any
 ) -> None:
-    from tests.support import produce
-
     connect, root = server
     start = connect.log.stat().st_size
     (topic,) = new_topics("sdp-orders", partitions=2)
@@ -337,7 +350,7 @@ def test_a_pipeline_reading_a_kafka_topic_lands_each_record_once_with_its_bytes_
 
 
 def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
-    spark: Any, server: tuple[_Server, Path]
+    spark: Any, server: tuple[_Server, Path], first_update: _FirstUpdate
 ) -> None:
     connect, root = server
     start = connect.log.stat().st_size
@@ -345,8 +358,6 @@ def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
     source_file = block("sdp-staged").body
     assert 'staged="table"' in source_file
     (project / "transformations" / "orders.py").write_text(source_file, encoding="utf-8")
-    from quarantine.demo.orders import write_demo_source
-
     write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=41)
     first = _pipelines_run(connect, project)
     assert first.returncode == 0, first.stderr[-4000:]
@@ -367,12 +378,10 @@ def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
     assert joined.where("NOT (q.key <=> s.key AND q.value <=> s.value AND q.headers <=> s.headers)").count() == 0
     assert {r.stage for r in quarantine.select("stage").distinct().collect()} == STAGES
     assert quarantine.where("status <> 'open' OR error_class IS NULL OR fingerprint IS NULL").count() == 0
-    # the tables' columns are the view's (the first test's project)
-    orders = _project(root, "orders_staged_view", tolerance="all")
-    write_demo_source(spark, str(orders / "data" / "source"), 10, poison_rate=0.5, seed=41)
-    assert _pipelines_run(connect, orders).returncode == 0
-    assert target.schema == table("orders_staged_view").schema
-    assert quarantine.schema == table("orders_staged_view_quarantine").schema
+    # the tables' columns are the view's (the page's project, the first test's update)
+    assert first_update.done.returncode == 0, first_update.done.stderr[-4000:]
+    assert target.schema == table("orders").schema
+    assert quarantine.schema == table("orders_quarantine").schema
 
     second = _pipelines_run(connect, project)
     assert second.returncode == 0, second.stderr[-4000:]

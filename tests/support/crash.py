@@ -6,7 +6,9 @@ that whole group, which is what a lost driver looks like. Kill points are
 chosen relative to the checkpoint: once a micro-batch is in flight (its
 ``offsets/<n>`` file written, ``commits/<n>`` not yet), the process is killed
 after a random delay, so kills land before, between and after the batch's two
-writes and its offset commit.
+writes and its offset commit (:func:`run_with_kills`). :func:`run_with_phase_kills` aims each
+kill at one of those points (:data:`KILL_PHASES`), read from the two tables' Delta logs, and
+names the point each kill landed on once the process is dead.
 """
 
 from __future__ import annotations
@@ -28,13 +30,32 @@ import yaml
 from quarantine.errors import QuarantineError
 
 __all__ = [
+    "BETWEEN",
+    "KILL_PHASES",
+    "PLANNED",
+    "WRITTEN",
     "CrashRun",
     "CrashRunError",
     "batch_files",
     "run_to_completion",
     "run_with_kills",
+    "run_with_phase_kills",
     "write_conf",
 ]
+
+
+#: Where in a micro-batch a kill landed, by what the batch had written when its driver died
+#: (a micro-batch writes its two tables, one after the other, then commits its offsets):
+#: planned (``offsets/<n>`` written), neither table written yet.
+PLANNED = "planned"
+#: One of the two tables written, the other not.
+BETWEEN = "between writes"
+#: Both tables written, ``commits/<n>`` not yet (the listeners, the offset commit).
+WRITTEN = "written, not committed"
+#: Every kind of kill point, in a batch's order.
+KILL_PHASES: tuple[str, ...] = (PLANNED, BETWEEN, WRITTEN)
+#: A kill that landed after ``commits/<n>``: the batch it aimed at was done (a miss).
+COMMITTED = "committed"
 
 
 class CrashRunError(QuarantineError):
@@ -47,7 +68,10 @@ class CrashRun:
 
     Attributes:
         kills: SIGKILLs delivered while a batch was in flight.
-        kill_points: per kill, the batch in flight and the delay after it was planned (s).
+        kill_points: per kill, the batch in flight and the delay after it was planned (s)
+            (:func:`run_with_phase_kills`: after its aimed phase began).
+        phases: per kill of :func:`run_with_phase_kills`, the point it landed on
+            (one of :data:`KILL_PHASES`, or :data:`COMMITTED`).
         wall_s: total wall time including the final run.
         committed_batches: batches committed in the checkpoint at the end.
         self_exits: per exit the pipeline made by itself (allowed by ``max_self_exits``),
@@ -56,6 +80,7 @@ class CrashRun:
 
     kills: int = 0
     kill_points: list[tuple[int, float]] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)
     self_exits: list[tuple[int, str]] = field(default_factory=list)
     wall_s: float = 0.0
     committed_batches: int = 0
@@ -169,6 +194,117 @@ def run_with_kills(
         finally:
             _kill_group(proc)
         out.kills += 1
+    out.wall_s = time.monotonic() - t0
+    out.committed_batches = len(batch_files(checkpoint, "commits"))
+    return out
+
+
+def _commits(table: Path) -> int:
+    """How many commits ``table``'s Delta log holds (0 before it exists)."""
+    log = table / "_delta_log"
+    if not log.is_dir():
+        return 0
+    return sum(1 for p in log.iterdir() if p.suffix == ".json" and p.stem.isdigit())
+
+
+def _phase(quarantine: Path, target: Path, checkpoint: Path, batch: int, before: tuple[int, int]) -> str:
+    """The point batch ``batch`` has reached, its tables' commit counts at its plan being ``before``."""
+    if batch in batch_files(checkpoint, "commits"):
+        return COMMITTED
+    written = (_commits(quarantine) > before[0]) + (_commits(target) > before[1])
+    return (PLANNED, BETWEEN, WRITTEN)[written]
+
+
+def run_with_phase_kills(
+    conf: Path,
+    checkpoint: Path,
+    *,
+    quarantine: Path,
+    target: Path,
+    log: Path,
+    rng: random.Random,
+    phases: tuple[str, ...] = KILL_PHASES,
+    max_kills: int = 6,
+    jitter_s: float = 0.3,
+    stall_timeout_s: float = 180.0,
+) -> CrashRun:
+    """Start the pipeline and SIGKILL it once in each of ``phases`` of a micro-batch, restarting each time.
+
+    Each kill aims at one phase (in ``phases``' order): the process is killed
+    ``uniform(0, jitter_s)`` seconds after a freshly planned batch reached it (its commit
+    counts read from the two tables' ``_delta_log``, polled every 20 ms). A phase the batch
+    skipped past before the kill is aimed at again on a later batch. Once the process is dead,
+    the phase its batch had reached is recorded (:attr:`CrashRun.phases`): that is where the kill
+    landed, whatever was aimed.
+
+    Args:
+        conf: a config with a ``processing_time`` trigger (it never ends by itself) whose
+            micro-batches each write ``quarantine`` (quarantined rows in every batch) and ``target``.
+        checkpoint: its ``target.checkpoint``.
+        quarantine: the quarantine table's folder.
+        target: the target table's folder.
+        log: the processes' combined stdout/stderr.
+        rng: chooses the delays (seed it for a reproducible choice).
+        phases: the kinds of kill points to land (:data:`KILL_PHASES`).
+        max_kills: kills allowed in all, misses included.
+        jitter_s: a kill lands uniformly in [0, jitter_s] after its phase began.
+        stall_timeout_s: fail if the checkpoint shows no progress for this long.
+
+    Raises:
+        CrashRunError: the process exited by itself or stalled, or ``max_kills`` kills
+            did not land every phase.
+    """
+    out = CrashRun()
+    t0 = time.monotonic()
+    todo = list(phases)
+    while todo:
+        if out.kills >= max_kills:
+            raise CrashRunError(f"{max_kills} kills landed on {out.phases}, not on {todo}")
+        aim = todo[0]
+        # never batch 0: it may create the tables, commits that are no batch's write
+        planned_before = batch_files(checkpoint, "offsets") | {0}
+        proc = _start(conf, log)
+        try:
+            deadline = time.monotonic() + stall_timeout_s
+            batch, before, quiet, began = -1, (0, 0), None, 0.0
+            while True:
+                if proc.poll() is not None:
+                    raise CrashRunError(
+                        f"the pipeline exited by itself (code {proc.returncode}) before kill "
+                        f"{out.kills + 1}:\n{_tail(log)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise CrashRunError(f"no micro-batch reached {aim!r} within {stall_timeout_s:.0f} s:\n{_tail(log)}")
+                if batch < 0:
+                    # the tables' counts are a batch's "before" only if read while no batch was in
+                    # flight (every planned batch's writes done), before it was planned
+                    in_flight = batch_files(checkpoint, "offsets") - batch_files(checkpoint, "commits")
+                    fresh = in_flight - planned_before
+                    if fresh and quiet is not None:
+                        batch, before = max(fresh), quiet
+                        deadline = time.monotonic() + stall_timeout_s
+                    elif fresh:  # planned before a quiet moment was seen: let it go, aim at the next
+                        planned_before |= fresh
+                    quiet = None if in_flight else (_commits(quarantine), _commits(target))
+                else:
+                    now = _phase(quarantine, target, checkpoint, batch, before)
+                    if now == aim:
+                        began = time.monotonic()
+                        break
+                    if KILL_PHASES.index(aim) < (*KILL_PHASES, COMMITTED).index(now):
+                        planned_before.add(batch)  # it went past the phase aimed at: the next batch
+                        batch, quiet = -1, None
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, jitter_s))
+            delay = time.monotonic() - began
+        finally:
+            _kill_group(proc)
+        landed = _phase(quarantine, target, checkpoint, batch, before)
+        out.kills += 1
+        out.kill_points.append((batch, round(delay, 2)))
+        out.phases.append(landed)
+        if landed in todo:
+            todo.remove(landed)
     out.wall_s = time.monotonic() - t0
     out.committed_batches = len(batch_files(checkpoint, "commits"))
     return out

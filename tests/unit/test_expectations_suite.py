@@ -124,7 +124,9 @@ def test_disabled_mlflow_is_a_noop_listener_and_local_default_is_sqlite() -> Non
         "errors": {"deadletterqueue.table.name": "/tmp/q"}, "stages": [{"name": "d", "type": "decode_utf8"}],
     })
     assert isinstance(tracker_for(cfg), NoopTracker)
-    assert resolve_tracking_uri(MlflowConfig(enabled=True)) == "sqlite:///mlflow.db"
+    # the working folder's mlflow.db, named absolutely (tests/e2e/test_mlflow_store.py: why)
+    assert resolve_tracking_uri(MlflowConfig(enabled=True)) == f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    assert resolve_tracking_uri(MlflowConfig(enabled=True, tracking_uri="sqlite:////abs/m.db")) == "sqlite:////abs/m.db"
     assert resolve_tracking_uri(MlflowConfig(enabled=True, tracking_uri="http://h:5000")) == "http://h:5000"
 
 
