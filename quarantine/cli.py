@@ -15,7 +15,7 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from quarantine.command_logging import configure_logging
 from quarantine.commands.invocation import Invocation
@@ -297,11 +297,11 @@ _TRIAGE = ("quarantine.commands.triage_local", "quarantine.commands.triage")
 HANDLERS: dict[str, tuple[str, ...]] = {
     "run": ("quarantine.commands.run",),
     "validate": ("quarantine.commands.validate",),
-    "replay": ("quarantine.commands.replay",),
+    "replay": ("quarantine.commands.replay_local", "quarantine.commands.replay"),
     "discard": ("quarantine.commands.discard",),
     "rebuild-target": ("quarantine.commands.rebuild_target",),
     "maintain": ("quarantine.commands.maintain",),
-    "report": ("quarantine.commands.report",),
+    "report": ("quarantine.commands.report_local", "quarantine.commands.report"),
     "init-demo": ("quarantine.commands.init_demo",),
     "metrics": ("quarantine.commands.metrics",),
     "schema": ("quarantine.commands.schema",),
@@ -316,20 +316,20 @@ HANDLERS: dict[str, tuple[str, ...]] = {
 _OPTIONAL = frozenset({"deltalake", "duckdb", "pyarrow"})
 
 
-def _handlers(command: str) -> list[Callable[[Invocation], int | None]]:
+def _handlers(command: str) -> Iterator[Callable[[Invocation], int | None]]:
     """The ``handle`` of each of ``command``'s :data:`HANDLERS` modules this install can import, in order.
 
     Only the command that runs has its code imported (``--help`` imports none): see
-    :mod:`quarantine.commands` for why.
+    :mod:`quarantine.commands` for why. Each module is imported when it is reached: when a
+    first handler answers (the JVM-free path), the Spark handler after it, and pyspark,
+    pandas and the rest it imports, are never loaded.
     """
-    found: list[Callable[[Invocation], int | None]] = []
     for name in HANDLERS[command]:
         try:
-            found.append(importlib.import_module(name).handle)
+            yield importlib.import_module(name).handle
         except ModuleNotFoundError as exc:
             if exc.name not in _OPTIONAL:
                 raise
-    return found
 
 
 def _dispatch(call: Invocation) -> int:

@@ -1,5 +1,7 @@
 """The read-only commands over path tables import no engine but delta-rs and DuckDB (issue 53).
 
+``report`` and ``replay --dry-run``'s selection among them.
+
 Each command runs in a fresh interpreter (``python -c``: the CLI's ``main``) over a Delta
 table written here by delta-rs (no JVM in this tier), and the child prints the modules it
 imported: none of pandas, Great Expectations or MLflow may be among them, and no JVM starts
@@ -49,6 +51,7 @@ def _quarantine(path: Path) -> None:
         "error_count": pa.array([1], pa.int32()), "status": ["open"],
         "first_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
         "last_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
+        "resolved_at": pa.array([None], pa.timestamp("us", "UTC")), "resolution": pa.array([None], pa.string()),
         "error_history": pa.array([[{"at": at, "run_id": "r", "stage": "decode", "error_class": "InvalidUtf8",
                                      "message": "bad"}]]),
     })
@@ -57,6 +60,9 @@ def _quarantine(path: Path) -> None:
 
 @pytest.mark.parametrize("command", [
     ["stats"], ["inspect", "--json"], ["sql", "top_errors"], ["sql", "open_records", "--json"], ["views", "--print"],
+    ["report", "--out", "{tmp}/r.html"], ["report", "--out", "{tmp}/r.html", "--since", "2026-11-01"],
+    # a selection of none: a selection of some prints itself, then starts Spark for the stages' outcomes
+    ["replay", "--dry-run", "--where", "stage = 'parse' AND `offset` > 1"],
 ])
 def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlflow(
     tmp_path: Path, command: list[str]
@@ -70,12 +76,16 @@ def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlfl
         "stages": [{"name": "decode", "type": "decode_utf8"}],
     }, tmp_path / "p.yml")
     at = 2 if command[0] == "sql" else 1
-    args = [*command[:at], "--conf", str(conf), *command[at:]]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in [*command[:at], "--conf", str(conf), *command[at:]]]
     done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["code"] == 0, done.stdout + done.stderr
     assert "duckdb" in report["modules"] or command[0] == "views"
+    if command[0] == "report":
+        assert "Plotly.newPlot(" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    if command[0] == "replay":
+        assert done.stdout.splitlines()[0] == "replay --dry-run (nothing written): 0 open record(s) selected"
     assert not set(ENGINES) & set(report["modules"]), sorted(set(ENGINES) & set(report["modules"]))
     assert report["gateway"] is False, "a JVM was started (SparkContext's gateway)"
