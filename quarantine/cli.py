@@ -297,11 +297,11 @@ _TRIAGE = ("quarantine.commands.triage_local", "quarantine.commands.triage")
 HANDLERS: dict[str, tuple[str, ...]] = {
     "run": ("quarantine.commands.run",),
     "validate": ("quarantine.commands.validate",),
-    "replay": ("quarantine.commands.replay",),
+    "replay": ("quarantine.commands.replay_local", "quarantine.commands.replay"),
     "discard": ("quarantine.commands.discard",),
     "rebuild-target": ("quarantine.commands.rebuild_target",),
     "maintain": ("quarantine.commands.maintain",),
-    "report": ("quarantine.commands.report",),
+    "report": ("quarantine.commands.report_local", "quarantine.commands.report"),
     "init-demo": ("quarantine.commands.init_demo",),
     "metrics": ("quarantine.commands.metrics",),
     "schema": ("quarantine.commands.schema",),

@@ -1,11 +1,17 @@
-"""``quarantine report``: a self-contained HTML page of a pipeline's quarantine and metrics tables."""
+"""``quarantine report`` on Spark: a self-contained HTML page of a pipeline's quarantine and metrics tables.
+
+The second handler of ``report`` (:data:`quarantine.cli.HANDLERS`): path tables are answered
+without a JVM first (:mod:`quarantine.commands.report_local`); catalog tables, Spark Connect,
+Databricks and a table delta-rs cannot read come here.
+"""
 
 from __future__ import annotations
 
 from quarantine.commands.configured import load
 from quarantine.commands.invocation import Invocation
 from quarantine.commands.options import parse_since
-from quarantine.ops.report_page import require_plotly, write_report
+from quarantine.ops.report_data import write_report
+from quarantine.ops.report_page import require_plotly
 from quarantine.spark.session import get_spark
 
 __all__ = ["handle"]

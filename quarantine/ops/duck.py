@@ -74,7 +74,9 @@ from quarantine.spark.runtime import on_databricks
 from quarantine.sql import Query, bind, get_query, parse_params
 from quarantine.table_names import is_path
 
-__all__ = ["ENGINE_ENV", "SPARK_MACROS", "Engine", "answer", "duckdb_sql", "spark_reason"]
+__all__ = [
+    "ENGINE_ENV", "SPARK_MACROS", "Engine", "Session", "answer", "duckdb_predicate", "duckdb_sql", "spark_reason",
+]
 
 #: Which engine the read-only commands use: ``auto`` (the default: DuckDB where it applies) or ``spark``.
 ENGINE_ENV = "QUARANTINE_READ_ENGINE"
@@ -145,8 +147,50 @@ def duckdb_sql(spark_sql: str) -> str:
     return "".join(out)
 
 
+#: What a ``--where`` predicate must not hold to run on DuckDB: a double-quoted string (Spark reads it
+#: as text, DuckDB as a column name) or a statement separator.
+_NOT_ON_DUCKDB = re.compile(r'[";]')
+
+
+def duckdb_predicate(where: str) -> str:
+    """A ``--where`` predicate (Spark SQL over the quarantine table's columns) in DuckDB's dialect.
+
+    Translated as the SQL library is (:func:`duckdb_sql`), unless it holds what the two
+    dialects read differently; whether DuckDB binds it over the table (a column it lacks, a
+    Spark function DuckDB has not, text that is not SQL) is :meth:`Session.condition`'s to say.
+
+    Raises:
+        ValueError: it holds a double-quoted string (text in Spark SQL, a name in DuckDB), a
+            ``;``, two string literals side by side (Spark joins ``'a''b'`` into ``ab``, DuckDB
+            reads ``a'b``), a backslash escape other than ``\\\\`` and ``\\'`` (Spark's ``\\u0041``
+            is ``A``, DuckDB's ``u0041``), or LIKE with a backslash (Spark's LIKE escapes with
+            it, DuckDB's with none).
+    """
+    found = _NOT_ON_DUCKDB.search(where)
+    if found:
+        what = "a double-quoted string (text in Spark SQL, a name in DuckDB)" if found[0] == '"' else "a ';'"
+        raise ValueError(f"it holds {what}")
+    last = -1
+    for m in _TOKENS.finditer(where):
+        if m["literal"] is None:
+            continue
+        if m.start() == last:
+            raise ValueError("it holds two string literals side by side (Spark joins them, DuckDB reads one quote)")
+        if re.search(r"\\[^\\']", m["literal"].replace("\\\\", "")):
+            raise ValueError("it holds a backslash escape the two dialects read differently")
+        last = m.end()
+    if "\\" in where and re.search(r"\blike\b", where, re.I):
+        raise ValueError("it holds LIKE with a backslash (Spark escapes with it, DuckDB does not)")
+    return duckdb_sql(where)
+
+
 def spark_reason(config: PipelineConfig, tables: tuple[str, ...]) -> str | None:
-    """Why Spark answers a read of ``tables`` (roles) of ``config``, or None: the JVM-free path applies."""
+    """Why Spark answers a read of ``tables`` (roles) of ``config``, or None: the JVM-free path applies.
+
+    Raises:
+        ConfigError: :data:`ENGINE_ENV` is neither ``auto`` nor ``spark``.
+    """
+    _engine()
     if os.environ.get(ENGINE_ENV, Engine.AUTO) == Engine.SPARK:
         return f"${ENGINE_ENV} is spark"
     if on_databricks():
@@ -178,8 +222,13 @@ def _utc(value: Any) -> Any:
     return value
 
 
-class _Session:
-    """One DuckDB connection over the command's tables, each read once, when a query first needs it."""
+class Session:
+    """One DuckDB connection over the command's tables, each read once, when a query first needs it.
+
+    A table is a view named by its role (``quarantine``, ``metrics``) over the Arrow rows of
+    :func:`~quarantine.ops.delta_arrow.read_delta`; the report (:mod:`quarantine.ops.report_duck`)
+    and replay's dry run (:mod:`quarantine.ops.replay_duck`) query it too.
+    """
 
     def __init__(self, config: PipelineConfig) -> None:
         self._config = config
@@ -207,6 +256,19 @@ class _Session:
             return "*"
         return (f"* REPLACE (list_transform({HEADERS}, lambda h: struct_pack({HEADER_KEY} := encode(h.{HEADER_KEY}), "
                 f"{HEADER_VALUE} := h.{HEADER_VALUE})) AS {HEADERS})")
+
+    def condition(self, role: str, sql: str) -> None:
+        """Check that ``sql`` is a boolean condition DuckDB binds over ``role``'s table; run nothing.
+
+        Raises:
+            ValueError: it is not (DuckDB's reason, in one line).
+        """
+        try:
+            kinds = self._db.execute(f"DESCRIBE SELECT ({sql}) AS _where FROM {role}").fetchall()
+        except duckdb.Error as exc:
+            raise ValueError(" ".join(str(exc).split())) from None
+        if kinds[0][1] != "BOOLEAN":
+            raise ValueError(f"it is {kinds[0][1]}, not a condition")
 
     def rows(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
         """``sql``'s column names and rows (every instant in UTC).
@@ -250,7 +312,7 @@ def answer(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int | None
     tables = query.tables if query is not None else ("quarantine",)
     if spark_reason(config, tables) is not None:
         return None
-    session = _Session(config)
+    session = Session(config)
     try:
         if query is not None:
             return _sql(args, config, query, session)
@@ -270,7 +332,7 @@ def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> str | None:
     return args.pipeline or None
 
 
-def _inspect(args: argparse.Namespace, config: PipelineConfig, session: _Session) -> int:
+def _inspect(args: argparse.Namespace, config: PipelineConfig, session: Session) -> int:
     f = RecordFilter(
         pipeline=_pipeline(args, config), status=args.status, stage=args.stage, error_class=args.error_class,
         since=parse_time(args.since, "--since") if args.since else None,
@@ -304,7 +366,7 @@ def _inspect(args: argparse.Namespace, config: PipelineConfig, session: _Session
     return 0
 
 
-def _stats(pipeline: str | None, session: _Session, *, as_json: bool) -> int:
+def _stats(pipeline: str | None, session: Session, *, as_json: bool) -> int:
     rows = "quarantine" + (" WHERE pipeline = $pipeline" if pipeline is not None else "")
     open_ = f"({'SELECT * FROM ' + rows}) AS q WHERE {STATUS} = '{QuarantineStatus.OPEN.value}'"
     queries = {
@@ -326,7 +388,7 @@ def _stats(pipeline: str | None, session: _Session, *, as_json: bool) -> int:
     return 0
 
 
-def _sql(args: argparse.Namespace, config: PipelineConfig, query: Query, session: _Session) -> int:
+def _sql(args: argparse.Namespace, config: PipelineConfig, query: Query, session: Session) -> int:
     values = parse_params(args.param)
     if query.param("pipeline") is not None:
         values.setdefault("pipeline", config.pipeline)

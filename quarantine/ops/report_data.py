@@ -1,24 +1,40 @@
-"""A pipeline's report data: the quarantine and metrics tables aggregated in Spark, collected small.
+"""A pipeline's report data aggregated in Spark, collected small (catalog tables, Spark Connect, Databricks).
 
 Each figure of the report page (:mod:`quarantine.ops.report_page`) has one pure aggregation here
 over the quarantine table (:data:`~quarantine.schema.QUARANTINE_SCHEMA`) or the metrics table
 (:data:`~quarantine.schema.METRICS_SCHEMA`), filtered to one pipeline. :func:`collect_report_data`
 reads each table at one version and collects the aggregates (a few hundred rows at most) into
-a :class:`ReportData`, which the page draws and ``quarantine report`` summarises.
+a :class:`~quarantine.ops.report_model.ReportData`, which the page draws and ``quarantine report``
+summarises. Path tables are aggregated without a JVM, to the same rows, by
+:mod:`quarantine.ops.report_duck`: a change to a figure's aggregation here is made there too
+(``tests/integration/test_two_engines.py`` compares them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine.instants import collect_utc
-from quarantine.listeners.events import RunKind
 from quarantine.metrics.cells import MetricNames
+from quarantine.ops.report_model import (
+    LATEST,
+    RUN_KIND_DISCARD,
+    RUN_KIND_REPLAY,
+    RUN_KIND_RUN,
+    STATUSES,
+    TOP_ERROR_CLASSES,
+    ReportData,
+    Rows,
+    missing_metrics,
+    missing_quarantine,
+    time_unit,
+)
+from quarantine.ops.report_page import require_plotly, write_page
 from quarantine.schema import (
     ERROR_CLASS,
     FIRST_SEEN_AT,
@@ -54,32 +70,14 @@ __all__ = [
     "replay_history",
     "status_counts",
     "time_unit",
+    "write_report",
 ]
-
-#: How many error classes the ``error_classes`` figure shows.
-TOP_ERROR_CLASSES = 10
-#: The newest runs (breaches) and resolutions (replays) a figure shows.
-_LATEST = 200
-#: Past this span of ``first_seen_at``, ``over_time`` buckets by the day instead of the hour.
-_HOURLY_SPAN = dt.timedelta(days=3)
-#: Every status, in the order the summary lists them.
-STATUSES = tuple(s.value for s in QuarantineStatus)
-
-Rows = list[tuple[Any, ...]]
-
 
 #: A breach row's run: when its first metrics row was recorded (the report's own column).
 _RUN_AT = "at"
 
 
 # --------------------------------------------------------------------------- aggregations (pure)
-
-
-def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
-    """``hour`` for a span of ``first_seen_at`` up to three days (or none), else ``day``."""
-    if first is None or last is None or last - first <= _HOURLY_SPAN:
-        return "hour"
-    return "day"
 
 
 def _records() -> Column:
@@ -89,7 +87,7 @@ def _records() -> Column:
 def pipeline_runs() -> Column:
     """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
     column existed), not of a replay or a discard."""
-    return F.coalesce(F.col(RUN_KIND), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
+    return F.coalesce(F.col(RUN_KIND), F.lit(RUN_KIND_RUN)) == RUN_KIND_RUN
 
 
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
@@ -139,7 +137,7 @@ def status_counts(quarantine: DataFrame) -> DataFrame:
     return quarantine.groupBy(STATUS).agg(_records()).orderBy(STATUS)
 
 
-def breaches_per_run(metrics: DataFrame, latest: int = _LATEST) -> DataFrame:
+def breaches_per_run(metrics: DataFrame, latest: int = LATEST) -> DataFrame:
     """``run_id``, ``at`` (the run's first breach row), ``breaches``, ``stage``: per run and kind of
     breach, the latest runs with a breach, oldest first.
 
@@ -168,14 +166,14 @@ def resolution_runs(metrics: DataFrame) -> DataFrame:
     From the metrics table, so a replay that closed nothing (its records failed again) counts:
     the quarantine table's closed rows show only the runs that closed some.
     """
-    kinds = [RunKind.REPLAY.value, RunKind.DISCARD.value]
+    kinds = [RUN_KIND_REPLAY, RUN_KIND_DISCARD]
     return (
         metrics.where(F.col(RUN_KIND).isin(kinds)).groupBy(RUN_KIND)
         .agg(F.countDistinct(RUN_ID).alias("runs")).orderBy(RUN_KIND)
     )
 
 
-def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
+def replay_history(quarantine: DataFrame, latest: int = LATEST) -> DataFrame:
     """``resolved_at``, ``status``, ``resolution``, ``records``: the latest resolutions, oldest first.
 
     A replay (or discard) closes its rows with one ``resolved_at`` and one
@@ -188,62 +186,6 @@ def replay_history(quarantine: DataFrame, latest: int = _LATEST) -> DataFrame:
 
 
 # --------------------------------------------------------------------------- collecting
-
-
-@dataclass(frozen=True)
-class ReportData:
-    """The collected aggregates of one report (small: a few hundred rows at most).
-
-    Each figure's rows are plain tuples in the column order of its aggregation
-    function; ``missing`` says, per figure id, why it has no source at all
-    (no quarantine table yet, no metrics table configured). ``records_in`` is the
-    source records the pipeline's runs read (``records-in`` of :func:`pipeline_runs`:
-    a replay's selection is not counted again); None without a metrics table.
-    ``resolution_runs`` is the replays and discards that ran, by kind
-    (:func:`resolution_runs`), whether or not they closed a record.
-    """
-
-    pipeline: str
-    generated_at: dt.datetime
-    quarantine_table: str
-    metrics_table: str | None
-    since: dt.datetime | None = None
-    unit: str = "hour"
-    over_time: Rows = field(default_factory=list)
-    error_classes: Rows = field(default_factory=list)
-    partitions: Rows = field(default_factory=list)
-    statuses: Rows = field(default_factory=list)
-    breaches: Rows = field(default_factory=list)
-    replays: Rows = field(default_factory=list)
-    resolution_runs: Rows = field(default_factory=list)
-    records_in: int | None = None
-    missing: dict[str, str] = field(default_factory=dict)
-
-    def count(self, status: str) -> int:
-        """Records in ``status``."""
-        return sum(int(n) for s, n in self.statuses if s == status)
-
-    def summary_lines(self) -> list[str]:
-        """The few lines ``quarantine report`` prints."""
-        total = sum(int(n) for _, n in self.statuses)
-        since = f" since {self.since.isoformat()}" if self.since else ""
-        lines = [f"pipeline {self.pipeline}: {total:,} quarantined record(s){since}"]
-        if self.records_in is not None:
-            lines.append(f"  records in (runs)      {self.records_in:,}")
-        lines.extend(f"  {s:<22} {self.count(s):,}" for s in STATUSES)
-        limits = sum(int(r[2]) for r in self.breaches if r[3] is None)
-        expectations = sum(int(r[2]) for r in self.breaches if r[3] is not None)
-        runs = len({r[0] for r in self.breaches})
-        lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
-                     f"error limits {limits:,}, expectations {expectations:,}")
-        if "breaches" in self.missing:  # no metrics table: the runs are not known, what they closed is above
-            lines.append("  replays and discards   not counted (no metrics table)")
-        else:
-            ran = {str(kind): int(n) for kind, n in self.resolution_runs}
-            replays, discards = ran.get(RunKind.REPLAY.value, 0), ran.get(RunKind.DISCARD.value, 0)
-            said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
-            lines.append(f"  replays and discards   {said}")
-        return lines
 
 
 def _tuples(df: DataFrame) -> Rows:
@@ -295,11 +237,9 @@ def collect_report_data(
         }
     else:
         for fig in ("over_time", "error_classes", "partitions", "statuses", "replays"):
-            data["missing"][fig] = f"the quarantine table {quarantine_table} does not exist yet"
-    if metrics_table is None:
-        data["missing"]["breaches"] = "the config has no metrics.table"
-    elif not table_exists(spark, metrics_table):
-        data["missing"]["breaches"] = f"the metrics table {metrics_table} does not exist yet"
+            data["missing"][fig] = missing_quarantine(quarantine_table)
+    if metrics_table is None or not table_exists(spark, metrics_table):
+        data["missing"]["breaches"] = missing_metrics(metrics_table)
     else:
         m = read_table_pinned(spark, metrics_table).where(F.col(PIPELINE) == F.lit(pipeline))
         if since is not None:
@@ -315,3 +255,27 @@ def collect_report_data(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,
         metrics_table=metrics_table, since=since, **data,
     )
+
+
+def write_report(
+    spark: SparkSession,
+    out: str | Path,
+    *,
+    pipeline: str,
+    quarantine_table: str,
+    metrics_table: str | None,
+    since: dt.datetime | None = None,
+    now: dt.datetime | None = None,
+) -> ReportData:
+    """Aggregate in Spark, render and write the page to ``out`` (its folders created); the data it shows.
+
+    Raises:
+        ReportDependencyError: Plotly is not installed (checked before Spark runs anything).
+    """
+    require_plotly()
+    data = collect_report_data(
+        spark, pipeline=pipeline, quarantine_table=quarantine_table, metrics_table=metrics_table,
+        since=since, now=now,
+    )
+    write_page(data, out)
+    return data

@@ -1,8 +1,9 @@
 """A pipeline's report page: one self-contained HTML page of its quarantine and metrics tables.
 
-Six figures, each aggregated in Spark over the quarantine table and the metrics table,
-filtered to the config's pipeline (:mod:`quarantine.ops.report_data`); only the small
-aggregates reach the driver, where Plotly draws them:
+Six figures, each aggregated over the quarantine table and the metrics table, filtered to
+the config's pipeline: in Spark (:mod:`quarantine.ops.report_data`) or, for path tables, on
+DuckDB without a JVM (:mod:`quarantine.ops.report_duck`); only the small aggregates
+(:class:`~quarantine.ops.report_model.ReportData`) reach this module, where Plotly draws them:
 
 * ``over_time`` — quarantined records by the hour (by the day past three days)
   of ``first_seen_at``, stacked by ``stage``;
@@ -22,8 +23,8 @@ The page needs no network when viewed: plotly.js is inlined once in ``<head>``
 and every figure is a ``<div>`` plus a ``Plotly.newPlot`` call. A figure without
 data (no quarantine table yet, no breach, no replay, no metrics table) is a
 ``<div class="no-data">`` saying so. Plotly is the optional extra
-``spark-quarantine[report]``; without it :func:`write_report` raises
-:class:`ReportDependencyError` before Spark is touched.
+``spark-quarantine[report]``; without it ``quarantine report`` raises
+:class:`ReportDependencyError` before any table is read. This module imports no engine.
 
 ``quarantine report`` (:mod:`quarantine.cli`) writes it. The same figures are a Lakeview
 dashboard in the bundle (``dashboards/quarantine.lvdash.json``).
@@ -39,11 +40,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pyspark.sql import SparkSession
-
+from quarantine.columns import QuarantineStatus
 from quarantine.errors import MissingDependencyError
-from quarantine.ops.report_data import STATUSES, TOP_ERROR_CLASSES, ReportData, collect_report_data
-from quarantine.schema import QuarantineStatus
+from quarantine.ops.report_model import STATUSES, TOP_ERROR_CLASSES, ReportData
 
 __all__ = [
     "FIGURES",
@@ -51,7 +50,7 @@ __all__ = [
     "breach_kind",
     "render_html",
     "require_plotly",
-    "write_report",
+    "write_page",
 ]
 
 #: Each figure's id (the ``data-figure`` attribute of its section) and title, in page order.
@@ -147,7 +146,8 @@ def _figures(data: ReportData, go: ModuleType) -> dict[str, Any]:
     """Each figure id with data: its Plotly figure (categorical x axes: a lone bar stays visible)."""
     figs: dict[str, Any] = {}
     if data.over_time:
-        buckets = sorted({r[0] for r in data.over_time})
+        # a row without first_seen_at buckets as NULL: first, as the aggregation orders it
+        buckets = sorted({r[0] for r in data.over_time}, key=lambda b: (b is not None, b or dt.datetime.min))
         stages = sorted({r[1] for r in data.over_time}, key=_label)
         cell = {(r[0], r[1]): r[2] for r in data.over_time}
         figs["over_time"] = go.Figure(
@@ -322,27 +322,13 @@ def _embedded(data: ReportData) -> str:
     return json.dumps({"pipeline": data.pipeline, "rows": counts}).replace("<", "\\u003c")
 
 
-def write_report(
-    spark: SparkSession,
-    out: str | Path,
-    *,
-    pipeline: str,
-    quarantine_table: str,
-    metrics_table: str | None,
-    since: dt.datetime | None = None,
-    now: dt.datetime | None = None,
-) -> ReportData:
-    """Aggregate, render and write the page to ``out`` (its folders created); the data it shows.
+def write_page(data: ReportData, out: str | Path) -> None:
+    """Render ``data`` and write the page to ``out`` (its folders created).
 
     Raises:
-        ReportDependencyError: Plotly is not installed (checked before Spark runs anything).
+        ReportDependencyError: Plotly is not installed.
     """
-    require_plotly()
-    data = collect_report_data(
-        spark, pipeline=pipeline, quarantine_table=quarantine_table, metrics_table=metrics_table,
-        since=since, now=now,
-    )
+    page = render_html(data)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(data), encoding="utf-8")
-    return data
+    target.write_text(page, encoding="utf-8")

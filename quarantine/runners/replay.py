@@ -39,7 +39,14 @@ from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
 from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
-from quarantine.display import gist
+from quarantine.dry_run import (
+    EXAMPLE_WIDTH,
+    SHOWN_GROUPS,
+    ErrorGroup,
+    ReplaySelection,
+    group_lines,
+    largest_first,
+)
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
 from quarantine.listeners.events import BatchReport, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames
@@ -61,9 +68,12 @@ from quarantine.tables import is_path, table_exists, table_version
 from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
+    "EXAMPLE_WIDTH",
+    "SHOWN_GROUPS",
     "ErrorGroup",
     "Preview",
     "ReplayResult",
+    "ReplaySelection",
     "check_predicate",
     "discard",
     "open_records",
@@ -71,13 +81,8 @@ __all__ = [
     "preview_replay",
     "replay",
     "replay_outcomes",
+    "select_replay",
 ]
-
-#: How many (stage, error class) groups a rendered preview lists; the rest are summed up in one line.
-SHOWN_GROUPS = 8
-#: At most this many characters of a group's example message (the value it found kept: :func:`gist`).
-EXAMPLE_WIDTH = 100
-
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -107,23 +112,6 @@ class ReplayResult:
 
 
 @dataclass(frozen=True)
-class ErrorGroup:
-    """Records with the same failing stage and error class, with one example message.
-
-    Attributes:
-        stage: the failing stage.
-        error_class: the error class.
-        records: how many records.
-        example: one of their messages (the smallest, so the same one each time).
-    """
-
-    stage: str | None
-    error_class: str | None
-    records: int
-    example: str | None
-
-
-@dataclass(frozen=True)
 class Preview:
     """What a replay or a discard would do now; nothing was written.
 
@@ -143,23 +131,17 @@ class Preview:
     groups: tuple[ErrorGroup, ...]
 
     def render(self) -> str:
-        """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`)."""
+        """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`).
+
+        A replay's are the dry run's second part, after its selection (:class:`ReplaySelection`).
+        """
         if self.kind is RunKind.REPLAY:
             failing = self.selected - self.would_pass
-            head = (
-                f"replay --dry-run (nothing written): {self.selected:,} open record(s) selected, "
-                f"{self.would_pass:,} would be replayed to the target, {failing:,} would still fail"
-            )
+            head = (f"through the current stages: {self.would_pass:,} would be replayed to the target, "
+                    f"{failing:,} would still fail")
         else:
             head = f"discard --dry-run (nothing written): {self.selected:,} open record(s) would be discarded"
-        lines = [head + (":" if self.groups else "")]
-        for g in self.groups[:SHOWN_GROUPS]:
-            example = gist(g.example.splitlines()[0], EXAMPLE_WIDTH) if g.example else ""
-            lines.append(f"  {g.records:>10,}  {g.stage} / {g.error_class}: {example}")
-        rest = self.groups[SHOWN_GROUPS:]
-        if rest:
-            lines.append(f"  {sum(g.records for g in rest):>10,}  in {len(rest)} more (stage, error class) group(s)")
-        return "\n".join(lines)
+        return "\n".join([head + (":" if self.groups else ""), *group_lines(self.groups)])
 
 
 def check_predicate(spark: SparkSession, where: str) -> None:
@@ -218,7 +200,7 @@ def _needs_source_columns(pipe: Plan) -> None:
         )
 
 
-def replay_outcomes(pipe: Plan, where: str | None = None) -> DataFrame:
+def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None = None) -> DataFrame:
     """Per selected open record, its outcome through the current stages now (lazy; writes nothing).
 
     Columns: the source coordinates (``topic``, ``partition``, ``offset``), the
@@ -228,7 +210,7 @@ def replay_outcomes(pipe: Plan, where: str | None = None) -> DataFrame:
     does not apply batch-level expectation verdicts either (see :func:`replay`).
     """
     _needs_source_columns(pipe)
-    selected = open_records(pipe, where, version=_version(pipe))
+    selected = open_records(pipe, where, version=_version(pipe) if version is None else version)
     old = selected.select(
         *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
         row_fingerprint(selected).alias(f"_old_{FINGERPRINT}"),
@@ -256,16 +238,25 @@ def _groups(df: DataFrame, stage: str, error_class: str, message: str) -> list[t
 
 
 def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ...]:
-    return tuple(g for _, g in sorted(groups, key=lambda x: (-x[0], str(x[1].stage), str(x[1].error_class))))
+    return largest_first(g for _, g in groups)
 
 
-def preview_replay(pipe: Plan, where: str | None = None) -> Preview:
-    """What :func:`replay` would do now (``quarantine replay --dry-run``): nothing is written.
+def select_replay(pipe: Plan, where: str | None = None, *, version: int | None = None) -> ReplaySelection:
+    """The open rows :func:`replay` would take now, by their quarantined failure (``replay --dry-run``'s
+    first part; path tables are counted without a JVM by :mod:`quarantine.ops.replay_duck`, to the same)."""
+    _needs_source_columns(pipe)
+    groups = _groups(open_records(pipe, where, version=version), "stage", "error_class", "message")
+    return ReplaySelection(selected=sum(n for n, _ in groups), groups=_largest_first(groups))
 
-    One Spark job over the selected records: how many would pass, and those that
-    would still fail grouped by their new stage and error class.
+
+def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None = None) -> Preview:
+    """What :func:`replay` would do now (``quarantine replay --dry-run``'s second part): nothing is written.
+
+    One Spark job over the selected records (at the quarantine table's ``version``, its
+    current one by default): how many would pass, and those that would still fail grouped
+    by their new stage and error class.
     """
-    outcomes = replay_outcomes(pipe, where)
+    outcomes = replay_outcomes(pipe, where, version=version)
     groups = _groups(outcomes, "new_stage", "new_error_class", "new_message")
     passing = sum(n for n, g in groups if g.stage is None and g.error_class is None)
     failing = [(n, g) for n, g in groups if not (g.stage is None and g.error_class is None)]

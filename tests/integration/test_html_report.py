@@ -16,8 +16,8 @@ import pytest
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from quarantine.ops.report_data import ReportData, collect_report_data
-from quarantine.ops.report_page import FIGURES, write_report
+from quarantine.ops.report_data import ReportData, collect_report_data, write_report
+from quarantine.ops.report_page import FIGURES
 from tests.helpers import REPORT_SOURCE, kafka_df, orders_config
 from tests.support.readme import block
 

@@ -1,5 +1,9 @@
 """One answer, two engines: every read-only command prints the same on Spark and on DuckDB (issue 53).
 
+``report``'s data and page, and ``replay --dry-run``'s selection (its outcomes run the stages
+on Spark on both paths), are compared too; a ``--where`` DuckDB cannot take, or would read
+otherwise than Spark, is selected by Spark after one line saying why.
+
 The quarantine and metrics tables are written by local Spark + Delta
 (:mod:`tests.support.two_engines`: NULLs, instants from 1900 to 9999, bytes and a header key
 that are not UTF-8, quotes and backslashes, several pipelines and statuses), once full and
@@ -12,14 +16,22 @@ schema evolution turns on) is answered by Spark after one line saying why.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from quarantine.cli import main
+from quarantine.commands.options import parse_since
+from quarantine.config import load_config
+from quarantine.ops import replay_duck, report_duck
 from quarantine.ops.duck import ENGINE_ENV
+from quarantine.ops.report_data import collect_report_data
+from quarantine.pipeline import Pipeline
+from quarantine.runners.replay import select_replay
 from quarantine.sql import catalogue
 from tests.helpers import orders_config
 from tests.support.crash import write_conf
@@ -109,3 +121,135 @@ def test_a_table_delta_rs_refuses_is_read_by_spark_after_one_line_saying_why(
     assert len(lines) == 1, err
     assert lines[0].startswith(f"quarantine: reading with Spark: delta-rs cannot read the quarantine table at "
                                f"{tables['quarantine']}: ") and "TypeWidening" in lines[0]
+
+
+# --------------------------------------------------------------------------- report
+
+
+#: ``quarantine report``'s page minus what differs from one run to the next: the time it was generated.
+_GENERATED = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+
+def _report(capsys: Any, monkeypatch: pytest.MonkeyPatch, engine: str, args: list[str], page: Path) -> tuple[Any, ...]:
+    code, out, err = _run(capsys, monkeypatch, engine, args)
+    text = _GENERATED.sub("generated (when)", page.read_text(encoding="utf-8")) if page.exists() else None
+    page.unlink(missing_ok=True)
+    return code, out, err, text
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["rows", "empty"])
+def test_the_report_is_the_same_on_spark_and_duckdb(
+    spark: Any, table_dir: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, empty: bool
+) -> None:
+    tables = write_tables(spark, table_dir, empty=empty)
+    raw = orders_config(table_dir, pipeline=PIPELINE, **{"deadletterqueue.table.name": tables["quarantine"]})
+    with_metrics = {**raw, "metrics": {"table": tables["metrics"]}}
+    configs = {
+        "metrics": with_metrics,
+        "no metrics table": raw,
+        "metrics table not written yet": {**raw, "metrics": {"table": str(table_dir / "no_metrics")}},
+        "quarantine table not written yet": {
+            **orders_config(table_dir, pipeline=PIPELINE, **{"deadletterqueue.table.name": str(table_dir / "none")}),
+            "metrics": {"table": tables["metrics"]},
+        },
+    }
+    at = dt.datetime(2026, 11, 29, 6, tzinfo=dt.UTC)
+    page = table_dir / "out" / "r.html"
+    differ = []
+    for label, cfg in configs.items():
+        conf = write_conf(cfg, table_dir / "p.yml")
+        config = load_config(conf)
+        for since in (None, "2026-10-05", "2026-09-20T07:00:00+02:00") if label == "metrics" else (None,):
+            when = parse_since(since) if since else None
+            # the data the page is drawn from
+            on_spark = collect_report_data(
+                spark, pipeline=PIPELINE, quarantine_table=config.errors.dlq_table_name,
+                metrics_table=config.metrics.table, since=when, now=at,
+            )
+            on_duckdb = report_duck.collect_report_data(config, since=when, now=at)
+            if on_spark != on_duckdb:
+                differ.append((label, since, on_spark, on_duckdb))
+            if since == "2026-10-05":
+                continue  # the command is slow on Spark: each config once, the full one with a --since too
+            # the command: summary, page (minus its time stamp), exit code
+            args = ["report", "--conf", str(conf), "--out", str(page), *(["--since", since] if since else [])]
+            spark_run = _report(capsys, monkeypatch, "spark", args, page)
+            duckdb_run = _report(capsys, monkeypatch, "auto", args, page)
+            if spark_run[0] != 0 or spark_run != duckdb_run:
+                differ.append((label, since, spark_run[:3], duckdb_run[:3]))
+    assert not differ, "\n\n".join(f"{c} since {s}\nspark:  {a}\nduckdb: {b}" for c, s, a, b in differ)
+    if not empty:  # the data holds what the tables were made to hold
+        data = report_duck.collect_report_data(load_config(write_conf(with_metrics, table_dir / "p.yml")), now=at)
+        assert {r[3] for r in data.breaches} == {None, "check_order"} and data.resolution_runs
+        first = dt.datetime(1969, 12, 31, 23, 59, 59, 999999)  # its run's first row; 1.75 and 6.75 truncated
+        assert [b for b in data.breaches if b[0] == "run-b1"] == [("run-b1", first, 1, None),
+                                                                   ("run-b1", first, 6, "check_order")]
+        assert data.unit == "day" and data.over_time and data.replays and data.records_in
+
+
+# --------------------------------------------------------------------------- replay --dry-run
+
+
+#: ``replay --dry-run``'s arguments after ``--conf FILE``: each selects on DuckDB over path tables.
+DRY_RUNS: list[list[str]] = [
+    ["--dry-run"],
+    ["--dry-run", "--where", "stage = 'parse'"],
+    ["--dry-run", "--where", "error_class = 'Bad\\'Quote\\\\' AND `offset` > 100 AND partition = 1 OR topic IS NULL"],
+    ["--dry-run", "--where", "message LIKE '%ünïcode' AND last_seen_at < '2026-11-03T00:00:00' "
+                             "AND first_seen_date >= '2026-09-25'"],
+    ["--dry-run", "--where", "stage = 'nothing'"],
+]
+#: Predicates DuckDB cannot take or would read otherwise: Spark selects, after one line saying why.
+SPARK_SELECTS: dict[str, str] = {
+    "stage = \"parse\"": "a double-quoted string",
+    "stage RLIKE '^pa'": "Parser Error",
+    "error_class = 'Bad''Quote\\\\'": "two string literals side by side",
+    "no_such_column = 1": "no_such_column",
+}
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["rows", "empty"])
+def test_replay_dry_runs_selection_is_the_same_on_spark_and_duckdb(
+    spark: Any, table_dir: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, empty: bool
+) -> None:
+    tables = write_tables(spark, table_dir, empty=empty, replayed=False)
+    raw = orders_config(table_dir, pipeline=PIPELINE, **{"deadletterqueue.table.name": tables["quarantine"]})
+    conf = write_conf(raw, table_dir / "p.yml")
+    config = load_config(conf)
+    differ = []
+    for extra in DRY_RUNS:
+        args = ["replay", "--conf", str(conf), *extra]
+        where = extra[2] if len(extra) > 2 else None
+        pipe = Pipeline.from_config(config, spark, listeners=[])
+        if select_replay(pipe, where) != replay_duck.select_replay(config, where):
+            differ.append((extra, select_replay(pipe, where), replay_duck.select_replay(config, where)))
+        on_spark = _run(capsys, monkeypatch, "spark", args)
+        on_duckdb = _run(capsys, monkeypatch, "auto", args)
+        if on_spark[0] != 0 or on_spark != on_duckdb:
+            differ.append((extra, on_spark, on_duckdb))
+    assert not differ, "\n\n".join(f"{c}\nspark:  {s}\nduckdb: {d}" for c, s, d in differ)
+    if not empty:  # what the selections hold
+        out = _run(capsys, monkeypatch, "auto", ["replay", "--conf", str(conf), *DRY_RUNS[0]])[1].splitlines()
+        assert out[0] == "replay --dry-run (nothing written): 24 open record(s) selected:", out
+        assert out[-1].startswith("through the current stages") or "through the current stages" in "\n".join(out)
+        assert _run(capsys, monkeypatch, "auto", ["replay", "--conf", str(conf), *DRY_RUNS[-1]])[1] == (
+            "replay --dry-run (nothing written): 0 open record(s) selected\n")
+
+
+def test_a_where_duckdb_cannot_take_is_selected_by_spark_after_one_line_saying_why(
+    spark: Any, table_dir: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables = write_tables(spark, table_dir, replayed=False)
+    raw = orders_config(table_dir, pipeline=PIPELINE, **{"deadletterqueue.table.name": tables["quarantine"]})
+    conf = write_conf(raw, table_dir / "p.yml")
+    for where, why in SPARK_SELECTS.items():
+        args = ["replay", "--conf", str(conf), "--dry-run", "--where", where]
+        on_spark = _run(capsys, monkeypatch, "spark", args)
+        code, out, err = _run(capsys, monkeypatch, "auto", args)
+        assert (code, out) == on_spark[:2], where
+        first, *rest = err.splitlines()
+        assert first.startswith(f"quarantine: selecting with Spark: DuckDB cannot take --where {where}: "), err
+        assert why in first, err
+        assert "\n".join(rest) == on_spark[2].rstrip("\n"), err  # then exactly what Spark says
+        if code == 0:
+            assert out.startswith("replay --dry-run (nothing written): "), out

@@ -91,18 +91,29 @@ def _metrics(pipeline: str) -> list[dict[str, Any]]:
             rows.append({"pipeline": pipeline, "run_id": f"run-{i % 3}", "batch_id": i, "recorded_at": at,
                          "metric": metric, "stage": None, "topic": None if i == 3 else "orders",
                          "value": value, "run_kind": None if i % 2 else "run"})
+    # breaches of both kinds (fractions: Spark's cast truncates), at odd instants, and replays and discards
+    for i in range(8):
+        rows.append({"pipeline": pipeline, "run_id": None if i == 7 else f"run-b{i % 5}",
+                     "batch_id": None if i == 2 else i, "recorded_at": None if i == 6 else _ODD[i % len(_ODD)],
+                     "metric": "tolerance-breaches", "stage": None if i % 2 else "check_order", "topic": None,
+                     "value": 0.0 if i == 4 else i + 0.75, "run_kind": (None, "run", "replay", "discard")[i % 4]})
+        rows.append({"pipeline": pipeline, "run_id": f"run-r{i % 3}", "batch_id": 0,
+                     "recorded_at": _ODD[3] + dt.timedelta(seconds=i), "metric": "records-in", "stage": None,
+                     "topic": "orders", "value": 5.0 + i, "run_kind": ("replay", "discard")[i % 2]})
     return rows
 
 
-def write_tables(spark: Any, folder: Path, *, empty: bool = False) -> dict[str, str]:
+def write_tables(spark: Any, folder: Path, *, empty: bool = False, replayed: bool = True) -> dict[str, str]:
     """Write a quarantine and a metrics table under ``folder``; their paths by role.
 
     Args:
         spark: a local Spark session with Delta.
         folder: where ``quarantine/`` and ``metrics/`` go.
         empty: write both tables with their schemas and no rows.
+        replayed: some rows are ``replayed``; without, those are ``discarded`` (a replay's dry run
+            runs the stages, and refuses replayed rows without the target they went to).
     """
-    statuses = ("open", "open", "open", "replayed", "discarded")
+    statuses = ("open", "open", "open", "replayed" if replayed else "discarded", "discarded")
     quarantine_rows = [] if empty else (
         [_row(i, PIPELINE, statuses[i % len(statuses)]) for i in range(40)]
         + [_row(i, "other_pipeline", "open") for i in range(100, 103)]

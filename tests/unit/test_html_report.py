@@ -12,7 +12,9 @@ import pytest
 
 from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
+from quarantine.listeners.events import RunKind
 from quarantine.ops.report_data import ReportData, time_unit
+from quarantine.ops.report_model import RUN_KIND_DISCARD, RUN_KIND_REPLAY, RUN_KIND_RUN
 from quarantine.ops.report_page import (
     FIGURES,
     ReportDependencyError,
@@ -130,3 +132,16 @@ def test_breaches_are_labelled_by_kind_an_error_limits_or_an_expectation_stages(
     assert _figure(_full(), "breaches").layout.showlegend is True  # one kind is named too
     assert any(re.fullmatch(r"  breaches\s+3 in 2 run\(s\): error limits 1, expectations 2", ln)
                for ln in data.summary_lines())
+
+
+def test_records_without_a_first_seen_time_are_drawn_in_a_bucket_of_their_own() -> None:
+    # a quarantine row with first_seen_at NULL (written by hand, or by an old build) buckets as NULL
+    data = replace(_full(), over_time=[(None, "decode", 2), (T0, "decode", 3), (T0, None, 1)])
+    fig = _figures(data, require_plotly())["over_time"]
+    assert [list(t.x) for t in fig.data] == [["(none)", "2026-11-02 10:00"]] * 2
+    assert [list(t.y) for t in fig.data] == [[0, 1], [2, 3]]  # stage (none) first, as _label sorts it
+    assert "Plotly.newPlot(" in render_html(data)
+
+
+def test_the_reports_run_kinds_are_the_metrics_tables() -> None:
+    assert (RUN_KIND_RUN, RUN_KIND_REPLAY, RUN_KIND_DISCARD) == (RunKind.RUN, RunKind.REPLAY, RunKind.DISCARD)

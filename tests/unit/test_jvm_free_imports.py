@@ -3,7 +3,8 @@
 Each command runs in a fresh interpreter (``python -c``: the CLI's ``main``) and the child
 prints the top-level packages it imported:
 
-* ``inspect``, ``stats``, ``sql`` and ``views --print`` over path tables (a Delta table written
+* ``inspect``, ``stats``, ``sql``, ``views --print``, ``report`` and ``replay --dry-run``'s
+  selection over path tables (a Delta table written
   here by delta-rs, no JVM in this tier) import delta-rs and DuckDB and none of pyspark (its
   Python modules included: py4j, ``pyspark.sql``), pandas, Great Expectations or MLflow.
   Loading the config validates its stages against the stage table, whose modules declare
@@ -64,6 +65,7 @@ def _quarantine(path: Path) -> None:
         "error_count": pa.array([1], pa.int32()), "status": ["open"],
         "first_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
         "last_seen_at": pa.array([at], pa.timestamp("us", "UTC")),
+        "resolved_at": pa.array([None], pa.timestamp("us", "UTC")), "resolution": pa.array([None], pa.string()),
         "error_history": pa.array([[{"at": at, "run_id": "r", "stage": "decode", "error_class": "InvalidUtf8",
                                      "message": "bad"}]]),
     })
@@ -72,6 +74,9 @@ def _quarantine(path: Path) -> None:
 
 @pytest.mark.parametrize("command", [
     ["stats"], ["inspect", "--json"], ["sql", "top_errors"], ["sql", "open_records", "--json"], ["views", "--print"],
+    ["report", "--out", "{tmp}/r.html"], ["report", "--out", "{tmp}/r.html", "--since", "2026-11-01"],
+    # a selection of none: a selection of some prints itself, then starts Spark for the stages' outcomes
+    ["replay", "--dry-run", "--where", "stage = 'parse' AND `offset` > 1"],
 ])
 def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlflow(
     tmp_path: Path, command: list[str]
@@ -85,9 +90,13 @@ def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlfl
         "stages": [{"name": "decode", "type": "decode_utf8"}],
     }, tmp_path / "p.yml")
     at = 2 if command[0] == "sql" else 1
-    args = [*command[:at], "--conf", str(conf), *command[at:]]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in [*command[:at], "--conf", str(conf), *command[at:]]]
     report = _run(args)
     assert "duckdb" in report["modules"] or command[0] == "views"
+    if command[0] == "report":
+        assert "Plotly.newPlot(" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    if command[0] == "replay":
+        assert report["stdout"].splitlines()[0] == "replay --dry-run (nothing written): 0 open record(s) selected"
     assert not set(ENGINES) & set(report["modules"]), sorted(set(ENGINES) & set(report["modules"]))
 
 

@@ -1,0 +1,124 @@
+"""A pipeline's report data: the figures' rows, whichever engine aggregated them.
+
+:class:`ReportData` is what the report page (:mod:`quarantine.ops.report_page`) draws and
+``quarantine report`` summarises. Two modules fill it with the same numbers from the same
+tables: :mod:`quarantine.ops.report_data` in Spark (catalog tables, Spark Connect,
+Databricks) and :mod:`quarantine.ops.report_duck` on DuckDB over Arrow (path tables, no
+JVM); ``tests/integration/test_two_engines.py`` holds them equal. This module imports
+neither engine.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from quarantine.columns import QuarantineStatus
+
+__all__ = [
+    "FIGURE_IDS",
+    "HOURLY_SPAN",
+    "LATEST",
+    "RUN_KIND_DISCARD",
+    "RUN_KIND_REPLAY",
+    "RUN_KIND_RUN",
+    "STATUSES",
+    "TOP_ERROR_CLASSES",
+    "ReportData",
+    "Rows",
+    "missing_metrics",
+    "missing_quarantine",
+    "time_unit",
+]
+
+#: How many error classes the ``error_classes`` figure shows.
+TOP_ERROR_CLASSES = 10
+#: The newest runs (breaches) and resolutions (replays) a figure shows.
+LATEST = 200
+#: Past this span of ``first_seen_at``, ``over_time`` buckets by the day instead of the hour.
+HOURLY_SPAN = dt.timedelta(days=3)
+#: Every status, in the order the summary lists them.
+STATUSES = tuple(s.value for s in QuarantineStatus)
+#: The figures whose rows come from the quarantine table, then the metrics table's.
+FIGURE_IDS: tuple[str, ...] = ("over_time", "error_classes", "partitions", "statuses", "replays", "breaches")
+#: The metrics table's ``run_kind`` values (:class:`quarantine.listeners.events.RunKind`, which imports
+#: pyspark's types through the schema: a unit test holds them equal).
+RUN_KIND_RUN = "run"
+RUN_KIND_REPLAY = "replay"
+RUN_KIND_DISCARD = "discard"
+
+Rows = list[tuple[Any, ...]]
+
+
+def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
+    """``hour`` for a span of ``first_seen_at`` up to three days (or none), else ``day``."""
+    if first is None or last is None or last - first <= HOURLY_SPAN:
+        return "hour"
+    return "day"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The collected aggregates of one report (small: a few hundred rows at most).
+
+    Each figure's rows are plain tuples in the column order of its aggregation
+    (:mod:`quarantine.ops.report_data`), instants naive UTC wall clocks; ``missing`` says,
+    per figure id, why it has no source at all (no quarantine table yet, no metrics
+    table configured). ``records_in`` is the source records the pipeline's runs read
+    (``records-in`` of runs of kind ``run``: a replay's selection is not counted again);
+    None without a metrics table. ``resolution_runs`` is the replays and discards that
+    ran, by kind, whether or not they closed a record.
+    """
+
+    pipeline: str
+    generated_at: dt.datetime
+    quarantine_table: str
+    metrics_table: str | None
+    since: dt.datetime | None = None
+    unit: str = "hour"
+    over_time: Rows = field(default_factory=list)
+    error_classes: Rows = field(default_factory=list)
+    partitions: Rows = field(default_factory=list)
+    statuses: Rows = field(default_factory=list)
+    breaches: Rows = field(default_factory=list)
+    replays: Rows = field(default_factory=list)
+    resolution_runs: Rows = field(default_factory=list)
+    records_in: int | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        """Records in ``status``."""
+        return sum(int(n) for s, n in self.statuses if s == status)
+
+    def summary_lines(self) -> list[str]:
+        """The few lines ``quarantine report`` prints."""
+        total = sum(int(n) for _, n in self.statuses)
+        since = f" since {self.since.isoformat()}" if self.since else ""
+        lines = [f"pipeline {self.pipeline}: {total:,} quarantined record(s){since}"]
+        if self.records_in is not None:
+            lines.append(f"  records in (runs)      {self.records_in:,}")
+        lines.extend(f"  {s:<22} {self.count(s):,}" for s in STATUSES)
+        limits = sum(int(r[2]) for r in self.breaches if r[3] is None)
+        expectations = sum(int(r[2]) for r in self.breaches if r[3] is not None)
+        runs = len({r[0] for r in self.breaches})
+        lines.append(f"  breaches               {limits + expectations:,} in {runs:,} run(s): "
+                     f"error limits {limits:,}, expectations {expectations:,}")
+        if "breaches" in self.missing:  # no metrics table: the runs are not known, what they closed is above
+            lines.append("  replays and discards   not counted (no metrics table)")
+        else:
+            ran = {str(kind): int(n) for kind, n in self.resolution_runs}
+            replays, discards = ran.get(RUN_KIND_REPLAY, 0), ran.get(RUN_KIND_DISCARD, 0)
+            said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
+            lines.append(f"  replays and discards   {said}")
+        return lines
+
+
+def missing_quarantine(table: str) -> str:
+    """Why the quarantine table's figures have no data: it does not exist yet."""
+    return f"the quarantine table {table} does not exist yet"
+
+
+def missing_metrics(table: str | None) -> str:
+    """Why the breaches figure has no data: no ``metrics.table``, or it does not exist yet."""
+    return "the config has no metrics.table" if table is None else f"the metrics table {table} does not exist yet"
