@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--case", action="append", default=[], help="only the cases whose name holds this (repeatable)")
     add_smoke(ap)
-    args = ap.parse_args([] if argv is None else list(argv))
+    args = ap.parse_args(argv)  # None: the command line's
     rows = run(args.records, max(args.repeat, 1), smoke=args.smoke, cases=args.case)
     print(markdown_table(rows), flush=True)
     return rows
