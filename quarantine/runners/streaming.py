@@ -3,7 +3,8 @@
 ``run_stream(plan)`` reads the source with ``readStream``, and for every
 micro-batch calls :meth:`Run.process_batch(df, batch_id, BatchMode.micro_batch(…))
 <quarantine.batch.run.Run.process_batch>`, which splits the batch once and
-writes quarantine then target from one persisted read of it.
+writes both tables from one persisted read of it (target then quarantine, or both at
+once: :class:`~quarantine.batch.writes.BatchWriter`; exactly once rests on neither order).
 
 Exactly-once contract, and what it rests on:
 
