@@ -81,6 +81,10 @@ _CORRUPT = "_corrupt_record"
 #: a quoted or bare non-numeric number (``"NaN"``, ``NaN``, ``+Infinity``, ``-INF``…). A string's
 #: text that looks like none of these ("2026-11-27", "o-17", "tomato") cannot be another token.
 _NOT_STRING_LOOK = r'^(?:[{\["]|[+-]?[NI]|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$|true$|false$)'
+#: Every first character a text matching :data:`_NOT_STRING_LOOK` can have (a necessary
+#: condition, checked before the regex; tests/unit/test_json_string_look.py).
+NOT_STRING_FIRST = tuple('{["+-NI0123456789tf')
+
 
 class Strings(StrEnum):
     """``strings``: what a top-level STRING field of the schema takes."""
@@ -194,9 +198,13 @@ class JsonParse(Stage):
         # token kind is exact): most strings (names, ids, emails) cost one first-letter look.
         wrong_kind: dict[str, tuple[Column, Column]] = {}
         if checked:
-            suspect = {n: fields[n].rlike(_NOT_STRING_LOOK) for n in checked}
+            # each field's look computed once (its flag is read twice below), the regex only
+            # behind a first-character look: most strings start with none of its characters
+            looks = F.array(*[_looks_not_string(fields[n]) for n in checked])
+            flags = ctx.once("suspect", looks)
+            suspect = {n: flags.getItem(i) for i, n in enumerate(checked)}
             token_schema = StructType([StructField(n, VariantType()) for n in checked])
-            tokens = ctx.once("tokens", F.when(_any(list(suspect.values())), F.from_json(value, token_schema)))
+            tokens = ctx.once("tokens", F.when(F.array_contains(flags, True), F.from_json(value, token_schema)))
             wrong_kind = {
                 n: (suspect[n] & _not_a_string(tokens.getField(n)), tokens.getField(n)) for n in checked
             }
@@ -305,9 +313,9 @@ class JsonParse(Stage):
         """``undeclared fields 'a', 'b'; the schema declares x, y`` (names only, never values)."""
         from pyspark.sql import functions as F
 
-        quoted = F.array_join(
-            F.transform(F.array_sort(undeclared), lambda n: F.concat(F.lit("'"), n, F.lit("'"))), ", "
-        )
+        # no higher-order function (transform, array_sort's comparator): one would take the whole
+        # stage column out of whole-stage code generation, for every row (sort_array: no nulls here)
+        quoted = F.concat(F.lit("'"), F.array_join(F.sort_array(undeclared), "', '"), F.lit("'"))
         noun = F.when(F.size(undeclared) == 1, F.lit("field")).otherwise(F.lit("fields"))
         declares = ", ".join(self.schema.fieldNames())
         return F.format_string(f"undeclared %s %s; the schema declares {declares.replace('%', '%%')}", noun, quoted)
@@ -337,6 +345,15 @@ def _any(conditions: list[Column]) -> Column:
     for c in conditions:
         out = out | c
     return out
+
+
+def _looks_not_string(text: Column) -> Column:
+    """Whether a STRING field's parsed text looks like a non-string token's JSON text
+    (:data:`_NOT_STRING_LOOK`); NULL for a NULL field. The regex runs only for a text whose
+    first character is one of :data:`NOT_STRING_FIRST` (``AND`` stops at the first false)."""
+    from pyspark.sql import functions as F
+
+    return F.substring(text, 1, 1).isin(*NOT_STRING_FIRST) & text.rlike(_NOT_STRING_LOOK)
 
 
 def _not_a_string(token: Column) -> Column:
