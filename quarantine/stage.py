@@ -395,7 +395,8 @@ def drift_columns(stages: Sequence[Any]) -> list[Column]:
     for s in stages:
         if isinstance(s, ReportsDrift):
             names = s.undeclared(F.col(s.name))
-            joined = F.when(F.size(names) > 0, F.array_join(F.array_sort(names), ITEM_SEP))
+            # sort_array, not array_sort: no comparator lambda, so the projection stays in generated code
+            joined = F.when(F.size(names) > 0, F.array_join(F.sort_array(names), ITEM_SEP))
             out.append(joined.alias(drift_column(s.name)))
     return out
 

@@ -208,3 +208,18 @@ def test_a_unique_expectation_after_the_demo_stages_plans_without_inlining_the_c
     text = failed._jdf.queryExecution().optimizedPlan().toString()
     assert len(text) < 200_000, len(text)
     assert [r["offset"] for r in failed.select("offset").orderBy("offset").collect()] == [0, 1]
+
+
+def test_the_demo_stages_plan_no_higher_order_function(spark: Any) -> None:
+    """A higher-order function (``transform``, ``array_sort``'s comparator) is evaluated
+    outside whole-stage code generation, and takes every expression of its projection out with it:
+    the json stage's undeclared-fields message (computed only for failed rows) took the whole
+    stage column out, for every row (issue 49's breakdown). The drift column the runner keeps
+    beside the stage is sorted without one too."""
+    from quarantine.stage import drift_column_names
+
+    stages = build_stages(_specs(DEMO_STAGES))
+    staged = apply_stages(kafka_df(spark, [b'{"order_id": "A1", "amount": 1, "currency": "EUR", "x": 1}']), stages)
+    frame = staged.select(final_result(stages), final_error(stages), *drift_column_names(stages))
+    plan = frame._jdf.queryExecution().optimizedPlan().toString()
+    assert "lambdafunction" not in plan, plan[:2000]
