@@ -146,7 +146,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Each tier's test seconds and the run's wall time, last (``make test`` ends with them)."""
+    """The slowest modules' test seconds, then each tier's and the run's wall time, last (``make test``
+    ends with them)."""
+    terminalreporter.section("time by module (the 25 slowest)")
+    for line in _TIMES.module_lines(25):
+        terminalreporter.write_line(line)
     terminalreporter.section("time by tier")
     for line in _TIMES.lines():
         terminalreporter.write_line(line)

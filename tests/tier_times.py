@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 
 import pytest
 
-__all__ = ["TierTimes"]
+__all__ = ["ModuleTime", "TierTimes"]
+
+
+@dataclass
+class ModuleTime:
+    """One test module's share: its tier (its first test's), tests, test seconds and set-up seconds."""
+
+    tier: str
+    tests: int = 0
+    seconds: float = 0.0
+    set_up: float = 0.0
 
 
 @dataclass
@@ -26,6 +36,7 @@ class TierTimes:
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     set_up: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     tests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    modules: dict[str, ModuleTime] = field(default_factory=dict)
 
     def add(self, report: pytest.TestReport) -> None:
         """One phase's report (``setup``, ``call`` or ``teardown``) of one test."""
@@ -33,8 +44,13 @@ class TierTimes:
         self.seconds[tier] += report.duration
         if report.when == "setup":
             self.set_up[tier] += report.duration
+        module = self.modules.setdefault(report.nodeid.split("::", 1)[0], ModuleTime(tier))
+        module.seconds += report.duration
+        if report.when == "setup":
+            module.set_up += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.tests[tier] += 1
+            module.tests += 1
 
     def lines(self) -> list[str]:
         """One line per tier that ran, then the run's wall time."""
@@ -46,3 +62,11 @@ class TierTimes:
         wall = time.monotonic() - self.started
         out.append(f"  wall: {int(wall // 60)}:{int(wall % 60):02d} for {sum(self.seconds.values()):.1f} test seconds")
         return out
+
+    def module_lines(self, top: int = 25) -> list[str]:
+        """The ``top`` modules by test seconds, one line each (where a tier's time goes: what a
+        cut has to aim at): seconds, tier, tests, set-up seconds, path."""
+        ranked = sorted(self.modules.items(), key=lambda kv: -kv[1].seconds)[:top]
+        return [
+            f"{m.seconds:8.1f} s {m.tier:>5} {m.tests:4d} tests ({m.set_up:.1f} s set-up)  {path}" for path, m in ranked
+        ]

@@ -184,3 +184,9 @@ def test_the_run_ends_with_each_tiers_seconds_and_its_wall_time() -> None:
     assert lines[0] == "  unit:     1 tests,      1.8 s (0.5 s of it set-up)", lines
     assert lines[1] == "   e2e:     1 tests,     30.0 s (30.0 s of it set-up)", lines
     assert lines[2].startswith("  wall: 0:0") and lines[2].endswith("for 31.8 test seconds"), lines
+    # and by module: the slowest first, each with its tier, tests and set-up
+    assert times.module_lines() == [
+        "    30.0 s   e2e    1 tests (30.0 s set-up)  b",
+        "     1.8 s  unit    1 tests (0.5 s set-up)  a",
+    ]
+    assert times.module_lines(top=1) == times.module_lines()[:1]
