@@ -15,8 +15,11 @@ checked equal.
 
 One row per phase: its seconds (the median over the runs; each run's figure is the union
 of its calls' intervals), its share of the run's wall time (process start to exit, timed
-from outside), and the hand-written split job's whole wall beside it. Phases come from
-two places:
+from outside: the row's baseline is the run, its ratio the share), and the hand-written split
+job's whole wall beside it (in the case; first, a row of the whole run against that job).
+``--smoke`` runs the timed run once and not the hand-written job (the ``process``
+benchmark's smoke runs it): it proves every phase is timed, and measures nothing. Phases
+come from two places:
 
 * marks the child takes: the interpreter's start (this process's ``Popen`` to the child's
   first line), ``import quarantine`` alone, the imports ``quarantine run`` loads (PySpark,
@@ -279,44 +282,54 @@ def _when(phase: str) -> str:
     return next((p.when for p in PHASES if p.name == phase), "")
 
 
+def _hand_text(hand: Sequence[float]) -> str:
+    return f"{median(hand):.2f}" if hand else "not run (--smoke)"
+
+
 def _table(records: int, poison_rate: float, rep: Report, hand: Sequence[float]) -> str:
-    wall, base = median(rep.walls), median(hand)
-    n = len(rep.walls)
+    wall, n = median(rep.walls), len(rep.walls)
+    beside = _hand_text(hand)
     lines = [
         f"phases: {records:,} records, {poison_rate:.1%} poison, fresh JVM each run, median of {n}; "
-        f"quarantine run {wall:.1f} s, hand-written split job {base:.1f} s ({wall / base:.2f}x)",
-        "| phase | median s | share of the run | within | at once with | ran in |",
-        "|---|---:|---:|---|---|---:|",
+        f"quarantine run {wall:.1f} s, hand-written split job {beside}"
+        + (f" s ({wall / median(hand):.2f}x)" if hand else ""),
+        "| phase | median s | share of the run | within | at once with | ran in | hand-written split job, whole s |",
+        "|---|---:|---:|---|---|---:|---:|",
     ]
     for phase in rep.order:
         xs = rep.seconds[phase]
         lines.append(
             f"| {phase} | {median(xs):.2f} | {median(xs) / wall:.1%} | {rep.parents.get(phase) or ''} "
-            f"| {', '.join(rep.concurrent.get(phase, []))} | {len(xs)}/{n} |"
+            f"| {', '.join(rep.concurrent.get(phase, []))} | {len(xs)}/{n} | {beside} |"
         )
-    lines.append(f"| {UNTIMED} | {median(rep.untimed):.2f} | {median(rep.untimed) / wall:.1%} |  |  | {n}/{n} |")
+    untimed = median(rep.untimed)
+    lines.append(f"| {UNTIMED} | {untimed:.2f} | {untimed / wall:.1%} |  |  | {n}/{n} | {beside} |")
     for p in PHASES:
         if p.name not in rep.seconds:
-            lines.append(f"| {p.name} | did not run | | | {p.when or 'expected to run'} | 0/{n} |")
-    lines.append(f"| whole run (process start to exit) | {wall:.2f} | 100% |  |  | {n}/{n} |")
-    lines.append(f"| hand-written split job, whole | {base:.2f} | {base / wall:.1%} |  |  | {len(hand)}/{len(hand)} |")
+            why = p.when or "this run takes it: its timer timed nothing"
+            lines.append(f"| {p.name} | did not run ({why}) | | | | 0/{n} | {beside} |")
+    lines.append(f"| whole run (process start to exit) | {wall:.2f} | 100.0% |  |  | {n}/{n} | {beside} |")
     return "\n".join(lines)
 
 
 def _rows(records: int, poison_rate: float, rep: Report, hand: Sequence[float]) -> list[Row]:
-    wall, base = median(rep.walls), median(hand)
-    n = len(rep.walls)
+    """First the whole run against the hand-written job (against itself, ratio 1, when the job did
+    not run: ``--smoke``), naming the phases that did not run; then one row per phase: baseline the
+    whole run, subject the phase, ratio its share, the hand-written job's whole wall in the case."""
+    wall, n = median(rep.walls), len(rep.walls)
     size = f"{records:,} rec, {poison_rate:.0%} poison, fresh JVM each run"
-    missing = [p.name for p in PHASES if p.name not in rep.seconds]
+    beside = f"hand-written split job whole {_hand_text(hand)}" + (" s" if hand else "")
+    missing = [f"{p.name} ({p.when})" if p.when else p.name for p in PHASES if p.name not in rep.seconds]
+    base = median(hand) if hand else wall
     rows = [Row(
         "phases", f"{size}: whole quarantine run vs hand-written split job"
+        + ("" if hand else " (not run: --smoke; ratio 1)")
         + (f"; did not run: {'; '.join(missing)}" if missing else ""),
-        base, wall, wall / base, "reported", True,
-        samples={"quarantine": rep.walls, "handwritten_split": list(hand)},
+        base, wall, wall / base, "reported", True, samples={"quarantine": rep.walls, "handwritten_split": list(hand)},
     )]
     for phase in [*rep.order, UNTIMED]:
         xs = rep.untimed if phase == UNTIMED else rep.seconds[phase]
-        notes = [f"{median(xs) / wall:.1%} of the run"]
+        notes = [beside]
         if rep.parents.get(phase):
             notes.append(f"within {rep.parents[phase]}")
         if rep.concurrent.get(phase):
@@ -324,8 +337,9 @@ def _rows(records: int, poison_rate: float, rep: Report, hand: Sequence[float]) 
         if len(xs) < n:
             notes.append(f"ran in {len(xs)}/{n} runs")
         rows.append(Row(
-            "phases", f"{size}: {phase} ({'; '.join(notes)}) vs hand-written split job whole", base, median(xs),
-            median(xs) / base, "reported", True, samples={"phase": list(xs), "handwritten_split": list(hand)},
+            "phases", f"{size}: {phase} ({'; '.join(notes)}); ratio = share of the whole run", wall, median(xs),
+            median(xs) / wall, "reported", True,
+            samples={"phase": list(xs), "run": rep.walls, "handwritten_split": list(hand)},
         ))
     return rows
 
@@ -333,7 +347,8 @@ def _rows(records: int, poison_rate: float, rep: Report, hand: Sequence[float]) 
 def run(records: int = 2_000_000, repeat: int = 3, *, poison_rate: float = 0.01, smoke: bool = False) -> list[Row]:
     """Time the run's phases ``repeat`` times beside the hand-written split job; return the rows.
 
-    ``smoke``: the source written in this process; every run is still a process of its own.
+    ``smoke``: the source written in this process, and the timed run only (still a process of
+    its own): the hand-written job is the ``process`` benchmark's smoke's.
 
     Raises:
         RuntimeError: a process failed, or the two arms' targets hold different row counts.
@@ -343,8 +358,9 @@ def run(records: int = 2_000_000, repeat: int = 3, *, poison_rate: float = 0.01,
     timed: list[tuple[list[Interval], float]] = []
     hand: list[float] = []
     rows_seen: set[tuple[str, int]] = set()
+    arms = ("quarantine",) if smoke else ("quarantine", "handwritten_split")
     for k in range(repeat):
-        for arm in ("quarantine", "handwritten_split")[:: 1 if k % 2 == 0 else -1]:
+        for arm in arms[:: 1 if k % 2 == 0 else -1]:
             if arm == "quarantine":
                 intervals, wall, target_rows = run_timed(source)
                 timed.append((intervals, wall))

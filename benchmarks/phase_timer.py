@@ -68,7 +68,7 @@ class Phase:
             it up; the phase's time is the union of their calls' intervals.
         taken: whether the ``phases`` benchmark's run (fresh tables, ``errors.tolerance: all``,
             no judging stage) takes it; a phase it does not take is reported as not run.
-        when: when a phase not taken runs.
+        when: when a phase not taken runs (``runs only …``).
         waits: its function waits for the work it hands to other threads (the batch's writes on
             a pool's threads, the listeners' events on theirs): their calls are within it.
     """
@@ -96,7 +96,7 @@ PHASES: tuple[Phase, ...] = (
         "quarantine.batch.writes:BatchWriter._observed",
     )),
     Phase("count pass (noop over the batch)", ("quarantine.batch.writes:BatchWriter._count_pass",), taken=False,
-          when="a policy that may stop the batch, a judging stage, or a target that exists"),
+          when="runs only with a policy that may stop the batch, a judging stage, or a target that exists"),
     Phase("target commit (_write_target)", ("quarantine.batch.writes:BatchWriter._write_target",)),
     Phase("target rows: append or MERGE (merge_new_rows)", ("quarantine.batch.writes:merge_new_rows",)),
     Phase("target topics claim (claim_written_topics)", ("quarantine.sinks.target:claim_written_topics",)),
@@ -107,7 +107,7 @@ PHASES: tuple[Phase, ...] = (
     )),
     Phase("error-context log lines (log_batch)", ("quarantine.listeners.error_log:ErrorContextLogger.log_batch",)),
     Phase("close passed (_close_passed)", ("quarantine.batch.writes:BatchWriter._close_passed",), taken=False,
-          when="records open in quarantine pass on a re-run or a replay"),
+          when="runs only when records open in quarantine pass: a re-run, a replay"),
     Phase("metrics table: run start (on_run_start)", (
         "quarantine.listeners.metrics_table:MetricsTableListener.on_run_start",
     )),
