@@ -8,9 +8,10 @@ process: the benchmarks that run in their caller's Spark session get this worker
 ``--smoke`` measures nothing), and so do ``commands``' arms: each command in this process
 (``quarantine.cli.main``, on this worker's session; ``validate``, which starts no JVM, as a
 process), where ``make bench`` starts each as a process and times it. The others start their
-processes (the memory benchmark's children, the ``process`` arms, ``declarative``'s Connect
-server) as they do under ``make bench``: what they measure is a process. Each checks what the
-make bench test used to check for it: it returns its rows, every arm's, and prints its table.
+processes (the memory benchmark's children, the ``process`` arms, ``phases``' timed run,
+``declarative``'s Connect server) as they do under ``make bench``: what they measure is a
+process. Each checks what the make bench test used to check for it: it returns its rows, every
+arm's, and prints its table (``phases``: every phase the run takes timed, the others said not run).
 
 The make bench test (tests/e2e/test_readme_benchmark.py) runs the README's command itself over
 the cheapest benchmarks, and tests/unit/test_benchmarks_import.py that the command, given no
