@@ -23,7 +23,8 @@ plan (whole-stage code generation on, as users run): how many times ``from_json`
 ``try_parse_json`` and ``json_object_keys`` appear, how many projections run outside
 whole-stage code generation (``Project`` without ``*``), and how many ``Generate`` operators.
 
-Not here yet: the fixed costs of a whole run by ablation (issue 49, point 1's second half).
+The fixed costs of a whole run, phase by phase (issue 49, point 1's second half), are
+:mod:`benchmarks.bench_phases`'s.
 """
 
 from __future__ import annotations

@@ -46,7 +46,10 @@ from benchmarks import Row, add_smoke, bench_dir, drop_dir, fresh_dir, markdown_
 from benchmarks.bench_memory import TreeMemory, watch
 from benchmarks.run import environment, write_results
 
-__all__ = ["ARMS", "GOALS", "Sample", "delta_rows", "main", "quarantine_config", "run"]
+__all__ = [
+    "ARMS", "GOALS", "Sample", "child_env", "delta_rows", "ensure_demo_source", "main", "quarantine_config", "run",
+    "run_arm",
+]
 
 _REPO = Path(__file__).resolve().parent.parent
 DEMO_CONF = _REPO / "conf" / "orders_demo.yml"
@@ -138,13 +141,13 @@ def ensure_demo_source(records: int, poison_rate: float, *, in_process: bool = F
             subprocess.run(
                 [sys.executable, "-m", "quarantine", "init-demo", "--out", str(out), "--records", str(records),
                  "--poison-rate", str(poison_rate)],
-                check=True, cwd=_REPO, env=_env(), stdout=subprocess.DEVNULL,
+                check=True, cwd=_REPO, env=child_env(), stdout=subprocess.DEVNULL,
             )
         marker.write_text(f"{records}\n", encoding="utf-8")
     return str(out / "source")
 
 
-def _env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """The children's environment: this one, with the repository importable (``benchmarks.handwritten``)."""
     path = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_REPO), path) if p)}
@@ -176,7 +179,7 @@ def run_arm(arm: str, source: str) -> Sample:
         log = out / "output.log"
         with log.open("wb") as fh:
             start = time.perf_counter()
-            mem = watch(subprocess.Popen(cmd, cwd=_REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT), start)
+            mem = watch(subprocess.Popen(cmd, cwd=_REPO, env=child_env(), stdout=fh, stderr=subprocess.STDOUT), start)
         if mem.returncode != 0:
             tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
             raise RuntimeError(f"process: {arm} exited {mem.returncode}: {' '.join(cmd)}\n{tail}")

@@ -7,8 +7,9 @@ Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 ``streaming``, ``expectations``, ``vectorized_fallback``, ``avro``, ``protobuf``, ``process``
 (a whole ``quarantine run`` process vs hand-written jobs), ``declarative`` (a
 ``spark-pipelines`` update with the stages vs a plain one), ``commands`` (each
-command's time to first output on the demo tables) and ``breakdown`` (the per-record
-work to ``noop``, stage by stage, staged vs hand-written); a module that is not there
+command's time to first output on the demo tables), ``breakdown`` (the per-record
+work to ``noop``, stage by stage, staged vs hand-written) and ``phases`` (a whole ``quarantine
+run`` process's wall time, phase by phase); a module that is not there
 is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``, where
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
@@ -62,12 +63,13 @@ _MODULES = {
     "declarative": "benchmarks.bench_declarative",
     "commands": "benchmarks.bench_commands",
     "breakdown": "benchmarks.bench_breakdown",
+    "phases": "benchmarks.bench_phases",
 }
 #: Those that read a source of ``--records`` records (``vectorized_fallback`` times one
 #: Arrow batch; ``memory`` takes its two sizes from ``--memory-small``/``--memory-large``).
 _TAKE_RECORDS = frozenset({
     "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "protobuf", "process", "declarative",
-    "commands", "breakdown",
+    "commands", "breakdown", "phases",
 })
 BENCHMARKS: tuple[str, ...] = tuple(_MODULES)
 
