@@ -1,6 +1,7 @@
 """The per-record work, stage by stage: the staged plan against the hand-written job's columns.
 
-    python -m benchmarks.bench_breakdown [--records 2000000] [--repeat 3] [--case NAME ...] [--smoke]
+    python -m benchmarks.bench_breakdown [--records 2000000] [--repeat 3] [--case NAME ...]
+        [--without strict-strings|drift|messages ...] [--smoke]
 
 Issue 49's breakdown. Over the ``process`` benchmark's kind of source (the demo generator,
 1 % poison), in one warm session, each case builds two frames once and writes each to
@@ -23,6 +24,9 @@ plan (whole-stage code generation on, as users run): how many times ``from_json`
 ``try_parse_json`` and ``json_object_keys`` appear, how many projections run outside
 whole-stage code generation (``Project`` without ``*``), and how many ``Generate`` operators.
 
+``--without`` leaves a feature out of the staged arm (:data:`ABLATIONS`: the json stage's strict
+strings, its drift, every error message), to see what each costs per record.
+
 The fixed costs of a whole run, phase by phase (issue 49, point 1's second half), are
 :mod:`benchmarks.bench_phases`'s.
 """
@@ -32,13 +36,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import quarantine.stage as stage_module
 from benchmarks import Row, add_smoke, bench_spark, ensure_source, markdown_table, median, timed
 from benchmarks.bench_pipeline import available_stages, demo_config
 from benchmarks.handwritten.rules import COORDINATES, ORDER_SCHEMA, parsed, reason
@@ -47,7 +54,7 @@ from quarantine.pipeline import Pipeline
 from quarantine.stage import Stage
 from quarantine.stages.json import JsonParse, Strings
 
-__all__ = ["CASES", "PlanFacts", "main", "plan_facts", "run"]
+__all__ = ["ABLATIONS", "CASES", "PlanFacts", "main", "plan_facts", "run"]
 
 _CORRUPT = "_corrupt_record"
 _REQUIRED = ("order_id", "amount", "currency")
@@ -157,14 +164,42 @@ CASES: tuple[Case, ...] = (
 )
 
 
-def _stages(all_stages: Sequence[Stage], case: Case) -> list[Stage]:
+#: What ``--without`` can leave out of the staged arm, to see what each costs (the hand-written arm
+#: is unchanged): the json stage's strict strings (it runs ``strings: coerce``, a config option), its
+#: drift (its ``json_object_keys`` replaced by a NULL array: no config turns drift off, so this is an
+#: ablation, not a configuration), every stage's error class and message (literals instead).
+ABLATIONS = ("strict-strings", "drift", "messages")
+
+
+def _stages(all_stages: Sequence[Stage], case: Case, without: Collection[str] = ()) -> list[Stage]:
+    strings = Strings.COERCE if "strict-strings" in without else case.strings
     out: list[Stage] = []
     for stage in all_stages[: case.stages]:
-        if isinstance(stage, JsonParse) and stage.strings is not case.strings:
+        if isinstance(stage, JsonParse) and stage.strings is not strings:
             stage = JsonParse(name=stage.name, schema=stage.schema, required=stage.required, input=stage.input,
-                              strings=case.strings, undeclared_fields=stage.undeclared_fields)
+                              strings=strings, undeclared_fields=stage.undeclared_fields)
         out.append(stage)
     return out
+
+
+@contextmanager
+def _ablated(without: Collection[str]) -> Iterator[None]:
+    """While the staged frame is built: the ``drift`` and ``messages`` of :data:`ABLATIONS` left out
+    (the expressions are fixed when the frame is built; the hand-written arm is built outside)."""
+    saved = (F.json_object_keys, stage_module.error_column)
+    if "drift" in without:
+        F.json_object_keys = lambda col: F.lit(None).cast("array<string>")  # type: ignore[assignment]
+    if "messages" in without:
+        real = stage_module.error_column
+
+        def literal(stage: str, kind: Any, error_class: Any, message: Any, **_: Any) -> Column:
+            return real(stage, kind, F.lit("Error"), F.lit("ablated"))
+
+        stage_module.error_column = literal
+    try:
+        yield
+    finally:
+        F.json_object_keys, stage_module.error_column = saved  # type: ignore[assignment]
 
 
 def _noop(frame: DataFrame) -> None:
@@ -173,11 +208,15 @@ def _noop(frame: DataFrame) -> None:
 
 def run(
     records: int = 2_000_000, repeat: int = 3, *, spark: SparkSession | None = None, smoke: bool = False,
-    cases: Sequence[str] = (),
+    cases: Sequence[str] = (), without: Collection[str] = (),
 ) -> list[Row]:
     """Every case's staged and hand-written frames to ``noop``; one row per case (ratio staged / hand-written).
 
-    ``cases``: only the cases whose name holds one of these (none: every case)."""
+    ``cases``: only the cases whose name holds one of these (none: every case). ``without``: the
+    :data:`ABLATIONS` left out of the staged arm."""
+    unknown = set(without) - set(ABLATIONS)
+    if unknown:
+        raise ValueError(f"--without {sorted(unknown)}: one of {', '.join(ABLATIONS)}")
     spark = spark or bench_spark("bench-breakdown")
     source = ensure_source(spark, records, 0.01)
     out = Path("/tmp/quarantine-bench-breakdown")  # never written: the frames go to noop
@@ -188,13 +227,17 @@ def run(
     if not smoke:  # warm the JVM: every chosen case's frames once over a small source
         warm = spark.read.format("delta").load(ensure_source(spark, 20_000, 0.10))
         for case in chosen:
-            pipe = Pipeline.from_config(config, spark, listeners=[], stages=_stages(all_stages, case))
-            _noop(pipe.split_frame(prepare(pipe, warm)))
+            pipe = Pipeline.from_config(config, spark, listeners=[], stages=_stages(all_stages, case, without))
+            with _ablated(without):
+                staged = pipe.split_frame(prepare(pipe, warm))
+            _noop(staged)
             _noop(case.hand(warm))
     rows: list[Row] = []
     for case in chosen:
-        pipe = Pipeline.from_config(config, spark, listeners=[], stages=_stages(all_stages, case))
-        frames = {"hand-written": case.hand(raw), "staged": pipe.split_frame(prepare(pipe, raw))}
+        pipe = Pipeline.from_config(config, spark, listeners=[], stages=_stages(all_stages, case, without))
+        with _ablated(without):
+            staged = pipe.split_frame(prepare(pipe, raw))
+        frames = {"hand-written": case.hand(raw), "staged": staged}
         facts = {arm: plan_facts(f) for arm, f in frames.items()}
         samples: dict[str, list[float]] = {arm: [] for arm in frames}
         arms = list(frames)
@@ -203,11 +246,12 @@ def run(
                 samples[arm].append(timed(lambda f=frames[arm]: _noop(f)))  # type: ignore[misc]
                 print(f"  [{case.name}: {arm}] {k + 1}/{repeat}: {samples[arm][-1]:.2f}s", file=sys.stderr, flush=True)
         base, subj = median(samples["hand-written"]), median(samples["staged"])
+        ablated = f", staged without {', '.join(sorted(without))}" if without else ""
         best = min(samples["staged"]) / min(samples["hand-written"])
         rows.append(Row(
             bench="breakdown",
-            case=(f"{records:,} rec, 1% poison, {case.name} (best {best:.2f}x); staged: {facts['staged'].text()}; "
-                  f"hand-written: {facts['hand-written'].text()}"),
+            case=(f"{records:,} rec, 1% poison, {case.name}{ablated} (best {best:.2f}x); "
+                  f"staged: {facts['staged'].text()}; hand-written: {facts['hand-written'].text()}"),
             baseline_s=base, subject_s=subj, ratio=subj / base, goal="<= 1.10x", met=subj / base <= 1.10,
             samples=samples,
         ))
@@ -215,14 +259,16 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
-    """``python -m benchmarks.bench_breakdown [--records N] [--repeat K] [--smoke]``."""
+    """``python -m benchmarks.bench_breakdown [--records N] [--repeat K] [--case NAME] [--without X] [--smoke]``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--case", action="append", default=[], help="only the cases whose name holds this (repeatable)")
+    ap.add_argument("--without", action="append", default=[], choices=ABLATIONS,
+                    help="leave this out of the staged arm, to see what it costs (repeatable)")
     add_smoke(ap)
     args = ap.parse_args(argv)  # None: the command line's
-    rows = run(args.records, max(args.repeat, 1), smoke=args.smoke, cases=args.case)
+    rows = run(args.records, max(args.repeat, 1), smoke=args.smoke, cases=args.case, without=args.without)
     print(markdown_table(rows), flush=True)
     return rows
 
