@@ -395,7 +395,8 @@ def drift_columns(stages: Sequence[Any]) -> list[Column]:
     for s in stages:
         if isinstance(s, ReportsDrift):
             names = s.undeclared(F.col(s.name))
-            # sort_array, not array_sort: no comparator lambda, so the projection stays in generated code
+            # sort_array, not array_sort: the same order (array_join drops NULLs, wherever sorted), and no
+            # lambda comparator, which would take the whole projection out of whole-stage code generation
             joined = F.when(F.size(names) > 0, F.array_join(F.sort_array(names), ITEM_SEP))
             out.append(joined.alias(drift_column(s.name)))
     return out

@@ -21,9 +21,13 @@ How a failure is told apart, without a Python call per record: Spark's PERMISSIV
 mode gives a struct of NULLs for bytes it cannot decode, which a record of optional
 fields can also be. So the stage decodes the value with one byte ``0x01`` appended,
 as an envelope record ``{r: <writer schema>, ok: boolean}``: ``ok`` is true only
-when the message decoded and ended where it should. Only for the rows that failed,
-it decodes again without the reader schema, to say whether the bytes were bad or
-the reader schema cannot read that writer's records.
+when the message decoded and ended where it should. A wire-format value is decoded
+whole, header included, as ``{h: fixed(5), r, ok}`` (its bytes are not sliced), under
+the writer schema its first 5 bytes name (compared as bytes: no id parsed per record);
+each record is decoded once. Only for the rows that failed, the error's details are
+computed (the id as a number, hex snippets), and the value decoded again without the
+reader schema, to say whether the bytes were bad or the reader schema cannot read
+that writer's records.
 
 Error classes and their messages::
 
@@ -92,6 +96,9 @@ __all__ = ["AvroDecode", "declared_type", "envelope", "from_spec", "schema_name"
 #: The envelope record's full name: it must not clash with a named type of a user's schema.
 _ENVELOPE = "Envelope"
 _ENVELOPE_NAMESPACE = "io.quarantine.avro.internal"
+#: The envelope's fixed type of the wire format's header (magic byte and schema id), in a namespace
+#: of its own: a user's type without a namespace takes the envelope's, never this one.
+_HEADER = "io.quarantine.avro.internal.header.WireHeader"
 
 
 _AVSC = existing(".avsc file", folder=False)
@@ -129,12 +136,16 @@ class AvroOptions(StageOptions):
         return self
 
 
-def envelope(schema: str) -> str:
-    """``schema`` (Avro JSON) wrapped as the record ``{r: schema, ok: boolean}`` (pure)."""
-    return json.dumps({
-        "type": "record", "name": _ENVELOPE, "namespace": _ENVELOPE_NAMESPACE,
-        "fields": [{"name": "r", "type": json.loads(schema)}, {"name": "ok", "type": "boolean"}],
-    })
+def envelope(schema: str, *, header: bool = False) -> str:
+    """``schema`` (Avro JSON) wrapped as the record ``{r: schema, ok: boolean}`` (pure).
+
+    ``header``: the record starts with ``h``, a ``fixed`` of the wire format's header
+    bytes, so that a whole framed value decodes (the header skipped without slicing the bytes).
+    """
+    fields: list[dict[str, Any]] = [{"name": "r", "type": json.loads(schema)}, {"name": "ok", "type": "boolean"}]
+    if header:
+        fields.insert(0, {"name": "h", "type": {"type": "fixed", "name": _HEADER, "size": HEADER_BYTES}})
+    return json.dumps({"type": "record", "name": _ENVELOPE, "namespace": _ENVELOPE_NAMESPACE, "fields": fields})
 
 
 def schema_name(schema: str) -> str:
@@ -224,6 +235,16 @@ class AvroDecode(Stage):
         log_listed(self.name, self.registry, added)
         return replace(self, writers=tuple(sorted({**known, **added}.items())), listed=listed)
 
+    @staticmethod
+    def _is_id(prefix: Column, sid: int) -> Column:
+        """Whether a value's first 5 bytes are the wire-format header of schema id ``sid``: the
+        magic byte and the id compared as bytes (no number parsed per record)."""
+        from pyspark.sql import functions as F
+
+        if not 0 <= sid < 2**32:  # no 4-byte unsigned id is this one
+            return F.lit(False)
+        return prefix == F.lit(b"\x00" + sid.to_bytes(4, "big"))
+
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
@@ -233,26 +254,31 @@ class AvroDecode(Stage):
             header_ok = (size >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(b"\x00"))
             schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
             message = F.substring(value, HEADER_BYTES + 1, 2_147_483_647)  # to the end
+            prefix = F.substring(value, 1, HEADER_BYTES)
         else:
             header_ok = F.lit(True)
             schema_id = F.lit(self.writers[0][0]).cast("long")
-            message = value
-        framed = F.concat(message, F.lit(b"\x01"))
-        reader = envelope(self.reader)
+            message = prefix = value
+        # the whole value, header included: the envelope's first field skips the header (no copy of the message)
+        framed = F.concat(value, F.lit(b"\x01"))
+        reader = envelope(self.reader, header=self.wire_format)
         decoded: Column | None = None  # CASE over the ids: each id's writer schema, read as the reader
         as_written: Column | None = None  # ...and whether it decodes with no reader schema (failed rows only)
         for sid, writer in self.writers:
-            this = schema_id == F.lit(sid)
+            this = self._is_id(prefix, sid) if self.wire_format else F.lit(True)
             # the reader schema only where it differs: Avro's resolving decoder costs even when it has nothing to do
             same = json.loads(writer) == json.loads(self.reader)
             options = {"mode": "PERMISSIVE"} if same else {"mode": "PERMISSIVE", "avroSchema": reader}
-            branch = from_avro(framed, envelope(writer), options)
-            alone = from_avro(framed, envelope(writer), {"mode": "PERMISSIVE"})["ok"]
+            written = envelope(writer, header=self.wire_format)
+            branch = from_avro(framed, written, options)
+            # where the reader is the writer, ``branch`` already decoded without one: its failure is the bytes'
+            alone = F.lit(False) if same else from_avro(framed, written, {"mode": "PERMISSIVE"})["ok"]
             decoded = F.when(this, branch) if decoded is None else decoded.when(this, branch)
             as_written = F.when(this, alone) if as_written is None else as_written.when(this, alone)
         assert decoded is not None and as_written is not None  # from_spec: at least one writer schema
         known = schema_id.isin([sid for sid, _ in self.writers])
-        decoded = ctx.once("decoded", F.when(header_ok & known, decoded))
+        # a 5-byte prefix equal to an id's header has the magic byte and a known id: NULL for any other value
+        decoded = ctx.once("decoded", decoded)
         ok = F.coalesce(decoded["ok"], F.lit(False))
         is_null = value.isNull()
         failed = F.when(is_null, F.lit(not self.nullable)).otherwise(~ok)

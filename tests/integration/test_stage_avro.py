@@ -120,6 +120,24 @@ def test_plain_avro_of_optional_fields_all_null_passes_and_garbage_does_not(spar
     assert rows[1].error.message == "plain Avro: 1 bytes do not decode as the writer schema Maybe (starting 0x09)"
 
 
+def test_ids_past_2_31_match_and_a_users_named_types_never_clash_with_the_stages_wrapping(spark: Any) -> None:
+    """The header's 4 bytes are an unsigned id (3000000000 is one); a writer schema without a
+    namespace, whose named types land in the stage's wrapping record's namespace, may name its
+    types as the wrapping's own types are named (here a record and a 5-byte fixed)."""
+    user = {"type": "record", "name": "WireHeader",
+            "fields": [{"name": "tag", "type": {"type": "fixed", "name": "Header", "size": 5}},
+                       {"name": "n", "type": "string"}]}
+    (encoded,) = _avro(spark, [(b"\x00\x01\x02\x03\x04", "x")], "tag binary, n string", user)
+    big = 3_000_000_000
+    stage = AvroDecode("m", writers=((big, json.dumps(user)),), reader=json.dumps(user), source="schemas/")
+    rows = _run(spark, [_framed(big, encoded), _framed(1, encoded), _framed(big, encoded[:3])], stage)
+    assert rows[0].error is None and rows[0].result.asDict() == {"tag": b"\x00\x01\x02\x03\x04", "n": "x"}
+    assert rows[1].error.message == "schema id 1: no writer schema for it in schemas/ (ids: 3000000000)"
+    assert rows[2].error.message == (
+        "schema id 3000000000: 3 bytes do not decode as the writer schema WireHeader (starting 0x000102)"
+    )
+
+
 def _avro_pipeline(tmp_path: Path, spark: Any, **options: Any) -> dict[str, Any]:
     folder = tmp_path / "schemas"
     folder.mkdir()
