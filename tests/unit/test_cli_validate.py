@@ -1,17 +1,16 @@
 """``quarantine validate`` checks a config without starting Spark (issue 13, item 6).
 
-Each check runs ``validate`` in a fresh Python process (a test worker may hold a Spark
-session from an earlier test, and with one active the stages would use Spark's parser),
-and that process then asserts that no JVM gateway was ever started.
+Each check runs ``validate`` in a process of its own (a test worker may hold a Spark
+session from an earlier test, and with one active the stages would use Spark's parser):
+a child forked from a process that has imported the CLI and run nothing
+(:mod:`tests.support.zygote`), which then asserts that no JVM gateway was ever started.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +19,15 @@ import yaml
 
 from tests.helpers import orders_config
 from tests.support.readme import block
+from tests.support.zygote import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
-_VALIDATE = """
-import sys
-from pyspark import SparkContext
-from quarantine.cli import main
-code = main(["validate", "--conf", sys.argv[1]])
-assert SparkContext._gateway is None and SparkContext._active_spark_context is None, "validate started a JVM"
-sys.exit(code)
-"""
-
-
 def _validate(conf: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _VALIDATE, str(conf)], capture_output=True, text=True, env=env, timeout=300,
-        check=False,
-    )
-    assert "validate started a JVM" not in proc.stderr, proc.stderr
+    """``quarantine validate --conf conf`` in a process of its own (forked from the zygote,
+    :mod:`tests.support.zygote`), which then checks that no JVM gateway was ever started."""
+    proc = run_cli(["validate", "--conf", str(conf)])
+    assert "the command started a JVM" not in proc.stderr, proc.stderr
     return proc
 
 
