@@ -34,8 +34,8 @@ test-matrix: setup-matrix
 
 # The unit tier only (no JVM): seconds, for the edit-test loop. Every unit test lives in
 # tests/unit (tests/unit/test_tiers.py), so only that folder is collected (collecting the other
-# tiers' modules imports what they need: half the tier's time); both cores run it, the tests
-# that collect the whole suite on one of them (tests/unit/test_tiers.py).
+# tiers' modules imports what they need: half the tier's time); both cores run it. The checks
+# that collect the whole suite or start xdist over stand-ins are e2e (tests/e2e/test_suite_layout.py).
 test-fast: setup
 	.venv/bin/python -m pytest tests/unit -q -m unit -n 2 --dist loadgroup
 
