@@ -29,7 +29,8 @@ config key is judged by its whole dotted path): a key containing ``password``,
 ``passwd``, ``secret``, ``token``, ``credential``, ``sasl.jaas.config``,
 ``keystore``, ``authorization``, ``userinfo``/``user.info``, ``private key``,
 ``api key``, ``access key`` (with ``.``, ``_``, ``-`` or nothing between the
-words), or ``account.key`` as whole segments (Hadoop's
+words), ``webhook`` (an alert channel's URL: whoever holds it may post to the channel),
+or ``account.key`` as whole segments (Hadoop's
 ``fs.azure.account.key.<account>…``); or a key that *ends* in ``key`` after a
 separator (``*.key``, ``*_key``, ``*-key``) or in camelCase (``sslKey``).
 Not secret: a bare ``key`` (the Kafka record key), ``key`` in the middle
@@ -83,7 +84,7 @@ REDACTED = "[redacted]"
 
 _WORDS = (
     r"password|passwd|secret|token|credential|sasl\.jaas\.config|keystore|authorization"
-    r"|user[._-]?info|private[._-]?key|api[._-]?key|access[._-]?key"
+    r"|user[._-]?info|private[._-]?key|api[._-]?key|access[._-]?key|webhook"
 )
 _SECRET_KEY = re.compile(
     rf"(?:{_WORDS})|(?<![a-z0-9])account\.key(?![a-z0-9])|[._-]key$", re.IGNORECASE
@@ -189,7 +190,8 @@ JAVA_RULES: tuple[tuple[str, str], ...] = tuple(r.java() for r in _RULES)
 #: them first, with one cheap regex, instead of running the seven (most failed records'
 #: messages hold none). ``test_redaction`` checks that no rule matches text without them.
 GUARD_FRAGMENTS = (
-    "-----BEGIN ", "://", "passw", "secret", "token", "credential", "jaas", "key", "authorization", "user"
+    "-----BEGIN ", "://", "passw", "secret", "token", "credential", "jaas", "key", "authorization", "user",
+    "webhook",
 )
 #: :data:`GUARD_FRAGMENTS` for ``java.util.regex`` (``rlike``), flags as the pair rules'.
 JAVA_GUARD = "(?iU)" + "|".join(GUARD_FRAGMENTS)

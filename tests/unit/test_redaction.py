@@ -60,6 +60,8 @@ ALL = (PASSWORD, JAAS, JAAS_PW, TOKEN, JDBC_PW)
         "schema.registry.basic.auth.user.info", "Authorization", "client_secret",
         # a nested YAML path judged as a whole
         "source.options.kafka.ssl.key",
+        # an alert channel's webhook URL: whoever holds it may post to the channel
+        "alerts.channels.webhook", "slack_webhook", "webhook_url",
     ],
 )
 def test_secret_keys_are_recognised(key: str) -> None:
@@ -319,6 +321,7 @@ _FRAGMENTS = st.sampled_from([
 _GUARD_EDGES = st.sampled_from([
     "pass", "passw", "PASSWD", "pa\u017fsword", "\u212aey", "k", "ey", "KEY", "_", ".", "-", "=", ": ", '"',
     "user", "USER_INFO", "info", "jaa", "sasl.JAAS.config", "secre", "ToKeN", "authoriz", "credential", "x",
+    "webho", "WebHook", "hook",
     "http", ":/", "//", "://", "@", "-----BEGIN ", "-----begin ", "-----BEGIN", "RSA", "-----", "\n", " ",
 ])
 
@@ -343,7 +346,7 @@ def test_the_guard_is_plain_text_with_the_pair_rules_flags() -> None:
     # one text per alternative of every rule: each is masked, and the guard finds it
     words = ["password", "passwd", "secret", "token", "credential", "sasl.jaas.config", "keystore",
              "authorization", "userinfo", "user.info", "privatekey", "private_key", "apikey", "api-key",
-             "accesskey", "access.key", "account.key", "a_key", "b.key", "c-key"]
+             "accesskey", "access.key", "account.key", "a_key", "b.key", "c-key", "webhook"]
     texts = [f"{w}=v" for w in words] + [f"{w.upper()}: 'v'" for w in words] + [
         "pa\u017fsword=x", "api_\u212aey: y", "https://u:p@h", "https://tok@h", "-----BEGIN X-----\nA",
     ]
