@@ -11,15 +11,20 @@ never build anything from the config themselves.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
+from quarantine.alerts.listener import alert_listener
+from quarantine.alerts.stuck import stuck_records
 from quarantine.batch.plan import Plan
 from quarantine.config import PipelineConfig
+from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.listeners.events import RunListener
 from quarantine.listeners.metrics_table import metrics_listener
 from quarantine.listeners.mlflow import tracker_for
+from quarantine.secret_refs import SecretScopes
 from quarantine.spark.runtime import check_runtime
 from quarantine.spark.session import get_spark
 from quarantine.stage import Stage
@@ -66,6 +71,29 @@ def assemble(
     return plan
 
 
-def default_listeners(config: PipelineConfig, spark: SparkSession) -> list[RunListener]:
-    """The listeners a config asks for (metrics table, MLflow, error log)."""
-    return [metrics_listener(config, spark), tracker_for(config)]
+def default_listeners(
+    config: PipelineConfig, spark: SparkSession, *, scopes: SecretScopes | None = None
+) -> list[RunListener]:
+    """The listeners a config asks for: the metrics table, MLflow, the alert channels.
+
+    Args:
+        config: the validated config.
+        spark: the session.
+        scopes: where the alert channels' ``{{secrets/<scope>/<key>}}`` are read (default:
+            the Databricks SDK's ``dbutils.secrets``; :mod:`quarantine.secret_refs`).
+
+    Raises:
+        ConfigError: an alert channel's secret reference could not be resolved.
+    """
+    metrics = metrics_listener(config, spark)
+    alerts = alert_listener(
+        config.alerts,
+        secrets=config.secrets(),
+        conf=config.file,
+        streaming=config.source.streaming,
+        retry=RetryPolicy.from_config(config.errors),
+        stuck_query=partial(stuck_records, spark, config.errors.dlq_table_name),
+        record=metrics.append_run_rows,
+        scopes=scopes,
+    )
+    return [metrics, tracker_for(config), alerts]

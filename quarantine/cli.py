@@ -6,7 +6,8 @@ what a command raises to its exit code, and hands the command to its handler, a 
 
 Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed);
 2 bad usage or bad config (nothing was read or written); 3 an optional dependency the
-command needs is not installed (the message says the ``pip install``).
+command needs is not installed (the message says the ``pip install``); 4 a ``fail_on``
+condition held after the run's writes committed (:mod:`quarantine.errorhandling.fail_on`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from quarantine.commands.invocation import Invocation
 from quarantine.commands.options import overrides as _overrides  # noqa: F401  (as before: tests, jobs)
 from quarantine.commands.options import parse_since
 from quarantine.commands.options import predicate as _predicate  # noqa: F401  (as before: tests, jobs)
-from quarantine.errors import ConfigError, MissingDependencyError, QuarantineError, describe_failure, storage_fault
+from quarantine.errors import (
+    ConditionFailedError,
+    ConfigError,
+    MissingDependencyError,
+    QuarantineError,
+    failure_reason,
+)
+from quarantine.redaction import redact_text
+from quarantine.secret_refs import resolved_secrets
 
 __all__ = ["COMMANDS", "console", "main", "parse_since"]
 
@@ -97,7 +106,7 @@ COMMANDS: tuple[str, ...] = tuple(_COMMANDS)
 _EXIT_CODES = (
     "Exit codes: 0 success; 1 the run failed (tolerance exceeded, a write failed); "
     "2 bad usage or bad config (nothing was read or written); 3 an optional dependency is missing "
-    "(the message says what to pip install)."
+    "(the message says what to pip install); 4 a fail_on condition held (the run's writes are committed)."
 )
 
 
@@ -275,15 +284,22 @@ def _command(args: argparse.Namespace) -> int:
     except MissingDependencyError as exc:
         print(f"quarantine: missing dependency: {exc}", file=sys.stderr)
         return 3
+    except ConditionFailedError as exc:
+        print(f"quarantine: run failed: {_shown(failure_reason(exc))}", file=sys.stderr)
+        return 4
     except QuarantineError as exc:
-        print(f"quarantine: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"quarantine: run failed: {_shown(failure_reason(exc))}", file=sys.stderr)
         return 1
     except Exception as exc:  # Spark/Delta/Py4J: one line for the user, the stack in the log
         logging.getLogger("quarantine").debug("run failed", exc_info=True)
         # a storage fault is said in words; Py4J's class name would say nothing more
-        kind = "" if storage_fault(exc, call.tables) is not None else f"{type(exc).__name__}: "
-        print(f"quarantine: run failed: {kind}{describe_failure(exc, call.tables)}", file=sys.stderr)
+        print(f"quarantine: run failed: {_shown(failure_reason(exc, call.tables))}", file=sys.stderr)
         return 1
+
+
+def _shown(reason: str) -> str:
+    """A failure's line as printed: redacted, also of the secrets this process read from a secret scope."""
+    return redact_text(reason, resolved_secrets())
 
 
 #: The handlers the JVM-free read path tries first, and Spark's after them.

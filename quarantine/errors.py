@@ -7,12 +7,13 @@ stage or table involved, so a data engineer can fix the cause from the message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from quarantine.redaction import redact, redact_text
 
 __all__ = [
+    "ConditionFailedError",
     "ConfigError",
     "ConfigFileError",
     "CoordinatesReusedError",
@@ -33,6 +34,7 @@ __all__ = [
     "ToleranceExceededError",
     "describe_failure",
     "describe_write_failure",
+    "failure_reason",
     "message_of",
     "storage_fault",
 ]
@@ -131,6 +133,19 @@ class ToleranceExceededError(QuarantineError):
         self.count = count
         self.window = window
         super().__init__(message)
+
+
+class ConditionFailedError(QuarantineError):
+    """A ``fail_on`` condition held once the batch's writes were committed (:mod:`quarantine.errorhandling.fail_on`).
+
+    Unlike a tolerance breach, nothing is held back: the target, the quarantine table and the
+    metrics are written; the run only ends as failed (the command's exit code 4).
+    ``conditions`` holds each condition met, in one sentence naming its key.
+    """
+
+    def __init__(self, conditions: Sequence[str]) -> None:
+        self.conditions = tuple(conditions)
+        super().__init__("; ".join(self.conditions) + " (the run's writes are committed)")
 
 
 class RetriesExhaustedError(QuarantineError):
@@ -403,6 +418,19 @@ def _describe(exc: BaseException) -> str:
         return f"[{c}] {m.split(' SQLSTATE')[0].strip()[:500]}"
     reason = _first_line(exc)
     return f"[{condition}] {reason}" if condition and condition not in reason else reason
+
+
+def failure_reason(exc: BaseException, tables: Mapping[str, str] | None = None) -> str:
+    """What a failed run failed with, in the one line the ``quarantine`` command prints after
+    ``quarantine: run failed:`` (and an alert's run_failed message says).
+
+    Our own errors as ``<Class>: <message>``; Spark's, Delta's and Py4J's as
+    :func:`describe_failure` says them (a storage fault in words, without a class name).
+    """
+    if isinstance(exc, QuarantineError):
+        return f"{type(exc).__name__}: {exc}"
+    kind = "" if storage_fault(exc, tables) is not None else f"{type(exc).__name__}: "
+    return f"{kind}{describe_failure(exc, tables)}"
 
 
 def describe_write_failure(exc: BaseException, *, action: str, table: str, batch_id: int, attempts: int = 1) -> str:

@@ -32,20 +32,23 @@ from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
 from quarantine.batch.settle import prepare, unsettled
 from quarantine.batch.verdict import judging, quarantined_by_check
 from quarantine.batch.writes import Batch, BatchMode, BatchWriter
+from quarantine.errorhandling.fail_on import conditions_held
 from quarantine.errorhandling.policy import Scope
 from quarantine.errorhandling.tolerance import ToleranceGuard
-from quarantine.errors import ExpectationBreachError
+from quarantine.errors import ConditionFailedError, ExpectationBreachError
 from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
 from quarantine.metrics.observed import batch_metrics, schema_drift
 from quarantine.redaction import redact_text
 from quarantine.schema import REOPENED
+from quarantine.sql import run_query
 from quarantine.tables import table_exists
 
 __all__ = ["Run", "start_run"]
@@ -122,6 +125,8 @@ class Run:
     _writer: BatchWriter = field(init=False, repr=False)
     #: whether this run's last batch had failed records (None before its first; see process_batch)
     _last_failed: bool | None = field(default=None, init=False, repr=False)
+    #: what the listeners said for the run's summary, once it ended (:meth:`end`)
+    notes: tuple[str, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         self._writer = BatchWriter(self.plan, self.info.run_id, self.tolerance)
@@ -136,8 +141,10 @@ class Run:
         self.listeners.start("on_run_start", self.info)
 
     def end(self, status: RunStatus, error: BaseException | None = None) -> None:
-        """Tell the listeners the run ended; returns once they all have handled it."""
+        """Tell the listeners the run ended; returns once they all have handled it, with what they
+        said for the summary in :attr:`notes`."""
         self._warn(self.listeners.call("on_run_end", self.info, status, error), "at the run's end")
+        self.notes = self.listeners.summary_lines()
         self.listeners.close()
 
     def report_batch(self, report: BatchReport) -> None:
@@ -166,6 +173,8 @@ class Run:
             TableWriteError: a write failed after its retries (``QuarantineWriteError``
                 for the quarantine table, raised first when both failed); the other
                 write may have committed; records open in quarantine are not closed.
+            ConditionFailedError: a ``fail_on`` condition holds after the batch's writes
+                committed and its report was published (:meth:`check_conditions`).
         """
         run = self.info
         now = self.plan.clock()
@@ -260,7 +269,42 @@ class Run:
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
         if failure is not None:
             raise failure
+        self.check_conditions()
         return report
+
+    def check_conditions(self) -> None:
+        """Fail a pipeline run whose ``fail_on`` conditions hold over what it did so far.
+
+        Judged after each batch's writes committed (:mod:`quarantine.errorhandling.fail_on`):
+        the run's records per topic, and, when ``fail_on.open_records`` is set, the pipeline's
+        open quarantine rows (one count over the quarantine table). Replays and discards are
+        not judged.
+
+        Raises:
+            ConditionFailedError: naming each condition that holds.
+        """
+        fail_on = self.plan.config.fail_on
+        if not fail_on.any or self.info.kind is not RunKind.RUN:
+            return
+        totals = self.metrics.snapshot()
+        held = conditions_held(
+            fail_on,
+            totals.by_topic(MetricNames.RECORDS_IN),
+            totals.by_topic(MetricNames.RECORDS_QUARANTINED),
+            self._open_records() if fail_on.open_records is not None else None,
+        )
+        if held:
+            raise ConditionFailedError(held)
+
+    def _open_records(self) -> int:
+        """The pipeline's open quarantine rows (the SQL library's ``open_records``, summed)."""
+        plan = self.plan
+        if not table_exists(plan.spark, plan.quarantine_table):
+            return 0
+        rows = run_query(
+            plan.spark, "open_records", {"pipeline": plan.config.pipeline}, {"quarantine": plan.quarantine_table}
+        ).agg(F.sum("records")).first()
+        return int(rows[0] or 0) if rows is not None else 0
 
 
 def start_run(

@@ -30,6 +30,7 @@ editors; ``quarantine/config.schema.json`` is it, as shipped.
 
 from __future__ import annotations
 
+from quarantine.config.alerts import AlertEvent, AlertsConfig, ChannelConfig, ChannelKind, SmtpTls
 from quarantine.config.choices import (
     RateDuration,
     ReusedCoordinates,
@@ -51,18 +52,25 @@ from quarantine.config.sections import (
     TargetConfig,
     TriggerConfig,
 )
+from quarantine.errorhandling.fail_on import FailOnConfig
 from quarantine.values.types import BreachAction
 
 __all__ = [
     "SCHEMA_FILE",
+    "AlertEvent",
+    "AlertsConfig",
     "BreachAction",
+    "ChannelConfig",
+    "ChannelKind",
     "ErrorsConfig",
+    "FailOnConfig",
     "MetricsConfig",
     "MlflowConfig",
     "PipelineConfig",
     "RateDuration",
     "ReusedCoordinates",
     "SchemaEvolution",
+    "SmtpTls",
     "SourceConfig",
     "SourceFormat",
     "SparkConfig",

@@ -130,7 +130,9 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         if bare is not None and isinstance(value, str) and is_relative_path(value, bare_names=bare):
             value = os.path.abspath(value)
         _set_dotted(raw, dotted, value)
-    return parse_config(raw, base_dir=p.parent)
+    config = parse_config(raw, base_dir=p.parent)
+    config._file = str(p.resolve())
+    return config
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from quarantine.config.alerts import AlertsConfig
 from quarantine.config.choices import WrittenBy
 from quarantine.config.sections import (
     TRIGGER,
@@ -30,8 +31,10 @@ from quarantine.config.sections import (
     TargetConfig,
     TriggerConfig,
 )
+from quarantine.errorhandling.fail_on import FailOnConfig
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
+from quarantine.secret_refs import resolved_secrets
 from quarantine.stage import StageType
 from quarantine.stages import STAGE_TYPES, stage_declaration
 from quarantine.values.types import (
@@ -218,9 +221,15 @@ class PipelineConfig(Section):
     """MLflow tracking."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
     """Local Spark session settings."""
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    """Alerts: the channels (webhook, Slack, Teams, email) told of breaches, failed runs, stuck records and error
+    rates."""
+    fail_on: FailOnConfig = Field(default_factory=FailOnConfig)
+    """Conditions over the run's own metrics that end it non-zero (exit code 4) once its writes committed."""
 
     _raw: Mapping[str, Any] = PrivateAttr(default_factory=lambda: MappingProxyType({}))
     _base_dir: str = PrivateAttr(default=".")
+    _file: str | None = PrivateAttr(default=None)
 
     @property
     def spark_conf(self) -> Mapping[str, str]:
@@ -236,6 +245,12 @@ class PipelineConfig(Section):
     def base_dir(self) -> str:
         """The folder relative paths of the config were read from (the config file's)."""
         return self._base_dir
+
+    @property
+    def file(self) -> str | None:
+        """The YAML file the config was loaded from (:func:`~quarantine.config.load_config`), absolute;
+        None for a config built from a mapping. Commands a person is told to run name it (``--conf``)."""
+        return self._file
 
     @model_validator(mode="before")
     @classmethod
@@ -309,14 +324,16 @@ class PipelineConfig(Section):
         return out
 
     def secrets(self) -> tuple[str, ...]:
-        """Every configured secret value, to scrub from logs, params and messages."""
-        return collect_secrets(dict(self.raw))
+        """Every configured secret value, to scrub from logs, params and messages: those written in the
+        config (or read from the environment), and those this process read from a secret scope
+        (:func:`quarantine.secret_refs.resolved_secrets`: an alert channel's webhook URL, an SMTP password)."""
+        return tuple(dict.fromkeys([*collect_secrets(dict(self.raw)), *resolved_secrets()]))
 
 
 #: Top-level keys holding a mapping of settings (``null`` is read as an empty one).
 
 
-_SECTIONS = ("source", "target", "errors", "metrics", "mlflow", "spark")
+_SECTIONS = ("source", "target", "errors", "metrics", "mlflow", "spark", "alerts", "fail_on")
 
 
 def _norm(name: str | None) -> str:

@@ -269,7 +269,7 @@ def _properties(root: Mapping[str, Any], node: Any) -> tuple[dict[str, Any], set
 # --------------------------------------------------------------------------- the config page
 
 #: The sections of a config: a top-level key whose value is a mapping of keys of its own.
-_SECTIONS = ("source", "target", "errors", "metrics", "mlflow", "spark")
+_SECTIONS = ("source", "target", "errors", "metrics", "mlflow", "spark", "alerts", "fail_on")
 
 
 def config_page() -> str:
@@ -321,6 +321,15 @@ def _section(root: Mapping[str, Any], section: str, node: Any) -> list[str]:
         lines += _fenced({section: example})
     for name, prop in keys.items():
         lines += [f"### `{section}.{name}`", "", *_key(root, name, prop, required=name in required)]
+    for name, prop in keys.items():  # a list of mappings (alerts.channels): each item's keys
+        items = _resolve(root, prop).get("items")
+        if items is None or "properties" not in (item := _resolve(root, items)):
+            continue
+        item_keys, item_required = _properties(root, item)
+        lines += [f"### Each of `{section}.{name}`", "", _plain(item.get("description", "")), ""]
+        lines += [line for example in item.get("examples", ()) for line in _fenced({section: {name: [example]}})]
+        for sub, sub_prop in item_keys.items():
+            lines += [f"#### `{section}.{name}[].{sub}`", "", *_key(root, sub, sub_prop, required=sub in item_required)]
     return lines
 
 
@@ -334,6 +343,11 @@ def _writing_values() -> list[str]:
         "variable is a config error naming the key. This is how a secret reaches a config without being "
         "written in it: on Databricks, a job cluster's environment variable may be a secret reference "
         "(`{{secrets/<scope>/<key>}}`), resolved when the cluster starts.",
+        "",
+        "**From a Databricks secret scope.** An alert channel's `webhook` and `password` may also be a secret "
+        "reference written in the config, `{{secrets/<scope>/<key>}}`, read with the Databricks SDK's "
+        "`dbutils.secrets` when the run starts (the config and its logs keep the reference, never the value): "
+        "see [Alerting](../alerting.md#secrets).",
         "",
         *_fenced({"source": {
             "format": "kafka",
@@ -349,7 +363,7 @@ def _writing_values() -> list[str]:
             },
         }}),
         "**Secrets are redacted.** The value of a key that looks secret (`password`, `secret`, `token`, "
-        "`sasl.jaas.config`, a key ending in `.key`…) is shown as `[redacted]` wherever the config or a "
+        "`sasl.jaas.config`, `webhook`, a key ending in `.key`…) is shown as `[redacted]` wherever the config or a "
         "message shows it: logs, MLflow, the quarantine table's messages.",
         "",
         "**Overrides.** `quarantine run --set key=value` (and a bundle job's parameters) sets a dotted key "

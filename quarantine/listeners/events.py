@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from quarantine.errorhandling.breach import Breach
 from quarantine.metrics.cells import BatchMetrics, MetricNames
@@ -32,6 +32,7 @@ __all__ = [
     "RunListener",
     "RunStatus",
     "RunSummary",
+    "SaysInSummary",
     "fan_out",
 ]
 
@@ -142,6 +143,14 @@ class RunListener(Protocol):
         """Called once when the run ends, with the error that ended it, if any."""
 
 
+@runtime_checkable
+class SaysInSummary(Protocol):
+    """A listener with something to say in the run's summary (alert deliveries: :mod:`quarantine.alerts`)."""
+
+    def summary_lines(self) -> Sequence[str]:
+        """Lines for the run's summary, once the run ended (none: nothing to say). Never raises."""
+
+
 def fan_out(listeners: list[RunListener], method: str, *args: Any) -> list[BaseException]:
     """Call ``method`` on every listener; collect (never raise) their exceptions."""
     problems: list[BaseException] = []
@@ -195,6 +204,17 @@ class Listeners:
         wait(pending)
         return [problem for f in pending for problem in f.result()]
 
+    def summary_lines(self) -> tuple[str, ...]:
+        """What the listeners have to say in the run's summary (:class:`SaysInSummary`), in their order."""
+        lines: list[str] = []
+        for listener in self._listeners:
+            if isinstance(listener, SaysInSummary):
+                try:
+                    lines.extend(listener.summary_lines())
+                except Exception:  # a listener must never fail the data path
+                    continue
+        return tuple(lines)
+
     def close(self) -> None:
         """Wait for what was sent, then end the listeners' threads."""
         for pool in self._pools:
@@ -210,11 +230,13 @@ class RunSummary:
         run: the run.
         batches: the batch reports, in order.
         status: how the run ended.
+        notes: what the listeners said for the summary (:class:`SaysInSummary`: alert deliveries).
     """
 
     run: RunInfo
     batches: tuple[BatchReport, ...]
     status: RunStatus
+    notes: tuple[str, ...] = ()
 
     @property
     def records_in(self) -> int:
@@ -280,6 +302,7 @@ class RunSummary:
         for b in self.batches:
             for br in b.breaches:
                 lines.append(f"  breach [{br.action.value}] {br.name}: {br.message}")
+        lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
 
     def _drift_lines(self) -> list[str]:

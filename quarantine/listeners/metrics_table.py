@@ -68,7 +68,7 @@ from pyspark.sql.types import DataType, DoubleType, LongType, StringType, Timest
 from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import describe_failure
-from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
 from quarantine.schema import (
     BATCH_ID,
@@ -170,6 +170,9 @@ def metrics_frame(spark: SparkSession, rows: Sequence[Row]) -> DataFrame:
 class NoMetricsTable:
     """The listener used when ``metrics.table`` is not configured: does nothing."""
 
+    def append_run_rows(self, run: RunInfo, values: Sequence[tuple[MetricNames, float]]) -> None:
+        """Nothing to write."""
+
     def on_run_start(self, run: RunInfo) -> None:
         """Nothing to prepare."""
 
@@ -225,6 +228,37 @@ class MetricsTableListener:
         run = report.run
         self._append(metric_rows(report), run.pipeline, run.run_id, report.batch_id)
 
+    def append_run_rows(self, run: RunInfo, values: Sequence[tuple[MetricNames, float]]) -> None:
+        """Append rows of the run itself, not of a batch: ``batch_id`` NULL, ``stage`` and ``topic`` NULL.
+
+        What another listener counts about the run (alert deliveries: :mod:`quarantine.alerts`),
+        one plain append under the write retry policy, never checked against the table (each
+        call is a new fact: a round of deliveries). Never raises (the listener contract).
+
+        Args:
+            run: the run.
+            values: ``(metric, value)`` pairs; none: nothing is written.
+        """
+        if not values:
+            return
+        at = self.clock()
+        rows = [
+            (run.pipeline, run.run_id, None, at, metric.value, None, None, float(value), run.kind.value)
+            for metric, value in values
+        ]
+
+        def write() -> None:
+            ensure_metrics_table(self.spark, self.table)
+            save(metrics_frame(self.spark, rows).write.format("delta").mode("append"), self.table)
+
+        try:
+            self.retry.call(write, name=f"metrics append to {self.table}")
+        except Exception as exc:  # the listener contract: never fail the data path
+            log.warning(
+                "metrics table %s: %d row(s) of run %s not written: %s",
+                self.table, len(rows), run.run_id, describe_failure(exc, {"metrics": self.table}),
+            )
+
     def on_run_end(self, run: RunInfo, status: RunStatus, error: BaseException | None) -> None:
         """Nothing: a breach that ends a run is in its batch's report already.
 
@@ -277,7 +311,7 @@ class MetricsTableListener:
             )
 
 
-def metrics_listener(config: PipelineConfig, spark: SparkSession) -> RunListener:
+def metrics_listener(config: PipelineConfig, spark: SparkSession) -> MetricsTableListener | NoMetricsTable:
     """The metrics listener a config asks for: the table's, or a no-op without ``metrics.table``."""
     if not config.metrics.table:
         return NoMetricsTable()

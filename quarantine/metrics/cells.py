@@ -25,6 +25,8 @@ metric                                                grain (cells)
 ``total-record-failures``, ``total-retries``,         stage
 ``schema-drift-records``
 ``tolerance-breaches``                                stage (NULL: an error limit's)
+``alerts-sent``, ``alerts-undelivered``,              the run (``batch_id`` NULL)
+``alerts-held``
 everything else                                       the batch
 ====================================================  ==================
 
@@ -137,6 +139,18 @@ class MetricNames(StrEnum):
     """Records that held fields their stage's schema does not declare (a ``json``
     stage's undeclared fields, dropped or quarantined as ``options.undeclared_fields``
     says), among the records that reached the stage. Per stage."""
+
+    ALERTS_SENT = "alerts-sent"
+    """Alert messages delivered to their channels (:mod:`quarantine.alerts`). A run's row, not a
+    batch's: ``batch_id`` NULL, written after each round of deliveries."""
+
+    ALERTS_UNDELIVERED = "alerts-undelivered"
+    """Alert messages given up after ``alerts.timeout_s`` (the channel down or slow); the run
+    went on. A run's row (``batch_id`` NULL); the run's summary names the channels."""
+
+    ALERTS_HELD = "alerts-held"
+    """Alert messages not sent because their channel was told of the same event within
+    ``alerts.rate_limit`` (a stream breaching every micro-batch). A run's row (``batch_id`` NULL)."""
 
     @property
     def per_run(self) -> str:

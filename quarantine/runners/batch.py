@@ -67,4 +67,4 @@ def run_batch(plan: Plan) -> RunSummary:
         run.end(RunStatus.FAILED, exc)
         raise
     run.end(RunStatus.SUCCEEDED)
-    return RunSummary(run=run.info, batches=(report,), status=RunStatus.SUCCEEDED)
+    return RunSummary(run=run.info, batches=(report,), status=RunStatus.SUCCEEDED, notes=run.notes)

@@ -274,7 +274,7 @@ def run_stream(
     runner.run.end(status, failure)
     if failure is not None:
         raise failure
-    return RunSummary(run=run, batches=tuple(runner.reports), status=status)
+    return RunSummary(run=run, batches=tuple(runner.reports), status=status, notes=runner.run.notes)
 
 
 def is_kafka_metrics_npe(text: str) -> bool:

@@ -81,7 +81,7 @@ def test_the_kafka_connect_names_are_kept_verbatim() -> None:
         "last-error-timestamp",
     }
     ours = {"records-in", "records-ok", "records-quarantined", "tolerance-breaches", "expectation-failures",
-            "records-discarded", "schema-drift-records"}
+            "records-discarded", "schema-drift-records", "alerts-sent", "alerts-undelivered", "alerts-held"}
     assert {m.value for m in MetricNames} == kafka | ours
 
 
@@ -184,8 +184,9 @@ def test_a_clean_batch_has_every_metric_once_with_zero_errors() -> None:
         },
     )
     m = batch_metrics(row, stages=STAGES, now=NOW)
-    # records-discarded is a discard's (quarantine discard), never a batch's
-    assert {p.metric for p in m.points} == set(MetricNames) - {MetricNames.RECORDS_DISCARDED}
+    # records-discarded is a discard's (quarantine discard), never a batch's; alerts-* are the run's rows
+    runs = {MetricNames.ALERTS_SENT, MetricNames.ALERTS_UNDELIVERED, MetricNames.ALERTS_HELD}
+    assert {p.metric for p in m.points} == set(MetricNames) - {MetricNames.RECORDS_DISCARDED} - runs
     assert m.total(MetricNames.RECORDS_OK) == 10
     assert m.total(MetricNames.LAST_ERROR_TIMESTAMP) == 0
     assert m.total(MetricNames.DEADLETTERQUEUE_PRODUCE_REQUESTS) == 0
