@@ -116,6 +116,27 @@ def test_every_path_a_job_names_exists() -> None:
     assert path_problems(REPO) == []
 
 
+def test_every_job_notifies_the_targets_failure_variables_when_a_run_fails() -> None:
+    """Issue 62: a failed job run is told to the emails and notification destinations (Slack, Teams,
+    PagerDuty, a webhook) the target's bundle variables name; none by default."""
+    for name, (path, job) in _jobs().items():
+        assert job["email_notifications"] == {"on_failure": "${var.failure_emails}"}, (path.name, name)
+        assert job["webhook_notifications"] == {"on_failure": "${var.failure_destinations}"}, (path.name, name)
+    declared = Bundle.load(REPO).config["variables"]
+    for variable in ("failure_emails", "failure_destinations", "alert_subscriptions"):
+        assert declared[variable]["type"] == "complex" and declared[variable]["default"] == [], variable
+
+
+def test_the_sql_alerts_over_the_metrics_and_quarantine_tables_are_bundle_resources() -> None:
+    """Issue 62: stuck records and a topic's error rate as Databricks SQL alerts
+    (tests/integration/test_bundle_alerts.py runs their queries on a local run's tables)."""
+    alerts = Bundle.load(REPO).resources("alerts")
+    assert set(alerts) == {"quarantine_stuck_records", "quarantine_error_rate"}
+    assert {path.name for path, _ in alerts.values()} == {"quarantine_alerts.yml"}
+    _needs_schema()
+    assert schema_problems(REPO, SCHEMA) == []
+
+
 def test_the_dashboard_shows_the_reports_figures_over_the_targets_schema() -> None:
     from quarantine.ops.report_page import FIGURES
 
@@ -373,6 +394,21 @@ def test_a_misspelt_task_field_fails_the_schema_and_the_model(copy: Path) -> Non
     _needs_schema()
     (problem,) = schema_problems(copy, SCHEMA)
     assert "quarantine_orders.yml" in problem and "pakage_name" in problem
+
+
+def test_a_sql_alert_without_its_evaluation_fails_the_schema(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_alerts.yml", "      evaluation:\n        source:\n          name: stuck\n",
+          "      evaluaton:\n        source:\n          name: stuck\n")
+    _needs_schema()
+    (problem,) = schema_problems(copy, SCHEMA)
+    assert "quarantine_alerts.yml" in problem and "resources.alerts.quarantine_stuck_records" in problem
+
+
+def test_a_job_notification_to_a_literal_address_list_of_the_wrong_shape_fails_the_model(copy: Path) -> None:
+    _edit(copy / "bundles" / "quarantine_maintain.yml", "        on_failure: ${var.failure_emails}\n",
+          "        on_failur: ${var.failure_emails}\n")
+    (problem,) = model_problems(copy)
+    assert "quarantine_maintain" in problem and "on_failur" in problem
 
 
 def test_a_missing_dashboard_file_is_found(copy: Path) -> None:
