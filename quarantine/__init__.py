@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from quarantine.config import PipelineConfig, load_config, parse_config
     from quarantine.errorhandling.breach import Breach
     from quarantine.errors import (
+        ConditionFailedError,
         ConfigError,
         HandlerError,
         QuarantineError,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "BatchReport": "quarantine.listeners.events",
     "Breach": "quarantine.errorhandling.breach",
+    "ConditionFailedError": "quarantine.errors",
     "ConfigError": "quarantine.errors",
     "ERROR_STRUCT": "quarantine.schema",
     "ErrantRecordReporter": "quarantine.runners.errant",
@@ -98,6 +100,7 @@ __all__ = [
     "QUARANTINE_SCHEMA",
     "BatchReport",
     "Breach",
+    "ConditionFailedError",
     "ConfigError",
     "ErrantRecordReporter",
     "ErrorKind",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import smtplib
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -40,15 +41,19 @@ USER_AGENT = "spark-quarantine-alerts"
 
 
 class DeliveryError(Exception):
-    """A channel's endpoint answered, but not with success. ``status``: the HTTP status or SMTP code.
+    """A channel's endpoint answered, but not with success.
 
-    Its message names the channel and the status, never the URL or a password.
+    Attributes:
+        said: what it answered, in a few words (``HTTP 500``, ``SMTP 535``), never a URL or a password.
+        status: the HTTP status or SMTP code (0: none).
+        retriable: whether another attempt may succeed.
     """
 
-    def __init__(self, message: str, *, status: int = 0, retriable: bool = True) -> None:
+    def __init__(self, channel: str, said: str, *, status: int = 0, retriable: bool = True) -> None:
+        self.said = said
         self.status = status
         self.retriable = retriable
-        super().__init__(message)
+        super().__init__(f"{channel} answered {said}")
 
 
 class Channel(Protocol):
@@ -118,8 +123,7 @@ class HttpChannel:
             code = exc.code
             exc.close()
             raise DeliveryError(
-                f"{self.describe()} answered HTTP {code}", status=code,
-                retriable=code in (408, 429) or code >= 500,
+                self.describe(), f"HTTP {code}", status=code, retriable=code in (408, 429) or code >= 500
             ) from None
         except urllib.error.URLError as exc:
             reason = exc.reason
@@ -167,26 +171,31 @@ class EmailChannel:
     context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
 
     def send(self, alert: Alert, timeout_s: float) -> None:
-        timeout = max(timeout_s, 0.05)
+        deadline = time.monotonic() + timeout_s
         context = self.context or ssl.create_default_context()
+
+        def left() -> float:  # every step of the conversation within what is left of the attempt
+            return max(deadline - time.monotonic(), 0.05)
+
         smtp: smtplib.SMTP
         if self.tls is SmtpTls.SSL:
-            smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=timeout, context=context)
+            smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=left(), context=context)
         else:
-            smtp = smtplib.SMTP(self.host, self.port, timeout=timeout)
+            smtp = smtplib.SMTP(self.host, self.port, timeout=left())
         try:
             if self.tls is SmtpTls.STARTTLS:
+                _within(smtp, left())
                 smtp.starttls(context=context)
             if self.user is not None and self.password is not None:
+                _within(smtp, left())
                 smtp.login(self.user, self.password)
+            _within(smtp, left())
             smtp.send_message(email_message(alert, self.sender, self.to, self.secrets))
         except smtplib.SMTPResponseException as exc:
             code = exc.smtp_code
-            raise DeliveryError(
-                f"{self.describe()} answered SMTP {code}", status=code, retriable=400 <= code < 500
-            ) from None
+            raise DeliveryError(self.describe(), f"SMTP {code}", status=code, retriable=400 <= code < 500) from None
         except smtplib.SMTPRecipientsRefused:
-            raise DeliveryError(f"{self.describe()} refused every recipient", retriable=False) from None
+            raise DeliveryError(self.describe(), "a refusal of every recipient", retriable=False) from None
         except smtplib.SMTPException as exc:
             raise OSError(f"{self.describe()}: SMTP {type(exc).__name__}") from None
         finally:
@@ -197,6 +206,12 @@ class EmailChannel:
 
     def describe(self) -> str:
         return f"email channel {self.name}"
+
+
+def _within(smtp: smtplib.SMTP, seconds: float) -> None:
+    """The SMTP connection's next reads and writes wait at most ``seconds``."""
+    if smtp.sock is not None:
+        smtp.sock.settimeout(seconds)
 
 
 def _secret(value: str | None, key: str, scopes: SecretScopes | None) -> str | None:

@@ -18,7 +18,7 @@ header or error message: a message may quote a payload); how each channel shapes
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from quarantine.config.alerts import AlertEvent
@@ -218,19 +218,12 @@ def stuck(
 
 
 def run_failed(
-    run: RunInfo, reason: str, counts: Counts, last_batch: int | None, at: dt.datetime, conf: str | None
+    run: RunInfo, reason: str, counts: Counts | None, last_batch: int | None, at: dt.datetime, conf: str | None
 ) -> Alert:
-    """The run failed with ``reason`` (the line the command line prints after ``run failed:``)."""
+    """The run failed with ``reason`` (the line the command line prints after ``run failed:``); ``counts``:
+    its batches' so far (None before its first)."""
     return Alert(
         AlertEvent.RUN_FAILED, run.pipeline, run.run_id, run.kind, at, f"{run.kind.value} failed",
         (reason,), counts, last_batch, inspect_command(conf, _since(run)),
     )
 
-
-def by_event(alerts: Sequence[Alert | None]) -> Mapping[AlertEvent, Alert]:
-    """The alerts that were found, by event (one per event: the first)."""
-    out: dict[AlertEvent, Alert] = {}
-    for alert in alerts:
-        if alert is not None and alert.event not in out:
-            out[alert.event] = alert
-    return out

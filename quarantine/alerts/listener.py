@@ -184,8 +184,8 @@ class AlertListener:
         found = [tolerance_breach(run, error, at, self.conf)]
         if status is RunStatus.FAILED:
             reason = failure_reason(error) if error is not None else "the run failed"
-            found.append(run_failed(run, redact_text(reason, self.secrets), self._counts, self._last_batch, at,
-                                    self.conf))
+            counts = self._counts if self._last_batch is not None else None
+            found.append(run_failed(run, redact_text(reason, self.secrets), counts, self._last_batch, at, self.conf))
         if run.kind is RunKind.RUN and (not self.streaming or self._stuck_window_open()):
             found.append(self._stuck(run, at))
         self._deliver(run, [a for a in found if a is not None])
@@ -296,27 +296,33 @@ class AlertListener:
             retriable=RetriableClassifier.of((), retriable, include_delta=False),
         )
         operator = RetryWithToleranceOperator(policy, clock=self.clock, rng=random.random)
+        tried = 0
+        last: BaseException | None = None
 
         def attempt() -> None:
+            nonlocal tried, last
             left = deadline - self.clock.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"alerts.timeout_s ({self.settings.timeout_s:g} s) spent")
-            channel.send(alert, left)
+            if left <= 0:  # the budget is spent: the last failure stands, no attempt is made
+                raise last or TimeoutError(f"alerts.timeout_s ({self.settings.timeout_s:g} s) spent")
+            tried += 1
+            try:
+                channel.send(alert, left)
+            except Exception as exc:
+                last = exc
+                raise
 
         try:
             operator.call(attempt, name=f"alert to {channel.describe()}")
         except RetriesExhaustedError as exc:
             spent = self.clock.monotonic() - start
-            return redact_text(
-                f"{_said(exc.last)} after {exc.attempts} attempt(s) in {spent:.1f} s", self.secrets
-            )
+            return redact_text(f"{_said(last or exc.last)} after {tried} attempt(s) in {spent:.1f} s", self.secrets)
         return None
 
 
 def _said(exc: BaseException) -> str:
     """A delivery failure in a few words, never a URL: ``HTTP 500``, ``ConnectionRefusedError``."""
     if isinstance(exc, DeliveryError):
-        return str(exc).rsplit(" answered ", 1)[-1] if " answered " in str(exc) else str(exc)
+        return exc.said
     if isinstance(exc, TimeoutError):
         return f"timed out ({type(exc).__name__})"
     return type(exc).__name__

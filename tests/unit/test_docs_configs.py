@@ -22,7 +22,8 @@ from tests.unit.test_cli_validate import _validate
 
 REPO = Path(__file__).resolve().parents[2]
 #: The fragments this file runs, by their keys in the manual.
-FRAGMENTS = ("kafka-credentials", "expectation-stage", "mlflow-keys", "metrics-table-key")
+FRAGMENTS = ("kafka-credentials", "expectation-stage", "mlflow-keys", "metrics-table-key", "alerts-channels",
+             "fail-on-keys")
 
 
 def _merge(base: Any, fragment: Any) -> Any:
@@ -45,6 +46,8 @@ def test_a_config_fragment_of_the_manual_validates_in_the_demo_config(
     conf.write_text(yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
     for name in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):  # what ${env:…} reads
         monkeypatch.setenv(name, f"a-{name.lower()}")
+    for name in ("SLACK_WEBHOOK_URL", "OPS_WEBHOOK_URL"):  # the alert channels' webhooks
+        monkeypatch.setenv(name, f"https://hooks.example.com/{name.lower()}")
     proc = _validate(conf)
     assert proc.returncode == 0, f"{block(key).where()}: {proc.stderr}"
     assert "config ok: pipeline orders_demo" in proc.stdout
