@@ -62,7 +62,8 @@ from quarantine.schema import (
 )
 from quarantine.sinks.quarantine import strip_settled, stripped
 from quarantine.spark.session import session_setting
-from quarantine.tables import is_path, read_table, table_exists, table_ref, table_version
+from quarantine.table_names import is_path
+from quarantine.tables import read_table, table_exists, table_ref, table_version
 
 __all__ = [
     "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain", "retention_hours",

@@ -64,7 +64,8 @@ from quarantine.schema import (
     QuarantineStatus,
 )
 from quarantine.sinks.quarantine import close_records, row_fingerprint
-from quarantine.tables import is_path, table_exists, table_version
+from quarantine.table_names import is_path
+from quarantine.tables import table_exists, table_version
 from quarantine.unlogged import unlogged_analysis
 
 __all__ = [

@@ -35,6 +35,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from quarantine.errors import ConfigError
+from quarantine.table_names import has_uri_scheme, is_path
 
 __all__ = [
     "BOOL",
@@ -54,7 +55,6 @@ __all__ = [
     "fail",
     "file_path",
     "integer",
-    "is_path",
     "is_relative_path",
     "is_table_name",
     "number",
@@ -292,10 +292,6 @@ def string_map(allowed: str = "a mapping") -> Check:
 
 # --------------------------------------------------------------------------- paths
 
-#: ``s3:``, ``dbfs:``, ``abfss:``, ``file:`` … (a URI scheme; one letter would be a Windows drive).
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
-
-
 def is_relative_path(value: str, *, bare_names: bool) -> bool:
     """Whether ``value`` is a relative file-system path (not absolute, not a URI, not ``~``).
 
@@ -305,9 +301,9 @@ def is_relative_path(value: str, *, bare_names: bool) -> bool:
             a checkpoint, a suite: yes; a table key, where ``orders`` or
             ``catalog.schema.table`` is a table name: no).
     """
-    if not value or value.startswith(("/", "~")) or _SCHEME.match(value):
+    if not value or value.startswith(("/", "~")) or has_uri_scheme(value):
         return False
-    return bare_names or "/" in value
+    return bare_names or is_path(value)
 
 
 def resolve(value: str, base_dir: str) -> str:
@@ -353,11 +349,6 @@ def is_table_name(value: str) -> bool:
     if len(parts) == 3 and parts[0].strip("`").lower() not in SESSION_CATALOGS:
         return True
     return all(_SESSION_PART.fullmatch(p) for p in parts)
-
-
-def is_path(value: str) -> bool:
-    """Whether a table key's value is a path (it has a ``/``, a URI scheme or a ``~``) rather than a name."""
-    return "/" in value or value.startswith("~") or bool(_SCHEME.match(value))
 
 
 def _path_check(*, bare_names: bool, optional: bool) -> Check:
