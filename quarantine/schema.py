@@ -184,7 +184,7 @@ ERROR_HISTORY_ENTRY: StructType
 #: can be clustered by (pipeline, topic, date).
 QUARANTINE_SCHEMA: StructType
 #: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
-#: (:class:`~quarantine.listeners.events.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
+#: (:class:`~quarantine.columns.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
 METRICS_SCHEMA: StructType
 
 

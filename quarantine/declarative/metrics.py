@@ -35,10 +35,10 @@ import datetime as dt
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.columns import RunKind
 from quarantine.config import PipelineConfig, WrittenBy
 from quarantine.declarative import DECLARATIVE_RUN
 from quarantine.errors import ConfigError
-from quarantine.listeners.events import RunKind
 from quarantine.listeners.metrics_table import ensure_metrics_table, metrics_frame
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (

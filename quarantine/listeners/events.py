@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from quarantine.columns import SOURCE_STAGE, RunKind
 from quarantine.errorhandling.breach import Breach
 from quarantine.metrics.cells import BatchMetrics, MetricNames
-from quarantine.schema import SOURCE_STAGE
 
 __all__ = [
     "BatchReport",
     "Listeners",
     "RunInfo",
-    "RunKind",
     "RunListener",
     "RunStatus",
     "RunSummary",
@@ -44,17 +43,6 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-class RunKind(StrEnum):
-    """What a run does (the metrics table's ``run_kind``, MLflow's ``quarantine.run_kind`` tag)."""
-
-    RUN = "run"
-    """A pipeline run: source records through the stages."""
-    REPLAY = "replay"
-    """A replay of open quarantine rows (:func:`quarantine.runners.replay.replay`)."""
-    DISCARD = "discard"
-    """A discard of open quarantine rows (:func:`quarantine.runners.replay.discard`)."""
-
-
 @dataclass(frozen=True)
 class RunInfo:
     """One run of a pipeline (a batch job, or one run of a streaming query).
@@ -65,7 +53,7 @@ class RunInfo:
         source: human name of the source (topics or path).
         config: the redacted config (safe to log as params).
         started_at: when the run started (UTC).
-        kind: what the run does (a pipeline run, a replay, a discard).
+        kind: what the run does (:class:`~quarantine.columns.RunKind`: a pipeline run, a replay, a discard).
     """
 
     pipeline: str

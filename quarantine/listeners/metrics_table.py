@@ -8,7 +8,7 @@ A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
 row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
 run's or a day's total is a plain ``GROUP BY metric`` over the rows where
 ``stage IS NULL AND topic IS NULL`` (see the README, "Error metrics").
-``run_kind`` says which kind of run wrote the row (:class:`~quarantine.listeners.events.RunKind`):
+``run_kind`` says which kind of run wrote the row (:class:`~quarantine.columns.RunKind`):
 ``run``, ``replay`` (its records counted again: leave it out of error rates) or
 ``discard`` (one ``records-discarded`` row). A table of an older version, without
 ``run_kind``, gets the column on first use (its old rows: NULL, i.e. ``run``).

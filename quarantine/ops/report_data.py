@@ -19,13 +19,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from quarantine.columns import RunKind
 from quarantine.instants import collect_utc
 from quarantine.metrics.cells import MetricNames
 from quarantine.ops.report_model import (
     LATEST,
-    RUN_KIND_DISCARD,
-    RUN_KIND_REPLAY,
-    RUN_KIND_RUN,
     STATUSES,
     TOP_ERROR_CLASSES,
     ReportData,
@@ -87,7 +85,7 @@ def _records() -> Column:
 def pipeline_runs() -> Column:
     """True for a metrics-table row of a pipeline run (``run_kind`` ``run``, or NULL: written before the
     column existed), not of a replay or a discard."""
-    return F.coalesce(F.col(RUN_KIND), F.lit(RUN_KIND_RUN)) == RUN_KIND_RUN
+    return F.coalesce(F.col(RUN_KIND), F.lit(RunKind.RUN.value)) == RunKind.RUN.value
 
 
 def quarantined_over_time(quarantine: DataFrame, unit: str) -> DataFrame:
@@ -166,7 +164,7 @@ def resolution_runs(metrics: DataFrame) -> DataFrame:
     From the metrics table, so a replay that closed nothing (its records failed again) counts:
     the quarantine table's closed rows show only the runs that closed some.
     """
-    kinds = [RUN_KIND_REPLAY, RUN_KIND_DISCARD]
+    kinds = [RunKind.REPLAY.value, RunKind.DISCARD.value]
     return (
         metrics.where(F.col(RUN_KIND).isin(kinds)).groupBy(RUN_KIND)
         .agg(F.countDistinct(RUN_ID).alias("runs")).orderBy(RUN_KIND)

@@ -33,6 +33,7 @@ from quarantine.columns import (
     STATUS,
     TOPIC,
     QuarantineStatus,
+    RunKind,
 )
 from quarantine.config import PipelineConfig
 from quarantine.errors import DeltaRsUnreadableError, QuarantineError
@@ -40,9 +41,6 @@ from quarantine.metrics.cells import MetricNames
 from quarantine.ops.duck import Session
 from quarantine.ops.report_model import (
     LATEST,
-    RUN_KIND_DISCARD,
-    RUN_KIND_REPLAY,
-    RUN_KIND_RUN,
     TOP_ERROR_CLASSES,
     ReportData,
     Rows,
@@ -177,13 +175,14 @@ def _metrics_figures(rows: Callable[[str], Rows], since: dt.datetime | None) -> 
     )
     ((total,),) = rows(
         f"SELECT sum({METRIC_VALUE}) FROM {m} WHERE {METRIC} = '{MetricNames.RECORDS_IN.value}' "
-        f"AND coalesce({RUN_KIND}, '{RUN_KIND_RUN}') = '{RUN_KIND_RUN}'"
+        f"AND coalesce({RUN_KIND}, '{RunKind.RUN.value}') = '{RunKind.RUN.value}'"
     )
     return {
         "breaches": rows(breaches),
         "resolution_runs": rows(
             f"SELECT {RUN_KIND}, count(DISTINCT {RUN_ID}) AS runs FROM {m} "
-            f"WHERE {RUN_KIND} IN ('{RUN_KIND_REPLAY}', '{RUN_KIND_DISCARD}') GROUP BY {RUN_KIND} ORDER BY {RUN_KIND}"
+            f"WHERE {RUN_KIND} IN ('{RunKind.REPLAY.value}', '{RunKind.DISCARD.value}') GROUP BY {RUN_KIND} "
+            f"ORDER BY {RUN_KIND}"
         ),
         "records_in": int(total) if total is not None else 0,
     }

@@ -14,15 +14,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from quarantine.columns import QuarantineStatus
+from quarantine.columns import QuarantineStatus, RunKind
 
 __all__ = [
-    "FIGURE_IDS",
     "HOURLY_SPAN",
     "LATEST",
-    "RUN_KIND_DISCARD",
-    "RUN_KIND_REPLAY",
-    "RUN_KIND_RUN",
     "STATUSES",
     "TOP_ERROR_CLASSES",
     "ReportData",
@@ -40,13 +36,6 @@ LATEST = 200
 HOURLY_SPAN = dt.timedelta(days=3)
 #: Every status, in the order the summary lists them.
 STATUSES = tuple(s.value for s in QuarantineStatus)
-#: The figures whose rows come from the quarantine table, then the metrics table's.
-FIGURE_IDS: tuple[str, ...] = ("over_time", "error_classes", "partitions", "statuses", "replays", "breaches")
-#: The metrics table's ``run_kind`` values (:class:`quarantine.listeners.events.RunKind`, which imports
-#: pyspark's types through the schema: a unit test holds them equal).
-RUN_KIND_RUN = "run"
-RUN_KIND_REPLAY = "replay"
-RUN_KIND_DISCARD = "discard"
 
 Rows = list[tuple[Any, ...]]
 
@@ -108,7 +97,7 @@ class ReportData:
             lines.append("  replays and discards   not counted (no metrics table)")
         else:
             ran = {str(kind): int(n) for kind, n in self.resolution_runs}
-            replays, discards = ran.get(RUN_KIND_REPLAY, 0), ran.get(RUN_KIND_DISCARD, 0)
+            replays, discards = ran.get(RunKind.REPLAY, 0), ran.get(RunKind.DISCARD, 0)
             said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
             lines.append(f"  replays and discards   {said}")
         return lines

@@ -15,7 +15,7 @@ pipeline are never touched. A crash mid-replay is repaired by replaying again:
 a record whose target row was written before the crash, its quarantine row still
 open, runs again, adds nothing to the target and is closed (once).
 
-Replay and discard are runs of their own kind (:class:`~quarantine.listeners.events.RunKind`):
+Replay and discard are runs of their own kind (:class:`~quarantine.columns.RunKind`):
 their listeners (the metrics table with ``run_kind``, MLflow with the
 ``quarantine.run_kind`` tag) hear of them like of a pipeline run. A dry run
 (:func:`preview_replay`, :func:`preview_discard`) says what either would do and
@@ -39,6 +39,7 @@ from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
 from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
+from quarantine.columns import RunKind
 from quarantine.dry_run import (
     EXAMPLE_WIDTH,
     SHOWN_GROUPS,
@@ -48,7 +49,7 @@ from quarantine.dry_run import (
     largest_first,
 )
 from quarantine.errors import ConfigError, QuarantineError, describe_failure
-from quarantine.listeners.events import BatchReport, RunKind, RunStatus
+from quarantine.listeners.events import BatchReport, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
     ERROR,

@@ -12,9 +12,7 @@ import pytest
 
 from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
-from quarantine.listeners.events import RunKind
 from quarantine.ops.report_data import ReportData, time_unit
-from quarantine.ops.report_model import RUN_KIND_DISCARD, RUN_KIND_REPLAY, RUN_KIND_RUN
 from quarantine.ops.report_page import (
     FIGURES,
     ReportDependencyError,
@@ -141,7 +139,3 @@ def test_records_without_a_first_seen_time_are_drawn_in_a_bucket_of_their_own() 
     assert [list(t.x) for t in fig.data] == [["(none)", "2026-11-02 10:00"]] * 2
     assert [list(t.y) for t in fig.data] == [[0, 1], [2, 3]]  # stage (none) first, as _label sorts it
     assert "Plotly.newPlot(" in render_html(data)
-
-
-def test_the_reports_run_kinds_are_the_metrics_tables() -> None:
-    assert (RUN_KIND_RUN, RUN_KIND_REPLAY, RUN_KIND_DISCARD) == (RunKind.RUN, RunKind.REPLAY, RunKind.DISCARD)

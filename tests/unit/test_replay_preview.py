@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quarantine.listeners.events import RunKind
+from quarantine.columns import RunKind
 from quarantine.runners.replay import ErrorGroup, Preview
 
 
