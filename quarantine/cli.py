@@ -189,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _triage_arguments(command: str, parser: argparse.ArgumentParser) -> None:
-    """The options of ``command`` (inspect, stats, sql or views: :mod:`quarantine.ops.triage`) on its subparser."""
+    """The options of ``command`` (inspect, stats, sql or views: :mod:`quarantine.ops.reads`) on its subparser."""
     need_conf = command != "sql"  # `quarantine sql` alone lists the library
     parser.add_argument("--conf", required=need_conf, help="the pipeline config (YAML): its tables and pipeline")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -286,9 +286,6 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
-#: The handlers the JVM-free read path tries first, and Spark's after them.
-_TRIAGE = ("quarantine.commands.triage_local", "quarantine.commands.triage")
-
 #: Each command's handler modules (:mod:`quarantine.commands`), tried in order when that command
 #: runs: the first whose ``handle`` answers (returns an exit code, not None) decides. A module
 #: that needs an optional package the install lacks (the ``local`` extra's delta-rs and DuckDB)
@@ -297,18 +294,18 @@ _TRIAGE = ("quarantine.commands.triage_local", "quarantine.commands.triage")
 HANDLERS: dict[str, tuple[str, ...]] = {
     "run": ("quarantine.commands.run",),
     "validate": ("quarantine.commands.validate",),
-    "replay": ("quarantine.commands.replay_local", "quarantine.commands.replay"),
+    "replay": ("quarantine.commands.replay",),
     "discard": ("quarantine.commands.discard",),
     "rebuild-target": ("quarantine.commands.rebuild_target",),
     "maintain": ("quarantine.commands.maintain",),
-    "report": ("quarantine.commands.report_local", "quarantine.commands.report"),
+    "report": ("quarantine.commands.report",),
     "init-demo": ("quarantine.commands.init_demo",),
     "metrics": ("quarantine.commands.metrics",),
     "schema": ("quarantine.commands.schema",),
-    "inspect": _TRIAGE,
-    "stats": _TRIAGE,
-    "sql": _TRIAGE,
-    "views": _TRIAGE,
+    "inspect": ("quarantine.commands.inspect",),
+    "stats": ("quarantine.commands.stats",),
+    "sql": ("quarantine.commands.sql",),
+    "views": ("quarantine.commands.views",),
     "connect-server": ("quarantine.commands.connect_server",),
 }
 
@@ -331,7 +328,7 @@ def _handlers(command: str) -> Iterator[Callable[[Invocation], int | None]]:
             if exc.name not in _OPTIONAL:
                 raise
             continue
-        yield module.handle
+        yield module.COMMAND.handle if hasattr(module, "COMMAND") else module.handle
 
 
 def _dispatch(call: Invocation) -> int:

@@ -14,6 +14,7 @@ without an engine (issue 53). Reading a type imports ``pyspark.sql.types`` (no J
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, cast
 
@@ -81,6 +82,7 @@ from quarantine.columns import (
     ErrorKind,
     QuarantineStatus,
 )
+from quarantine.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql.types import ArrayType, DataType, StructType
@@ -122,6 +124,7 @@ __all__ = [
     "PIPELINE",
     "QUARANTINE_FINGERPRINT",
     "QUARANTINE_KEY",
+    "QUARANTINE_REQUIRED",
     "QUARANTINE_SCHEMA",
     "RECORDED_AT",
     "REOPENED",
@@ -155,6 +158,7 @@ __all__ = [
     "WATERMARK_PREFIX",
     "ErrorKind",
     "QuarantineStatus",
+    "check_quarantine_columns",
     "kafka_shape_problems",
     "result_struct",
     "source_column_type",
@@ -343,3 +347,23 @@ def kafka_shape_problems(schema: StructType) -> list[str]:
                 f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
             )
     return problems
+
+
+#: The columns a table needs to be read as a quarantine table: its key and status.
+QUARANTINE_REQUIRED: tuple[str, ...] = (*QUARANTINE_KEY, STATUS)
+
+
+def check_quarantine_columns(name: str, columns: Sequence[str]) -> None:
+    """Check that the table ``name``, with ``columns``, can be read as a quarantine table.
+
+    Raises:
+        ConfigError: ``errors.deadletterqueue.table.name`` names a table without
+            :data:`QUARANTINE_REQUIRED` (before anything is read from it or written to it).
+    """
+    missing = [c for c in QUARANTINE_REQUIRED if c not in columns]
+    if missing:
+        raise ConfigError(
+            "errors.deadletterqueue.table.name", name,
+            "a quarantine table (with the columns " + ", ".join(QUARANTINE_REQUIRED) + ", …) or a table that does "
+            f"not exist yet; found a table without {', '.join(missing)} (its columns: {', '.join(columns)})",
+        )

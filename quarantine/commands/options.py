@@ -1,7 +1,9 @@
-"""Option values the commands share, parsed without an engine: ``--set``, ``--where``, ``--since``."""
+"""What the commands share, parsed without an engine: the options they declare alike and their values
+(``--conf``/``--set``, ``--pipeline``, ``--json``; ``--set`` pairs, ``--where``, ``--since``)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +12,26 @@ import yaml
 
 from quarantine.errors import ConfigError
 
-__all__ = ["overrides", "parse_since", "predicate"]
+__all__ = ["add_config", "add_json", "add_pipeline_guard", "overrides", "parse_since", "predicate"]
+
+
+def add_config(parser: argparse.ArgumentParser, conf: str = "the pipeline config (YAML)", *,
+               required: bool = True) -> None:
+    """``--conf FILE`` (described as ``conf``) and ``--set KEY=VALUE`` (repeatable)."""
+    parser.add_argument("--conf", required=required, help=conf)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set source.path=/data/x (repeatable)")
+
+
+def add_pipeline_guard(parser: argparse.ArgumentParser) -> None:
+    """``--pipeline NAME``: the pipeline the config must be (:func:`quarantine.commands.configured.load` checks it)."""
+    parser.add_argument("--pipeline", default=None,
+                        help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json``: JSON for scripts instead of tables."""
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
 
 
 def overrides(pairs: Sequence[str]) -> dict[str, Any]:

@@ -1,11 +1,8 @@
-"""A pipeline's report data: the figures' rows, whichever engine aggregated them.
+"""A pipeline's report data: the figures' rows, whichever engine read them.
 
 :class:`ReportData` is what the report page (:mod:`quarantine.ops.report_page`) draws and
-``quarantine report`` summarises. Two modules fill it with the same numbers from the same
-tables: :mod:`quarantine.ops.report_data` in Spark (catalog tables, Spark Connect,
-Databricks) and :mod:`quarantine.ops.report_duck` on DuckDB over Arrow (path tables, no
-JVM); ``tests/integration/test_two_engines.py`` holds them equal. This module imports
-neither engine.
+``quarantine report`` summarises; :func:`quarantine.ops.reads.report_data` fills it, each
+figure one read written once for both engines. This module imports neither engine.
 """
 
 from __future__ import annotations
@@ -51,8 +48,8 @@ def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
 class ReportData:
     """The collected aggregates of one report (small: a few hundred rows at most).
 
-    Each figure's rows are plain tuples in the column order of its aggregation
-    (:mod:`quarantine.ops.report_data`), instants naive UTC wall clocks; ``missing`` says,
+    Each figure's rows are plain tuples in the column order of its read
+    (``quarantine/sql/reads/``), instants naive UTC wall clocks; ``missing`` says,
     per figure id, why it has no source at all (no quarantine table yet, no metrics
     table configured). ``records_in`` is the source records the pipeline's runs read
     (``records-in`` of runs of kind ``run``: a replay's selection is not counted again);

@@ -1,11 +1,10 @@
-"""What the read-only commands take and print, whichever engine answers (issue 53).
+"""What the read-only commands take and print, whichever engine answers.
 
-``inspect``, ``stats``, ``sql`` and ``views`` read the quarantine table on Spark
-(:mod:`quarantine.ops.triage`) or, for tables given as paths, with delta-rs and DuckDB
-(:mod:`quarantine.ops.duck`). Both give this module plain Python rows; it owns the
-options (:func:`add_arguments`, :class:`RecordFilter`) and the output (:func:`record_json`,
-:func:`print_records`, :func:`print_stats`, :func:`print_sql`), so the two engines print the
-same bytes for the same rows. It imports no engine.
+``inspect``, ``stats`` and ``sql`` read the quarantine table with the reads of
+:mod:`quarantine.ops.reads` (DuckDB over path tables, else Spark), which give this module
+plain Python rows; it owns the filter (:class:`RecordFilter`, :func:`parse_time`) and the
+output (:func:`record_json`, :func:`print_records`, :func:`print_stats`, :func:`print_sql`).
+It imports no engine.
 
 Payloads (``key``, ``value``, header values) are shown as UTF-8 text where they decode and
 as hex where they do not, with their encoding named in JSON; tables cut long values, JSON
@@ -39,7 +38,6 @@ from quarantine.sql import Query, catalogue
 
 __all__ = [
     "ALL",
-    "COMMANDS",
     "INSPECT_COLUMNS",
     "RecordFilter",
     "inspect_rows",
@@ -51,9 +49,6 @@ __all__ = [
     "record_json",
     "record_title",
 ]
-
-#: The read-only commands whose options and output this module owns.
-COMMANDS = ("inspect", "stats", "sql", "views")
 
 #: ``--status all``: every status.
 ALL = "all"
@@ -127,8 +122,8 @@ def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
 def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
     """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
 
-    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
-    gives them) are not UTF-8.
+    A header's key is its text, or ``hex:<hex>`` when its bytes (BINARY in the reads'
+    quarantine view) are not UTF-8.
     """
     out: dict[str, Any] = {}
     for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.identity import fingerprint, null_safe_key_match
 from quarantine.schema import (
     BATCH_ID,
@@ -58,6 +58,7 @@ from quarantine.schema import (
     VALUE,
     ErrorKind,
     QuarantineStatus,
+    check_quarantine_columns,
 )
 from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 from quarantine.sinks.redacted_error import redact_error
@@ -499,10 +500,6 @@ def strip_settled(spark: SparkSession, name: str, keys: DataFrame, *, pipeline: 
     )
 
 
-#: The columns a table needs to be read as a quarantine table: its key and status.
-_REQUIRED = (PIPELINE, *SOURCE_KEY, STATUS)
-
-
 def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
     """The quarantine table, checked to be one (it has the key and ``status`` columns).
 
@@ -511,13 +508,7 @@ def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
             not a quarantine table (before anything is written to it).
     """
     df = read_table(spark, name)
-    missing = [c for c in _REQUIRED if c not in df.columns]
-    if missing:
-        raise ConfigError(
-            "errors.deadletterqueue.table.name", name,
-            "a quarantine table (with the columns " + ", ".join(_REQUIRED) + ", …) or a table that does "
-            f"not exist yet; found a table without {', '.join(missing)} (its columns: {', '.join(df.columns)})",
-        )
+    check_quarantine_columns(name, df.columns)
     return df
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from quarantine.cli import parse_since
 from quarantine.errors import ConfigError
-from quarantine.ops.report_data import ReportData, time_unit
+from quarantine.ops.report_model import ReportData, time_unit
 from quarantine.ops.report_page import (
     FIGURES,
     ReportDependencyError,

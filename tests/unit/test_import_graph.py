@@ -114,8 +114,8 @@ def test_the_graph_counts_imports_inside_functions_and_under_type_checking() -> 
     assert "quarantine.batch.run" in graph["quarantine.pipeline"]
     assert "quarantine.batch.plan" in graph["quarantine.batch.run"]
     # cli.py imports a command's handler inside a function, when it runs (a fast `--help`): still edges
-    assert "quarantine.commands.triage" in graph["quarantine.cli"]
-    assert "quarantine.ops.triage" in graph["quarantine.commands.triage"]
+    assert "quarantine.commands.inspect" in graph["quarantine.cli"]
+    assert "quarantine.ops.reads" in graph["quarantine.commands.inspect"]
 
 
 def test_the_graph_counts_imports_in_string_form(tmp_path: Path) -> None:
