@@ -405,7 +405,8 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
     cluster (``spark_env_vars``; a secret reference stands in for its value). Tables must
     be Unity Catalog names, checkpoints under ``checkpoint_root``.
     """
-    from quarantine.cli import _overrides, _parser
+    from quarantine.cli import _parser
+    from quarantine.commands.options import overrides
     from quarantine.config import load_config
     from quarantine.errors import ConfigError
 
@@ -444,7 +445,7 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
             }
             try:
                 with _only_environment(names, cluster_env):
-                    config = load_config(args.conf, _overrides(args.set))
+                    config = load_config(args.conf, overrides(args.set))
             except ConfigError as exc:
                 problems.append(f"{where}: {exc}")
                 continue

@@ -26,11 +26,11 @@ def test_replay_refuses_a_config_of_another_pipeline_before_any_work(capsys: pyt
 
 
 def test_an_empty_where_selects_every_open_record() -> None:
-    from quarantine.cli import _predicate
+    from quarantine.commands.options import predicate
 
-    assert _predicate("") is None
-    assert _predicate("   ") is None
-    assert _predicate("stage = 'parse_order'") == "stage = 'parse_order'"
+    assert predicate("") is None
+    assert predicate("   ") is None
+    assert predicate("stage = 'parse_order'") == "stage = 'parse_order'"
 
 
 def test_init_demo_takes_a_catalog_table_and_if_missing() -> None:

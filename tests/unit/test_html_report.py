@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from quarantine.cli import parse_since
+from quarantine.commands.options import parse_since
 from quarantine.errors import ConfigError
 from quarantine.ops.report_model import ReportData, time_unit
 from quarantine.ops.report_page import (
