@@ -4,8 +4,7 @@ The names users see (the Kafka source's columns, the error struct's fields, the 
 and metrics tables' columns) and the internal ones a batch carries between the stages and
 the writes, spelled once. This module imports nothing but the standard library, so code
 that only reads the tables by name (the JVM-free read path, :mod:`quarantine.ops.duck`)
-needs no Spark; :mod:`quarantine.schema` builds the Spark types from these names and
-re-exports them.
+needs no Spark; :mod:`quarantine.schema` builds the Spark types from these names. Import a name from here.
 """
 
 from __future__ import annotations

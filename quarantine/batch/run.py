@@ -37,7 +37,7 @@ from quarantine.batch.plan import Plan
 from quarantine.batch.settle import prepare, unsettled
 from quarantine.batch.verdict import judging, quarantined_by_check
 from quarantine.batch.writes import Batch, BatchMode, BatchWriter
-from quarantine.columns import RunKind
+from quarantine.columns import REOPENED, RunKind
 from quarantine.errorhandling.policy import Scope
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError
@@ -46,7 +46,6 @@ from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
 from quarantine.metrics.observed import batch_metrics, schema_drift
 from quarantine.redaction import redact_text
-from quarantine.schema import REOPENED
 from quarantine.tables import table_exists
 
 __all__ = ["Run", "start_run"]

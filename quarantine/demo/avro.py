@@ -28,18 +28,8 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
-    HEADERS,
-    HEADERS_TYPE,
-    KAFKA_SOURCE_SCHEMA,
-    KEY,
-    OFFSET,
-    PARTITION,
-    TIMESTAMP,
-    TIMESTAMP_TYPE,
-    TOPIC,
-    VALUE,
-)
+from quarantine.columns import HEADERS, KEY, OFFSET, PARTITION, TIMESTAMP, TIMESTAMP_TYPE, TOPIC, VALUE
+from quarantine.schema import HEADERS_TYPE, KAFKA_SOURCE_SCHEMA
 
 __all__ = ["AVRO_DEMO_CONFIG", "POISON_KINDS", "READER", "WRITERS", "avro_orders_source", "write_avro_demo"]
 

@@ -34,11 +34,10 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
+from quarantine.columns import (
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
-    KAFKA_SOURCE_SCHEMA,
     KEY,
     OFFSET,
     PARTITION,
@@ -47,6 +46,7 @@ from quarantine.schema import (
     TOPIC,
     VALUE,
 )
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
 
 __all__ = [
     "DEMO_CONFIG",

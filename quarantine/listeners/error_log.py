@@ -41,22 +41,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.columns import ATTEMPTS, ERROR, ERROR_CLASS, KEY, KIND, MESSAGE, OFFSET, PARTITION, STAGE, TOPIC, VALUE
 from quarantine.config import ErrorsConfig
 from quarantine.log_lines import CONTEXT_ATTR, LOGGER_NAME, ContextLine
 from quarantine.redaction import redact_text
-from quarantine.schema import (
-    ATTEMPTS,
-    ERROR,
-    ERROR_CLASS,
-    KEY,
-    KIND,
-    MESSAGE,
-    OFFSET,
-    PARTITION,
-    STAGE,
-    TOPIC,
-    VALUE,
-)
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",

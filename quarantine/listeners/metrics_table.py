@@ -65,17 +65,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, TimestampType
 
+from quarantine.columns import BATCH_ID, PIPELINE, RUN_ID
 from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import describe_failure
 from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
-from quarantine.schema import (
-    BATCH_ID,
-    METRICS_SCHEMA,
-    PIPELINE,
-    RUN_ID,
-)
+from quarantine.schema import METRICS_SCHEMA
 from quarantine.tables import add_missing_columns, create_table, read_table, save, table_exists
 
 __all__ = [

@@ -39,24 +39,23 @@ from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
 from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
-from quarantine.columns import RunKind
-from quarantine.dry_run import ErrorGroup, group_lines, largest_first
-from quarantine.errors import ConfigError, QuarantineError, describe_failure
-from quarantine.listeners.events import BatchReport, RunStatus
-from quarantine.metrics.cells import MetricNames
-from quarantine.schema import (
+from quarantine.columns import (
     ERROR,
     ERROR_CLASS,
     FINGERPRINT,
-    KAFKA_SOURCE_SCHEMA,
     PIPELINE,
-    QUARANTINE_SCHEMA,
     SOURCE_KEY,
     SOURCE_PAYLOAD,
     STAGE,
     STATUS,
     QuarantineStatus,
+    RunKind,
 )
+from quarantine.dry_run import ErrorGroup, group_lines, largest_first
+from quarantine.errors import ConfigError, QuarantineError, describe_failure
+from quarantine.listeners.events import BatchReport, RunStatus
+from quarantine.metrics.cells import MetricNames
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
 from quarantine.sinks.quarantine import close_records, row_fingerprint
 from quarantine.table_names import is_path
 from quarantine.tables import table_exists, table_version

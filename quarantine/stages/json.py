@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
 
+from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
-from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.options import (
     NAMES,

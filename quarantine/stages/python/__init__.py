@@ -90,9 +90,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from quarantine.columns import ErrorKind
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.python.arrow_batch import ArrowCalls, PythonErrorClass, PythonMode, arrow_type, call_struct
 from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
