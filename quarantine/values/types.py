@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
@@ -57,6 +57,7 @@ __all__ = [
     "integer",
     "is_relative_path",
     "is_table_name",
+    "member",
     "number",
     "read_only",
     "resolve",
@@ -65,6 +66,10 @@ __all__ = [
     "text",
     "unknown_key",
 ]
+
+
+#: A closed vocabulary (:func:`member`).
+E = TypeVar("E", bound=StrEnum)
 
 
 class BreachAction(StrEnum):
@@ -232,19 +237,29 @@ def number(lo: float | None = None, hi: float | None = None) -> Check:
     return Check(check, schema)
 
 
+def member(enum: type[E], value: Any) -> E | None:
+    """``value`` as a member of the closed vocabulary ``enum``: the member itself, or its value in
+    any case with spaces around; None when it is not one."""
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum(value.strip().lower())
+        except ValueError:
+            return None
+    return None
+
+
 def choice(enum: type[StrEnum]) -> Check:
-    """One of a ``StrEnum``'s values (any case, surrounding spaces ignored)."""
+    """THE check of a closed choice: one of a ``StrEnum``'s values (:func:`member`), held as its member;
+    the message lists them (``one of a | b``)."""
     allowed = " | ".join(m.value for m in enum)
 
     def check(value: Any) -> StrEnum:
-        if isinstance(value, enum):
-            return value
-        if isinstance(value, str):
-            try:
-                return enum(value.strip().lower())
-            except ValueError:
-                pass
-        raise fail(f"one of {allowed}")
+        found = member(enum, value)
+        if found is None:
+            raise fail(f"one of {allowed}")
+        return found
 
     return Check(check, {"enum": [m.value for m in enum]}, to_plain=str)
 
