@@ -204,8 +204,8 @@ def write_demo_table(
 def write_demo_config(out: str | Path) -> Path:
     """Write the demo pipeline's config and expectation suite into ``out``; return the config's path.
 
-    The config is the repository's ``conf/orders_demo.yml`` (a copy ships in the package,
-    ``quarantine/demo/conf/``) with every table and the suite named relative to ``out``
+    The config is the repository's ``conf/orders_demo.yml`` (``quarantine/demo/conf/`` links to
+    it and its suite, so a wheel holds them) with every table and the suite named relative to ``out``
     (``./source``, ``./orders``, ``./quarantine``, ``./metrics``,
     ``./expectations/orders.json``): a config's relative paths are read from its own folder
     (:func:`quarantine.config.load_config`), so ``quarantine run --conf OUT/orders_demo.yml``
