@@ -205,7 +205,7 @@ class ErrorContextLogger:
         return len(rows)
 
     def _emit(self, line: str, about: ContextLine) -> None:
-        # INFO: a notebook (Python's default WARNING) shows none of them, the CLI counts them (issue 54)
+        # INFO: a notebook (Python's default WARNING) shows none of them, the CLI counts them
         self.logger.info("%s", redact_text(line, self.secrets), extra={CONTEXT_ATTR: about})
 
 

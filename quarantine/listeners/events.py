@@ -237,7 +237,7 @@ class RunSummary:
             f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
             f"  records in           {self.records_in:>12,}",
         ]
-        if self.reopened:  # a re-run: its records in are not the source's (issue 54, point 5)
+        if self.reopened:  # a re-run: its records in are not the source's
             lines += [
                 f"    new                {self.records_in - self.reopened:>12,}",
                 f"    open, run again    {self.reopened:>12,}   (open in quarantine since an earlier run; records "
