@@ -19,7 +19,6 @@ in the order a record meets it:
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Self
@@ -70,9 +69,6 @@ from quarantine.stage import BatchWideStageError, Stage, drift_column_names, ret
 from quarantine.stages.source import SourceCheck
 
 __all__ = ["Plan", "refuse_pipeline_tables"]
-
-log = logging.getLogger("quarantine")
-
 
 
 def _utcnow() -> dt.datetime:
