@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from quarantine.commands.invocation import Command, Invocation
-from quarantine.commands.options import add_config, add_json
+from quarantine.commands.options import add_config, add_json, parse_time
 
 __all__ = ["COMMAND", "add_pipeline_filter", "pipeline_filter"]
 
@@ -51,7 +51,7 @@ def _handle(call: Invocation) -> int:
     from quarantine.commands.configured import load
     from quarantine.display import print_json
     from quarantine.ops.reads import answer, inspect_records
-    from quarantine.ops.triage_output import RecordFilter, parse_time, print_records, record_title
+    from quarantine.ops.triage_output import RecordFilter, print_records, record_title
 
     args = call.args
     config = load(call)

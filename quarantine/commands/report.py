@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from quarantine.commands.invocation import Command, Invocation
-from quarantine.commands.options import add_config, parse_since
+from quarantine.commands.options import add_config, parse_time
 
 __all__ = ["COMMAND"]
 
@@ -17,15 +17,16 @@ __all__ = ["COMMAND"]
 def _arguments(parser: argparse.ArgumentParser) -> None:
     add_config(parser, "the pipeline config (YAML): its quarantine and metrics tables")
     parser.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
-    parser.add_argument("--since", default=None, metavar="DATE",
-                        help="only records first seen (breaches, resolutions) at or after this ISO date/time (UTC)")
+    parser.add_argument("--since", default=None, metavar="TIME",
+                        help="only records first seen (breaches, resolutions) at or after TIME (2026-11-25, "
+                             "2026-11-25T10:00 UTC, or 24h, 7d)")
 
 
 def _handle(call: Invocation) -> int:
     """Write the page for the config's pipeline and tables to ``--out``, print a summary; exit 0.
 
     Raises:
-        ConfigError: ``--since`` is not an ISO date or date-time, or the config is bad.
+        ConfigError: ``--since`` is not a time, or the config is bad.
         ReportDependencyError: Plotly (the ``report`` extra) is not installed.
     """
     from quarantine.commands.configured import load
@@ -33,8 +34,7 @@ def _handle(call: Invocation) -> int:
     from quarantine.ops.report_page import require_plotly, write_page
 
     config = load(call)
-    since = call.args.since
-    when = parse_since(since) if since else None
+    when = parse_time(call.args.since, "--since") if call.args.since else None
     require_plotly()
     data = answer(config, ("quarantine", "metrics"), lambda reads: report_data(reads, config.pipeline, since=when),
                   app=f"report:{config.pipeline}")

@@ -2,7 +2,7 @@
 
 ``inspect``, ``stats`` and ``sql`` read the quarantine table with the reads of
 :mod:`quarantine.ops.reads` (DuckDB over path tables, else Spark), which give this module
-plain Python rows; it owns the filter (:class:`RecordFilter`, :func:`parse_time`) and the
+plain Python rows; it owns the filter (:class:`RecordFilter`) and the
 output (:func:`record_json`, :func:`print_records`, :func:`print_stats`, :func:`print_sql`).
 It imports no engine.
 
@@ -14,7 +14,6 @@ never does.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ __all__ = [
     "RecordFilter",
     "inspect_rows",
     "list_queries",
-    "parse_time",
     "print_records",
     "print_sql",
     "print_stats",
@@ -57,30 +55,6 @@ ALL = "all"
 _MESSAGE_WIDTH = 50
 _PAYLOAD_WIDTH = 30
 _HEADERS_WIDTH = 80
-
-_RELATIVE = re.compile(r"^(\d+)([mhd])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_time(text: str, option: str, *, now: dt.datetime | None = None) -> dt.datetime:
-    """A ``--since``/``--until`` value as an aware UTC datetime.
-
-    ``2026-11-25``, ``2026-11-25T10:00``, ``2026-11-25 10:00:00`` (UTC unless an
-    offset is given), or an age: ``30m``, ``24h``, ``7d`` (that long before ``now``).
-
-    Raises:
-        ConfigError: anything else, naming ``option``.
-    """
-    m = _RELATIVE.match(text.strip())
-    if m:
-        return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(option, text, "an ISO date/time (2026-11-25, 2026-11-25T10:00) or an age (30m, 24h, 7d)") \
-            from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-
 
 @dataclass(frozen=True)
 class RecordFilter:

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from quarantine.cli import main
-from quarantine.commands.options import parse_since
+from quarantine.commands.options import parse_time
 from quarantine.config import PipelineConfig, load_config
 from quarantine.ops.duck import ENGINE_ENV, DuckEngine
 from quarantine.ops.reads import Engine, Reads, replay_selection, report_data
@@ -170,7 +170,7 @@ def test_the_report_is_the_same_on_spark_and_duckdb(
         conf = write_conf(cfg, table_dir / "p.yml")
         config = load_config(conf)
         for since in (None, "2026-10-05", "2026-09-20T07:00:00+02:00") if label == "metrics" else (None,):
-            when = parse_since(since) if since else None
+            when = parse_time(since, "--since") if since else None
             # the data the page is drawn from: the same reads on each engine
             on_spark = _on(SparkEngine(spark), config, lambda r, w=when: report_data(r, PIPELINE, since=w, now=at))
             on_duckdb = _on(DuckEngine(), config, lambda r, w=when: report_data(r, PIPELINE, since=w, now=at))

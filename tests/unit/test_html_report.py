@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from quarantine.commands.options import parse_since
+from quarantine.commands.options import parse_time
 from quarantine.errors import ConfigError
 from quarantine.ops.report_model import ReportData, time_unit
 from quarantine.ops.report_page import (
@@ -79,10 +79,10 @@ def test_over_time_buckets_by_the_hour_up_to_three_days_then_by_the_day() -> Non
 
 
 def test_since_is_an_iso_date_in_utc_unless_it_has_an_offset() -> None:
-    assert parse_since("2026-11-01") == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    assert parse_since("2026-11-01T12:00+01:00").utcoffset() == dt.timedelta(hours=1)
+    assert parse_time("2026-11-01", "--since") == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    assert parse_time("2026-11-01T12:00+01:00", "--since").utcoffset() == dt.timedelta(hours=1)
     with pytest.raises(ConfigError, match=r"--since.*yesterday.*ISO date"):
-        parse_since("yesterday")
+        parse_time("yesterday", "--since")
 
 
 def test_without_plotly_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
