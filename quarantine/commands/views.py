@@ -10,7 +10,7 @@ import argparse
 
 from quarantine.commands.invocation import Command, Invocation
 from quarantine.commands.options import add_config
-from quarantine.errors import QuarantineError
+from quarantine.errors import MissingTableError
 
 __all__ = ["COMMAND"]
 
@@ -29,7 +29,7 @@ def _handle(call: Invocation) -> int:
 
     Raises:
         ConfigError: ``--schema`` is not ``[catalog.]schema``, or the config is bad.
-        QuarantineError: the quarantine table does not exist yet (creating them).
+        MissingTableError: the quarantine table does not exist yet (creating them).
     """
     from quarantine.commands.configured import load
     from quarantine.ops.views import view_statements
@@ -41,14 +41,13 @@ def _handle(call: Invocation) -> int:
         for v in statements:
             print(v.sql + ";\n")
         return 0
-    from quarantine.ops.reads import missing_table
     from quarantine.ops.views import create_views
     from quarantine.spark.session import get_spark
     from quarantine.tables import table_exists
 
     spark = get_spark("quarantine:views", config.spark_conf, read_only=True)
     if not table_exists(spark, table):
-        raise QuarantineError(missing_table("quarantine", table))
+        raise MissingTableError("quarantine", table)
     for v in create_views(spark, table, schema=call.args.schema):
         print(f"created view {v.name}: {v.summary}")
     return 0

@@ -28,16 +28,8 @@ from typing import Any, Protocol, TypeVar
 
 from quarantine.config import PipelineConfig
 from quarantine.dry_run import ErrorGroup, ReplaySelection, largest_first
-from quarantine.errors import DeltaRsUnreadableError, QuarantineError
-from quarantine.ops.report_model import (
-    LATEST,
-    TOP_ERROR_CLASSES,
-    ReportData,
-    Rows,
-    missing_metrics,
-    missing_quarantine,
-    time_unit,
-)
+from quarantine.errors import DeltaRsUnreadableError, MissingTableError
+from quarantine.ops.report_model import LATEST, TOP_ERROR_CLASSES, ReportData, Rows, time_unit
 from quarantine.ops.triage_output import ALL, RecordFilter, record_json
 from quarantine.schema import check_quarantine_columns
 from quarantine.sql import Query, bind, bind_values, read_sources
@@ -51,7 +43,6 @@ __all__ = [
     "answer",
     "inspect_records",
     "library_rows",
-    "missing_table",
     "replay_selection",
     "report_data",
     "stats_tables",
@@ -72,9 +63,6 @@ STATS: dict[str, str] = {
 
 #: A table's column names and rows, every instant an aware UTC datetime.
 Table = tuple[list[str], list[list[Any]]]
-
-#: Each role's config key, for the messages.
-_KEYS = {"quarantine": "errors.deadletterqueue.table.name", "metrics": "metrics.table"}
 
 T = TypeVar("T")
 
@@ -147,11 +135,11 @@ class Reads:
         """Register each of ``roles``' views.
 
         Raises:
-            QuarantineError: a table does not exist yet (:func:`missing_table`).
+            MissingTableError: a table does not exist yet, or the config names none.
         """
         for role in roles:
             if not self.has(role):
-                raise QuarantineError(missing_table(role, self._tables.get(role)))
+                raise MissingTableError(role, self._tables.get(role))
 
     def run(self, sql: str, *roles: str) -> Table:
         """Spark SQL text over the views of ``roles`` (registered first)."""
@@ -167,7 +155,7 @@ class Reads:
             values: every parameter of the read (None: NULL).
 
         Raises:
-            QuarantineError: a table it reads does not exist yet.
+            MissingTableError: a table it reads does not exist yet.
             ConfigError: ``where`` is not a condition over the quarantine table's columns.
         """
         query = _reads()[name]
@@ -187,13 +175,6 @@ def _reads() -> dict[str, Query]:
     return read_sources()
 
 
-def missing_table(role: str, table: str | None) -> str:
-    """Why a read of ``role``'s table (``table``, None: not configured) cannot run."""
-    if table is None:
-        return f"no {role} table: the config has no {_KEYS[role]}"
-    return f"no {role} table at {table} yet ({_KEYS[role]}); a pipeline run creates it on its first batch"
-
-
 def answer(config: PipelineConfig, roles: Sequence[str], read: Callable[[Reads], T], *, app: str,
            read_only: bool = True) -> T:
     """``read`` over ``config``'s tables on the first engine of :data:`ENGINES` that answers.
@@ -208,7 +189,7 @@ def answer(config: PipelineConfig, roles: Sequence[str], read: Callable[[Reads],
 
     Raises:
         ConfigError: bad options, config or ``$QUARANTINE_READ_ENGINE``.
-        QuarantineError: a table the read needs does not exist yet.
+        MissingTableError: a table the read needs does not exist yet.
     """
     for name in ENGINES:
         try:
@@ -266,7 +247,7 @@ def replay_selection(reads: Reads, pipeline: str, where: str | None) -> ReplaySe
     """The open rows of ``pipeline`` that ``where`` selects (None: all), by their quarantined failure.
 
     Raises:
-        QuarantineError: no quarantine table yet.
+        MissingTableError: no quarantine table yet.
         ConfigError: ``where`` is not a condition over the quarantine table's columns.
     """
     _, rows = reads.read("replay_selection", where=where, pipeline=pipeline)
@@ -311,10 +292,10 @@ def report_data(reads: Reads, pipeline: str, *, since: dt.datetime | None = None
         }
     else:
         for fig in ("over_time", "error_classes", "partitions", "statuses", "replays"):
-            data["missing"][fig] = missing_quarantine(quarantine)
+            data["missing"][fig] = str(MissingTableError("quarantine", quarantine))
     metrics = reads.table("metrics")
     if not reads.has("metrics"):
-        data["missing"]["breaches"] = missing_metrics(metrics)
+        data["missing"]["breaches"] = str(MissingTableError("metrics", metrics))
     else:
         ((total,),) = reads.read("records_in", **mine)[1]
         data |= {

@@ -20,8 +20,6 @@ __all__ = [
     "TOP_ERROR_CLASSES",
     "ReportData",
     "Rows",
-    "missing_metrics",
-    "missing_quarantine",
     "time_unit",
 ]
 
@@ -98,13 +96,3 @@ class ReportData:
             said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
             lines.append(f"  replays and discards   {said}")
         return lines
-
-
-def missing_quarantine(table: str) -> str:
-    """Why the quarantine table's figures have no data: it does not exist yet."""
-    return f"the quarantine table {table} does not exist yet"
-
-
-def missing_metrics(table: str | None) -> str:
-    """Why the breaches figure has no data: no ``metrics.table``, or it does not exist yet."""
-    return "the config has no metrics.table" if table is None else f"the metrics table {table} does not exist yet"

@@ -52,7 +52,7 @@ from quarantine.columns import (
     RunKind,
 )
 from quarantine.dry_run import ErrorGroup, group_lines, largest_first
-from quarantine.errors import ConfigError, QuarantineError, describe_failure
+from quarantine.errors import ConfigError, MissingTableError, QuarantineError, describe_failure
 from quarantine.listeners.events import BatchReport, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
@@ -166,13 +166,13 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
 
     Raises:
         ConfigError: ``where`` is not a condition over the quarantine columns (:func:`check_predicate`).
-        QuarantineError: the quarantine table does not exist yet.
+        MissingTableError: the quarantine table does not exist yet.
     """
     if where:
         check_predicate(pipe.spark, where)
     name = pipe.quarantine_table
     if not table_exists(pipe.spark, name):
-        raise QuarantineError(f"quarantine table {name} does not exist yet: nothing to replay")
+        raise MissingTableError("quarantine", name)
     reader = pipe.spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)

@@ -120,7 +120,8 @@ def test_missing_tables_are_named_in_the_no_data_text(spark: Any, table_dir: Pat
     write_page(data, tmp_path / "r.html")
     assert set(data.missing) == {fig for fig, _ in FIGURES}
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert page.count("does not exist yet") == len(FIGURES) - 1 and "the config has no metrics.table" in page
+    assert page.count(f"no quarantine table at {table_dir / 'q'} yet") == len(FIGURES) - 1
+    assert "no metrics table: the config has no metrics.table" in page
 
 
 def test_a_bad_since_is_a_usage_error_naming_the_option(run_conf: Path, tmp_path: Path, capsys: Any) -> None:
