@@ -28,8 +28,9 @@ def add_config(parser: argparse.ArgumentParser, conf: str = "the pipeline config
 
 
 def add_pipeline_guard(parser: argparse.ArgumentParser) -> None:
-    """``--pipeline NAME``: the pipeline the config must be (:func:`quarantine.commands.configured.load` checks it)."""
-    parser.add_argument("--pipeline", default=None,
+    """``--pipeline NAME``: the pipeline the config must be (``args.pipeline_guard``, which
+    :func:`quarantine.commands.configured.load` checks); not the filter of the read commands."""
+    parser.add_argument("--pipeline", dest="pipeline_guard", default=None,
                         help="the pipeline the config must be (a guard for jobs that take the name as a parameter)")
 
 

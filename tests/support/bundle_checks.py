@@ -449,8 +449,8 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
             except ConfigError as exc:
                 problems.append(f"{where}: {exc}")
                 continue
-            if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
-                problems.append(f"{where}: --pipeline {args.pipeline} but the config is {config.pipeline}")
+            if getattr(args, "pipeline_guard", None) and args.pipeline_guard != config.pipeline:
+                problems.append(f"{where}: --pipeline {args.pipeline_guard} but the config is {config.pipeline}")
             tables = {
                 "target.table": config.target.table,
                 "errors.deadletterqueue.table.name": config.errors.dlq_table_name,
