@@ -36,9 +36,9 @@ from pyspark.sql import functions as F
 
 from benchmarks.bench_pipeline import _interleaved, run_plain, run_quarantine, standalone_setup, warm_up
 from quarantine.batch.writes import Batch, BatchMode
+from quarantine.columns import ERROR
 from quarantine.config import parse_config
 from quarantine.pipeline import Pipeline
-from quarantine.schema import ERROR
 
 __all__ = ["main", "micro_batch_columns"]
 

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import quarantine.cli
-import quarantine.commands.run  # what `quarantine run` imports when it dispatches: PySpark, Delta, the pipeline
+import quarantine.commands.configured  # what `quarantine run`'s handler imports when it runs: the config,
+import quarantine.pipeline  # PySpark, Delta, the pipeline
 
 #: After the modules ``python -m quarantine run`` loads.
 IMPORTED = time.time()
@@ -83,7 +84,7 @@ class Phase:
 #: The phases, in the order a batch run takes them. Nested phases (a function another phase's
 #: function calls) are reported within their parent, found from the calls' intervals.
 PHASES: tuple[Phase, ...] = (
-    Phase("config load", ("quarantine.commands.run:load",)),
+    Phase("config load", ("quarantine.commands.configured:load",)),
     Phase("pipeline assembly (stages, listeners)", ("quarantine.pipeline:assemble",)),
     Phase("session (get_spark: JVM, Delta)", ("quarantine.assemble:get_spark",)),
     Phase("source read (pinned version, shape check)", ("quarantine.runners.batch:read_source",)),

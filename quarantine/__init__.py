@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from quarantine.batch.chain import apply_stages, final_error, final_result
+    from quarantine.columns import ErrorKind, QuarantineStatus
     from quarantine.config import PipelineConfig, load_config, parse_config
     from quarantine.errorhandling.breach import Breach
     from quarantine.errors import (
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from quarantine.pipeline import Pipeline
     from quarantine.runners.errant import ErrantRecordReporter
     from quarantine.runners.replay import ReplayResult, discard, replay
-    from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, ErrorKind, QuarantineStatus, result_struct
+    from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, result_struct
     from quarantine.spark.session import get_spark
     from quarantine.stage import Stage, StageContext
     from quarantine.stages.python import python_stage
@@ -49,14 +50,14 @@ _LAZY: dict[str, str] = {
     "ConfigError": "quarantine.errors",
     "ERROR_STRUCT": "quarantine.schema",
     "ErrantRecordReporter": "quarantine.runners.errant",
-    "ErrorKind": "quarantine.schema",
+    "ErrorKind": "quarantine.columns",
     "HandlerError": "quarantine.errors",
     "MetricNames": "quarantine.metrics.cells",
     "Pipeline": "quarantine.pipeline",
     "PipelineConfig": "quarantine.config",
     "QUARANTINE_SCHEMA": "quarantine.schema",
     "QuarantineError": "quarantine.errors",
-    "QuarantineStatus": "quarantine.schema",
+    "QuarantineStatus": "quarantine.columns",
     "QuarantineWriteError": "quarantine.errors",
     "ReplayResult": "quarantine.runners.replay",
     "RetriesExhaustedError": "quarantine.errors",

@@ -1,11 +1,10 @@
-"""Every column name of the tables and of a batch, and the closed vocabularies stored in them.
+"""Every column name of the tables and of a batch, and the closed vocabularies stored in them: THE home of both.
 
 The names users see (the Kafka source's columns, the error struct's fields, the quarantine
 and metrics tables' columns) and the internal ones a batch carries between the stages and
 the writes, spelled once. This module imports nothing but the standard library, so code
 that only reads the tables by name (the JVM-free read path, :mod:`quarantine.ops.duck`)
-needs no Spark; :mod:`quarantine.schema` builds the Spark types from these names and
-re-exports them.
+needs no Spark; :mod:`quarantine.schema` builds the Spark types from these names. Import a name from here.
 """
 
 from __future__ import annotations
@@ -75,6 +74,7 @@ __all__ = [
     "WATERMARK_PREFIX",
     "ErrorKind",
     "QuarantineStatus",
+    "RunKind",
 ]
 
 
@@ -143,6 +143,20 @@ class QuarantineStatus(StrEnum):
     OPEN = "open"
     REPLAYED = "replayed"
     DISCARDED = "discarded"
+
+
+class RunKind(StrEnum):
+    """What a run does (the metrics table's ``run_kind``, MLflow's ``quarantine.run_kind`` tag).
+
+    A metrics row written before the column existed has NULL: a pipeline run.
+    """
+
+    RUN = "run"
+    """A pipeline run: source records through the stages."""
+    REPLAY = "replay"
+    """A replay of open quarantine rows (:func:`quarantine.runners.replay.replay`)."""
+    DISCARD = "discard"
+    """A discard of open quarantine rows (:func:`quarantine.runners.replay.discard`)."""
 
 
 # ----------------------------------------------------------------- Kafka's source columns

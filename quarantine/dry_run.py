@@ -1,8 +1,8 @@
 """``replay --dry-run``'s and ``discard --dry-run``'s lines, whichever engine counted them.
 
 A replay's dry run prints two parts: the selection (:class:`ReplaySelection`: the open rows
-``--where`` selects, by their quarantined stage and error class), read by DuckDB over path
-tables (:mod:`quarantine.ops.replay_duck`) or by Spark (:mod:`quarantine.runners.replay`),
+``--where`` selects, by their quarantined stage and error class: one read on either engine,
+:func:`quarantine.ops.reads.replay_selection`),
 then the outcomes through the current stages (:class:`~quarantine.runners.replay.Preview`),
 which run on Spark. Both parts draw their groups with :func:`group_lines`. This module
 imports no engine.

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
 
 from quarantine.redaction import redact, redact_text
 
@@ -22,6 +24,7 @@ __all__ = [
     "HandlerError",
     "InconsistentBatchError",
     "MissingDependencyError",
+    "MissingTableError",
     "QuarantineError",
     "QuarantineWriteError",
     "RetriesExhaustedError",
@@ -86,6 +89,27 @@ class MissingDependencyError(QuarantineError):
     def __init__(self, message: str, extra: str) -> None:
         super().__init__(f"{message}: pip install 'spark-quarantine[{extra}]'")
         self.extra = extra
+
+
+class MissingTableError(QuarantineError):
+    """A table a command reads does not exist yet, or the config names none: one message for every
+    command and engine (a read, a replay's selection, a report's figure, the views).
+
+    Attributes:
+        role: ``quarantine``, ``metrics`` or ``target``.
+        table: the table the config names (None: it names none).
+    """
+
+    #: Each role's config key.
+    KEYS: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"quarantine": "errors.deadletterqueue.table.name", "metrics": "metrics.table", "target": "target.table"})
+
+    def __init__(self, role: str, table: str | None) -> None:
+        self.role = role
+        self.table = table
+        key = self.KEYS[role]
+        super().__init__(f"no {role} table: the config has no {key}" if table is None else
+                         f"no {role} table at {table} yet ({key}); a pipeline run creates it on its first batch")
 
 
 class DeltaRsUnreadableError(QuarantineError):

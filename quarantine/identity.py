@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
+from quarantine.columns import (
     FINGERPRINT,
     HEADERS,
     KEY,
@@ -202,7 +202,7 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
     """``df``'s records that are not settled yet, each marked open or reused (pure; one join).
 
     Args:
-        df: identified records (:func:`identified`) with a :data:`~quarantine.schema.FINGERPRINT`
+        df: identified records (:func:`identified`) with a :data:`~quarantine.columns.FINGERPRINT`
             column.
         settled: the records the tables hold for this pipeline, one row per table row:
             ``topic``, ``partition``, ``offset``, ``_s_fp`` (fingerprint; NULL: compare by
@@ -213,8 +213,8 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
 
     Returns:
         ``df`` less the records that are closed in quarantine or in the target (and not
-        open), with :data:`~quarantine.schema.OPEN` (open in quarantine: closed once it
-        passes) and :data:`~quarantine.schema.REUSED` (``_s_where`` of a settled record
+        open), with :data:`~quarantine.columns.OPEN` (open in quarantine: closed once it
+        passes) and :data:`~quarantine.columns.REUSED` (``_s_where`` of a settled record
         with other content under the same coordinates that was there first, else NULL:
         a record's own open row was first seen at some time, and only rows first seen
         then or before, or in the target, were there first; so a record quarantined

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from quarantine.columns import KAFKA_SOURCE_COLUMNS, VALUE
 from quarantine.errors import ConfigError
-from quarantine.schema import KAFKA_SOURCE_COLUMNS, VALUE, source_column_type
+from quarantine.schema import source_column_type
 from quarantine.stage import Declaration, Stage
 
 if TYPE_CHECKING:

@@ -21,8 +21,9 @@ from pyspark.sql import SparkSession
 from quarantine.assemble import assemble, default_listeners
 from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import Run, start_run
+from quarantine.columns import RunKind
 from quarantine.config import PipelineConfig
-from quarantine.listeners.events import Listeners, RunKind, RunListener, RunSummary
+from quarantine.listeners.events import Listeners, RunListener, RunSummary
 from quarantine.preflight import check_config
 from quarantine.runners import run_batch, run_stream
 from quarantine.stage import Stage

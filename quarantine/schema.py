@@ -1,41 +1,31 @@
-"""The table and column contracts, defined once.
+"""The tables' types, defined once: the Kafka source, the per-stage result struct, the quarantine and metrics tables.
 
-Everything a user sees by name lives here: the columns of Spark's Kafka source,
-the per-stage result struct, the quarantine table and the metrics table. SQL
-users and the replay job rely on these names; change them only with a
-migration.
-
-The names are :mod:`quarantine.columns`' (re-exported). The Spark types
-(:data:`KAFKA_SOURCE_SCHEMA`, :data:`ERROR_STRUCT`, :data:`QUARANTINE_SCHEMA`…) are
-built the first time one is read, so importing this module imports no pyspark: the
-config loader, the stage table and the JVM-free commands name columns through it
-without an engine (issue 53). Reading a type imports ``pyspark.sql.types`` (no JVM).
+SQL users and the replay job rely on these; change them only with a migration. The
+column names they are built from are :mod:`quarantine.columns`' (the one home of every
+name: import a name from there). The Spark types (:data:`KAFKA_SOURCE_SCHEMA`,
+:data:`ERROR_STRUCT`, :data:`QUARANTINE_SCHEMA`…) are built the first time one is read, so
+importing this module imports no pyspark; reading a type imports ``pyspark.sql.types``
+(no JVM).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, cast
 
 from quarantine.columns import (
     ATTEMPTS,
     BATCH_ID,
-    CHECK_INPUT_PREFIX,
-    CLOSING,
-    DRIFT_PREFIX,
-    ERROR,
     ERROR_CLASS,
     ERROR_COUNT,
     ERROR_HISTORY,
-    FINGERPRINT,
     FIRST_SEEN_AT,
     FIRST_SEEN_DATE,
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
-    HIDDEN_PREFIX,
     HISTORY_AT,
-    ITEM_SEP,
     KAFKA_SOURCE_COLUMNS,
     KEY,
     KIND,
@@ -44,117 +34,46 @@ from quarantine.columns import (
     METRIC,
     METRIC_VALUE,
     OFFSET,
-    OPEN,
     PARTITION,
     PIPELINE,
     QUARANTINE_FINGERPRINT,
     QUARANTINE_KEY,
     RECORDED_AT,
-    REOPENED,
     RESOLUTION,
     RESOLVED_AT,
-    RESULT,
     RETRIABLE,
-    RETRIES_PREFIX,
-    REUSED,
     RUN_ID,
     RUN_KIND,
     SOURCE_KEY,
     SOURCE_PAYLOAD,
-    SOURCE_STAGE,
     STACKTRACE,
     STAGE,
     STATUS,
     TARGET_FINGERPRINT,
-    TARGET_KEY,
     TARGET_OFFSET,
     TARGET_PARTITION,
-    TARGET_SOURCE_PREFIX,
     TARGET_TIMESTAMP,
     TARGET_TOPIC,
     TIMESTAMP,
     TIMESTAMP_TYPE,
     TOPIC,
     VALUE,
-    VARIANTS,
-    WATERMARK_PREFIX,
-    ErrorKind,
-    QuarantineStatus,
 )
+from quarantine.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql.types import ArrayType, DataType, StructType
 
 __all__ = [
-    "ATTEMPTS",
-    "BATCH_ID",
-    "CHECK_INPUT_PREFIX",
-    "CLOSING",
-    "DRIFT_PREFIX",
-    "ERROR",
-    "ERROR_CLASS",
-    "ERROR_COUNT",
-    "ERROR_HISTORY",
     "ERROR_HISTORY_ENTRY",
     "ERROR_STRUCT",
-    "FINGERPRINT",
-    "FIRST_SEEN_AT",
-    "FIRST_SEEN_DATE",
-    "HEADERS",
     "HEADERS_TYPE",
-    "HEADER_KEY",
-    "HEADER_VALUE",
-    "HIDDEN_PREFIX",
-    "HISTORY_AT",
-    "ITEM_SEP",
-    "KAFKA_SOURCE_COLUMNS",
     "KAFKA_SOURCE_SCHEMA",
-    "KEY",
-    "KIND",
-    "LAST_SEEN_AT",
-    "MESSAGE",
-    "METRIC",
     "METRICS_SCHEMA",
-    "METRIC_VALUE",
-    "OFFSET",
-    "OPEN",
-    "PARTITION",
-    "PIPELINE",
-    "QUARANTINE_FINGERPRINT",
-    "QUARANTINE_KEY",
+    "QUARANTINE_REQUIRED",
     "QUARANTINE_SCHEMA",
-    "RECORDED_AT",
-    "REOPENED",
-    "RESOLUTION",
-    "RESOLVED_AT",
-    "RESULT",
-    "RETRIABLE",
-    "RETRIES_PREFIX",
-    "REUSED",
-    "RUN_ID",
-    "RUN_KIND",
-    "SOURCE_KEY",
-    "SOURCE_PAYLOAD",
-    "SOURCE_STAGE",
-    "STACKTRACE",
-    "STAGE",
-    "STATUS",
-    "TARGET_FINGERPRINT",
-    "TARGET_KEY",
-    "TARGET_OFFSET",
-    "TARGET_PARTITION",
     "TARGET_SOURCE_COLUMNS",
-    "TARGET_SOURCE_PREFIX",
-    "TARGET_TIMESTAMP",
-    "TARGET_TOPIC",
-    "TIMESTAMP",
-    "TIMESTAMP_TYPE",
-    "TOPIC",
-    "VALUE",
-    "VARIANTS",
-    "WATERMARK_PREFIX",
-    "ErrorKind",
-    "QuarantineStatus",
+    "check_quarantine_columns",
     "kafka_shape_problems",
     "result_struct",
     "source_column_type",
@@ -184,7 +103,7 @@ ERROR_HISTORY_ENTRY: StructType
 #: can be clustered by (pipeline, topic, date).
 QUARANTINE_SCHEMA: StructType
 #: One row per batch per metric (per stage / topic where the metric has one). ``run_kind``
-#: (:class:`~quarantine.listeners.events.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
+#: (:class:`~quarantine.columns.RunKind`: run, replay, discard) came later: NULL in older rows is ``run``.
 METRICS_SCHEMA: StructType
 
 
@@ -343,3 +262,23 @@ def kafka_shape_problems(schema: StructType) -> list[str]:
                 f"column {f.name}: expected {f.dataType.simpleString()}, found {have[f.name].simpleString()}"
             )
     return problems
+
+
+#: The columns a table needs to be read as a quarantine table: its key and status.
+QUARANTINE_REQUIRED: tuple[str, ...] = (*QUARANTINE_KEY, STATUS)
+
+
+def check_quarantine_columns(name: str, columns: Sequence[str]) -> None:
+    """Check that the table ``name``, with ``columns``, can be read as a quarantine table.
+
+    Raises:
+        ConfigError: ``errors.deadletterqueue.table.name`` names a table without
+            :data:`QUARANTINE_REQUIRED` (before anything is read from it or written to it).
+    """
+    missing = [c for c in QUARANTINE_REQUIRED if c not in columns]
+    if missing:
+        raise ConfigError(
+            "errors.deadletterqueue.table.name", name,
+            "a quarantine table (with the columns " + ", ".join(QUARANTINE_REQUIRED) + ", …) or a table that does "
+            f"not exist yet; found a table without {', '.join(missing)} (its columns: {', '.join(columns)})",
+        )

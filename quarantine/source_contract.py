@@ -126,7 +126,7 @@ def _schema_in_json(f: Path) -> str | None:
 def _schema_in_parquet(f: Path) -> str | None:
     """The ``schemaString`` of the ``metaData`` action of a checkpoint Parquet file."""
     # pyarrow's Parquet reader is imported for a log with a checkpoint only, not at every
-    # `quarantine validate` (benchmarks/README: issue 53); a third-party module: no circle hidden
+    # `quarantine validate`; a third-party module: no circle hidden
     import pyarrow.parquet as pq
 
     try:

@@ -10,16 +10,29 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["is_path", "name_parts", "quote_part", "sql_literal", "table_ref"]
-
-
-def is_path(name: str) -> bool:
-    """Whether a table reference is a filesystem/URI path rather than a catalog name."""
-    return "/" in name or "://" in name or name.startswith((".", "~"))
-
+__all__ = ["has_uri_scheme", "is_local_path", "is_path", "name_parts", "quote_part", "sql_literal", "table_ref"]
 
 #: A URI scheme such as ``dbfs:`` (two letters or more: one letter is a Windows drive).
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
+
+
+def has_uri_scheme(name: str) -> bool:
+    """Whether ``name`` starts with a URI scheme: ``s3:``, ``dbfs:``, ``abfss:``, ``file:`` …"""
+    return bool(_URI.match(name))
+
+
+def is_path(name: str) -> bool:
+    """Whether a table reference is a path rather than a catalog name: THE rule, for the config and every engine.
+
+    A path has a ``/``, starts with ``.`` or ``~``, or starts with a URI scheme (``dbfs:x``,
+    ``s3://b/t``); anything else (``orders``, ``main.ops.quarantine``) is a catalog name.
+    """
+    return "/" in name or name.startswith((".", "~")) or has_uri_scheme(name)
+
+
+def is_local_path(name: str) -> bool:
+    """Whether a table reference is a path on this machine's file system: a path without a URI scheme."""
+    return is_path(name) and not has_uri_scheme(name)
 
 
 def table_ref(name: str) -> str:
@@ -32,7 +45,7 @@ def table_ref(name: str) -> str:
     has each part quoted, so no name can be read as more SQL.
     """
     if is_path(name):
-        path = name if "://" in name or _URI.match(name) else os.path.abspath(os.path.expanduser(name))
+        path = name if has_uri_scheme(name) else os.path.abspath(os.path.expanduser(name))
         return "delta." + quote_part(path)
     return ".".join(quote_part(part) for part in name_parts(name))
 

@@ -2,8 +2,8 @@
 
 Every table the library writes or reads (the target, the quarantine and metrics
 tables, the tolerance window's state) goes through these helpers. A table is named
-either by a path (contains ``/`` or a URI scheme) or by a catalog name
-(``catalog.schema.table``). Helpers here hide that difference.
+either by a path or by a catalog name (``catalog.schema.table``; the rule:
+:func:`quarantine.table_names.is_path`). Helpers here hide that difference.
 
 Spark Connect (Databricks serverless, shared clusters, Databricks Connect) serves
 the DataFrame API and SQL but not ``delta.tables.DeltaTable`` unless the server
@@ -33,7 +33,6 @@ __all__ = [
     "add_missing_columns",
     "create_table",
     "is_connect",
-    "is_path",
     "local_table_location",
     "name_parts",
     "read_table",

@@ -20,7 +20,7 @@ processes of their own (crashes, concurrent writers), and every test that uses t
 ``child_drivers`` fixture, share one worker group, so two of them never compete for the
 two cores at once, and the child drivers are started once. A module of :data:`MODULE_GROUPS`
 is a group of its own (its server starts once). Everything else either worker takes as it
-frees up (docs/contributing.md: What the slow tests cost).
+frees up (docs/contributing.md: Tests and their tiers; the figures: benchmarks/README.md, Suite history).
 """
 
 from __future__ import annotations

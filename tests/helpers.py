@@ -125,3 +125,17 @@ def put_mlflow_store(template: Path, folder: Path) -> str:
         raise FileExistsError(target)
     shutil.copyfile(template, target)
     return f"sqlite:///{target}"
+
+
+def spark_report_data(spark: Any, *, pipeline: str, quarantine_table: str, metrics_table: str | None,
+                      **kw: Any) -> Any:
+    """The report's data read on Spark (:func:`quarantine.ops.reads.report_data` over a
+    :class:`~quarantine.ops.spark_reads.SparkEngine`), its views dropped after."""
+    from quarantine.ops.reads import Reads, report_data
+    from quarantine.ops.spark_reads import SparkEngine
+
+    engine = SparkEngine(spark)
+    try:
+        return report_data(Reads(engine, {"quarantine": quarantine_table, "metrics": metrics_table}), pipeline, **kw)
+    finally:
+        engine.close()

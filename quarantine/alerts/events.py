@@ -21,11 +21,12 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from quarantine.columns import RunKind
 from quarantine.config.alerts import AlertEvent
 from quarantine.errorhandling.breach import Breach
 from quarantine.errorhandling.fail_on import topic_rates
 from quarantine.errors import ExpectationBreachError, ToleranceExceededError
-from quarantine.listeners.events import BatchReport, RunInfo, RunKind
+from quarantine.listeners.events import BatchReport, RunInfo
 from quarantine.metrics.cells import BatchMetrics, MetricNames
 
 __all__ = [

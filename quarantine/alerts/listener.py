@@ -57,11 +57,12 @@ from quarantine.alerts.events import (
     stuck,
     tolerance_breach,
 )
+from quarantine.columns import RunKind
 from quarantine.config.alerts import AlertEvent, AlertsConfig
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import SYSTEM_CLOCK, Clock, RetryPolicy, RetryWithToleranceOperator
 from quarantine.errors import RetriesExhaustedError, failure_reason
-from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunListener, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.redaction import redact_text
 from quarantine.secret_refs import SecretScopes

@@ -22,16 +22,9 @@ import logging
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.columns import PIPELINE, RESOLUTION, SOURCE_KEY, STATUS, TARGET_KEY, QuarantineStatus
 from quarantine.config import PipelineConfig
 from quarantine.errors import TablesDisagreeError
-from quarantine.schema import (
-    PIPELINE,
-    RESOLUTION,
-    SOURCE_KEY,
-    STATUS,
-    TARGET_KEY,
-    QuarantineStatus,
-)
 from quarantine.tables import read_table
 
 __all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]

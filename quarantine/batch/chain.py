@@ -17,8 +17,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
+from quarantine.columns import HIDDEN_PREFIX, VALUE
 from quarantine.errors import ConfigError, StageDefinitionError
-from quarantine.schema import ERROR_STRUCT, HIDDEN_PREFIX, KAFKA_SOURCE_SCHEMA, VALUE
+from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA
 from quarantine.stage import (
     BatchWideStageError,
     ReportsDrift,

@@ -19,7 +19,6 @@ in the order a record meets it:
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Self
@@ -30,20 +29,7 @@ from pyspark.sql.types import DataType
 
 from quarantine.batch.chain import StageAnalysisError, apply_stages, final_error, final_result
 from quarantine.batch.verdict import carried_columns, keeps_raw_bytes
-from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat, WrittenBy
-from quarantine.errorhandling.handlers import ErrorHandlers
-from quarantine.errorhandling.policy import ErrorPolicy
-from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
-from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
-from quarantine.errors import (
-    ConfigError,
-)
-from quarantine.identity import (
-    VARIANTS,
-    fingerprint,
-)
-from quarantine.listeners.events import RunListener
-from quarantine.schema import (
+from quarantine.columns import (
     ERROR,
     FINGERPRINT,
     HEADERS,
@@ -62,17 +48,27 @@ from quarantine.schema import (
     TIMESTAMP_TYPE,
     TOPIC,
     VALUE,
-    target_columns,
 )
+from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat, WrittenBy
+from quarantine.errorhandling.handlers import ErrorHandlers
+from quarantine.errorhandling.policy import ErrorPolicy
+from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
+from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
+from quarantine.errors import (
+    ConfigError,
+)
+from quarantine.identity import (
+    VARIANTS,
+    fingerprint,
+)
+from quarantine.listeners.events import RunListener
+from quarantine.schema import target_columns
 from quarantine.sinks.dlq_topic import dlq_topic
 from quarantine.sinks.quarantine import QuarantineWriter
 from quarantine.stage import BatchWideStageError, Stage, drift_column_names, retry_column_names
 from quarantine.stages.source import SourceCheck
 
 __all__ = ["Plan", "refuse_pipeline_tables"]
-
-log = logging.getLogger("quarantine")
-
 
 
 def _utcnow() -> dt.datetime:

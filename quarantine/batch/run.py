@@ -38,16 +38,16 @@ from quarantine.batch.plan import Plan
 from quarantine.batch.settle import prepare, unsettled
 from quarantine.batch.verdict import judging, quarantined_by_check
 from quarantine.batch.writes import Batch, BatchMode, BatchWriter
+from quarantine.columns import REOPENED, RunKind
 from quarantine.errorhandling.fail_on import conditions_held
 from quarantine.errorhandling.policy import Scope
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ConditionFailedError, ExpectationBreachError
-from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunKind, RunStatus
+from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunStatus
 from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
 from quarantine.metrics.observed import batch_metrics, schema_drift
 from quarantine.redaction import redact_text
-from quarantine.schema import REOPENED
 from quarantine.sql import run_query
 from quarantine.tables import table_exists
 

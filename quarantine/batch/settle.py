@@ -18,17 +18,7 @@ from pyspark.sql import functions as F
 
 from quarantine.batch.agreement import check_tables_agree, check_target_holds_replayed
 from quarantine.batch.plan import Plan
-from quarantine.config import ReusedCoordinates, SourceFormat
-from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import (
-    CoordinatesReusedError,
-    QuarantineWriteError,
-    RetriesExhaustedError,
-    TableWriteError,
-    describe_write_failure,
-)
-from quarantine.identity import DELIVERED, VARIANTS, against_settled, fingerprint, identified_topics
-from quarantine.schema import (
+from quarantine.columns import (
     FINGERPRINT,
     OFFSET,
     OPEN,
@@ -40,6 +30,16 @@ from quarantine.schema import (
     TARGET_TIMESTAMP,
     TOPIC,
 )
+from quarantine.config import ReusedCoordinates, SourceFormat
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
+from quarantine.errors import (
+    CoordinatesReusedError,
+    QuarantineWriteError,
+    RetriesExhaustedError,
+    TableWriteError,
+    describe_write_failure,
+)
+from quarantine.identity import DELIVERED, VARIANTS, against_settled, fingerprint, identified_topics
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import settled_records
 from quarantine.tables import read_table, table_exists

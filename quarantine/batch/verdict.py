@@ -40,9 +40,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.batch.chain import stage_input
+from quarantine.columns import CHECK_INPUT_PREFIX, ERROR, RESULT
 from quarantine.config import BreachAction
 from quarantine.errorhandling.breach import Breach
-from quarantine.schema import CHECK_INPUT_PREFIX, ERROR, RESULT
 from quarantine.stage import INPUT, JudgingStage, Stage
 
 __all__ = [

@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 from quarantine.batch.plan import Plan
 from quarantine.batch.settle import retried_write
 from quarantine.batch.verdict import Verdicts, check_counts, judge_batch
+from quarantine.columns import CLOSING, ERROR, FINGERPRINT, OPEN, REOPENED, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.config import BreachAction
 from quarantine.errorhandling.handlers import counts_by_kind
 from quarantine.errorhandling.policy import Scope
@@ -60,16 +61,6 @@ from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
 from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
 from quarantine.metrics.columns import observed_counts, observed_row
-from quarantine.schema import (
-    CLOSING,
-    ERROR,
-    FINGERPRINT,
-    OPEN,
-    REOPENED,
-    REUSED,
-    SOURCE_KEY,
-    QuarantineStatus,
-)
 from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records

@@ -1,17 +1,16 @@
-"""The ``quarantine`` command's handlers: one module per command (``commands/run.py`` runs
-``quarantine run``), imported only when that command runs.
+"""The ``quarantine`` commands: one module per command (``commands/run.py`` is ``quarantine run``).
 
-:mod:`quarantine.cli` parses the command line with argparse alone, then imports the one
-handler module the command names (``cli.HANDLERS``, a table of module names) and calls its
-``handle``. Each handler module imports at its top what its command needs, and nothing else:
-``quarantine --help`` and ``--version`` import no handler, so no engine (pyspark, pandas,
-Great Expectations, MLflow, Plotly); ``quarantine validate`` imports the config and the stage
-builder, not a runner. The table's names are edges the import-graph test counts
-(``tests/unit/test_import_graph.py`` reads the module names held by a module that imports
-by name), pointing one way — a handler never imports :mod:`quarantine.cli` — so there is no
-circle, seen or unseen; the one function that imports is three lines, not one branch per command.
+A command module declares the command whole, as pip's commands do: its help, its examples,
+its arguments and its handler (``COMMAND``, a :class:`~quarantine.commands.invocation.Command`).
+:data:`quarantine.cli.COMMANDS` names the modules, one line each; a new command is a module
+and that line.
 
-What every handler shares is below them: :mod:`quarantine.commands.options` (option values:
-``--set``, ``--where``, ``--since``) and :mod:`quarantine.commands.invocation` (the parsed
-command, its config loaded once, the tables a failure names).
+``quarantine --help`` builds every command's parser, so a command module imports at its top
+only argparse and what the commands share below them (:mod:`quarantine.commands.options`:
+``--conf``/``--set``, ``--where``, ``--since``; :mod:`quarantine.commands.invocation`): no
+engine (pyspark, pandas, Great Expectations, MLflow, Plotly), and not the config. Its handler
+imports what its command runs when it runs (the pipeline for ``run``, the config and the
+stage builder, not a runner, for ``validate``; the reads, whose engine is picked then, for
+``inspect``): no command pays for another's. :mod:`quarantine.commands.configured` loads a
+command's config, once.
 """

@@ -22,7 +22,7 @@ def load(call: Invocation) -> PipelineConfig:
     call.tables.update({"target": config.target.table, "quarantine": config.errors.dlq_table_name})
     if config.metrics.table:
         call.tables["metrics"] = config.metrics.table
-    guard = getattr(args, "pipeline", None)
+    guard = getattr(args, "pipeline_guard", None)
     if guard and guard != config.pipeline:
         raise ConfigError("--pipeline", guard, f"{config.pipeline} (the pipeline of {args.conf})")
     return config

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from quarantine.commands.configured import load
-from quarantine.commands.invocation import Invocation
-from quarantine.pipeline import Pipeline
-from quarantine.runners.replay import discard, preview_discard
+import argparse
 
-__all__ = ["handle"]
+from quarantine.commands.invocation import Command, Invocation
+from quarantine.commands.options import add_config
+
+__all__ = ["COMMAND"]
 
 
-def handle(call: Invocation) -> int:
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+    parser.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
+    parser.add_argument("--reason", default=None, help="why, kept in the rows' resolution (not needed with --dry-run)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
+
+
+def _handle(call: Invocation) -> int:
     """Discard the open rows ``--where`` selects, with ``--reason``; ``--dry-run`` says which it would."""
+    if not call.args.dry_run and not (call.args.reason or "").strip():
+        call.usage_error("discard needs --reason: why, kept in each discarded row's resolution (--dry-run does not)")
+    from quarantine.commands.configured import load
+    from quarantine.pipeline import Pipeline
+    from quarantine.runners.replay import discard, preview_discard
+
     config = load(call)
     if call.args.dry_run:
         print(preview_discard(Pipeline.from_config(config, listeners=[]), call.args.where).render())
@@ -19,3 +32,15 @@ def handle(call: Invocation) -> int:
     n = discard(Pipeline.from_config(config), call.args.where, call.args.reason)
     print(f"discarded {n:,} open record(s) (run_kind discard)")
     return 0
+
+
+COMMAND = Command(
+    help="mark open quarantine rows as discarded (kept, with the reason)",
+    examples=(
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"error_class = 'InvalidUtf8'\" "
+        "--reason \"producer bug, resent\"",
+        "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --dry-run",
+    ),
+    arguments=_arguments,
+    handle=_handle,
+)

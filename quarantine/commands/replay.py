@@ -1,49 +1,78 @@
-"""``quarantine replay``: open quarantine rows through the current stages (or queued, or previewed) on Spark.
+"""``quarantine replay``: open quarantine rows through the current stages (or queued, or previewed).
 
-The second handler of ``replay`` (:data:`quarantine.cli.HANDLERS`): a dry run over path
-tables has its selection counted without a JVM first (:mod:`quarantine.commands.replay_local`),
-which then calls :func:`dry_run_outcomes` here for the part that runs the stages.
+A dry run prints its selection first (the open rows ``--where`` selects, by their quarantined
+failure: :func:`quarantine.ops.reads.replay_selection`, on DuckDB over path tables, no JVM),
+then, when it selected any, what the current stages would do with them (on Spark).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+from typing import TYPE_CHECKING
 
-from quarantine.commands.configured import load
-from quarantine.commands.invocation import Invocation
-from quarantine.commands.options import predicate
-from quarantine.config import PipelineConfig, WrittenBy
-from quarantine.declarative.replay_queue import queue_replay
-from quarantine.pipeline import Pipeline
-from quarantine.runners.replay import preview_replay, replay, select_replay
+from quarantine.commands.invocation import Command, Invocation
+from quarantine.commands.options import add_config, add_pipeline_guard, predicate
 
-__all__ = ["dry_run_outcomes", "handle"]
+if TYPE_CHECKING:
+    from quarantine.config import PipelineConfig
+
+__all__ = ["COMMAND"]
 
 
-def handle(call: Invocation) -> int:
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+    parser.add_argument("--where", default=None, help="SQL predicate over quarantine columns (empty: every open row)")
+    add_pipeline_guard(parser)
+    parser.add_argument("--dry-run", action="store_true", help="say what would be replayed and how; write nothing")
+
+
+def _handle(call: Invocation) -> int:
     """Replay the rows ``--where`` selects (all open ones without it); ``--dry-run`` says what it would do.
 
-    A dry run prints the selection (the open rows, by their quarantined failure), then, when
-    it selected any, what the current stages would do with them. A declarative pipeline's
-    target (``target.written_by: pipeline``) is written by the pipeline's next update: the
-    rows are queued for it instead.
+    A declarative pipeline's target (``target.written_by: pipeline``) is written by the
+    pipeline's next update: the rows are queued for it instead.
     """
+    from quarantine.commands.configured import load
+
     config = load(call)
     where = predicate(call.args.where)
     if call.args.dry_run:
-        pipe = Pipeline.from_config(config, listeners=[])
-        selection = select_replay(pipe, where)
-        print(selection.render(), flush=True)
-        if selection.selected:
-            print(preview_replay(pipe, where).render())
-    elif config.target.written_by is WrittenBy.PIPELINE:
+        return _dry_run(config, where)
+    from quarantine.config import WrittenBy
+    from quarantine.declarative.replay_queue import queue_replay
+    from quarantine.pipeline import Pipeline
+    from quarantine.runners.replay import replay
+
+    if config.target.written_by is WrittenBy.PIPELINE:
         print(queue_replay(Pipeline.from_config(config, listeners=[]), where).render())
     else:
         print(replay(Pipeline.from_config(config), where).render())
     return 0
 
 
-def dry_run_outcomes(config: PipelineConfig, where: str | None) -> str:
-    """A dry run's second part on Spark: what the current stages would do with the selected open rows."""
-    sys.stdout.flush()  # the selection is out before the JVM starts
-    return preview_replay(Pipeline.from_config(config, listeners=[]), where).render()
+def _dry_run(config: PipelineConfig, where: str | None) -> int:
+    """Print the selection (whichever engine reads it), then, when it is not empty, its outcomes on Spark."""
+    from quarantine.ops.reads import answer, replay_selection
+
+    config.target.require_source_columns()
+    selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, where),
+                       app=f"replay:{config.pipeline}", read_only=False)
+    print(selection.render(), flush=True)  # out before a JVM starts
+    if selection.selected:
+        from quarantine.pipeline import Pipeline
+        from quarantine.runners.replay import preview_replay
+
+        print(preview_replay(Pipeline.from_config(config, listeners=[]), where).render())
+    return 0
+
+
+COMMAND = Command(
+    help="re-run open quarantine rows through the current stages",
+    examples=(
+        "quarantine replay --conf data/demo/orders_demo.yml",
+        "quarantine replay --conf data/demo/orders_demo.yml --where \"stage = 'parse_order'\"",
+        "quarantine replay --conf data/demo/orders_demo.yml --dry-run",
+    ),
+    arguments=_arguments,
+    handle=_handle,
+)

@@ -1,38 +1,55 @@
-"""``quarantine report`` on Spark: a self-contained HTML page of a pipeline's quarantine and metrics tables.
+"""``quarantine report``: a self-contained HTML page of a pipeline's quarantine and metrics tables.
 
-The second handler of ``report`` (:data:`quarantine.cli.HANDLERS`): path tables are answered
-without a JVM first (:mod:`quarantine.commands.report_local`); catalog tables, Spark Connect,
-Databricks and a table delta-rs cannot read come here.
+Its figures are the reads of :func:`quarantine.ops.reads.report_data`, on DuckDB over path
+tables (no JVM) or on Spark; Plotly draws the page (:mod:`quarantine.ops.report_page`).
 """
 
 from __future__ import annotations
 
-from quarantine.commands.configured import load
-from quarantine.commands.invocation import Invocation
-from quarantine.commands.options import parse_since
-from quarantine.ops.report_data import write_report
-from quarantine.ops.report_page import require_plotly
-from quarantine.spark.session import get_spark
+import argparse
 
-__all__ = ["handle"]
+from quarantine.commands.invocation import Command, Invocation
+from quarantine.commands.options import add_config, parse_time
+
+__all__ = ["COMMAND"]
 
 
-def handle(call: Invocation) -> int:
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_config(parser, "the pipeline config (YAML): its quarantine and metrics tables")
+    parser.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
+    parser.add_argument("--since", default=None, metavar="TIME",
+                        help="only records first seen (breaches, resolutions) at or after TIME (2026-11-25, "
+                             "2026-11-25T10:00 UTC, or 24h, 7d)")
+
+
+def _handle(call: Invocation) -> int:
     """Write the page for the config's pipeline and tables to ``--out``, print a summary; exit 0.
 
     Raises:
-        ConfigError: ``--since`` is not an ISO date or date-time.
+        ConfigError: ``--since`` is not a time, or the config is bad.
         ReportDependencyError: Plotly (the ``report`` extra) is not installed.
     """
+    from quarantine.commands.configured import load
+    from quarantine.ops.reads import answer, report_data
+    from quarantine.ops.report_page import require_plotly, write_page
+
     config = load(call)
-    since = call.args.since
-    when = parse_since(since) if since else None
+    when = parse_time(call.args.since, "--since") if call.args.since else None
     require_plotly()
-    spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf, read_only=True)
-    data = write_report(
-        spark, call.args.out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
-        metrics_table=config.metrics.table, since=when,
-    )
+    data = answer(config, ("quarantine", "metrics"), lambda reads: report_data(reads, config.pipeline, since=when),
+                  app=f"report:{config.pipeline}")
+    write_page(data, call.args.out)
     print("\n".join(data.summary_lines()))
     print(f"wrote the report to {call.args.out}")
     return 0
+
+
+COMMAND = Command(
+    help="write a self-contained HTML report of a pipeline's quarantine and metrics (charts)",
+    examples=(
+        "quarantine report --conf data/demo/orders_demo.yml --out report.html",
+        "quarantine report --conf data/demo/orders_demo.yml --out report.html --since 2026-11-01",
+    ),
+    arguments=_arguments,
+    handle=_handle,
+)

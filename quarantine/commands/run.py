@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from quarantine.command_logging import HOLDS
-from quarantine.commands.configured import load, tables_text
-from quarantine.commands.invocation import Invocation
-from quarantine.pipeline import Pipeline
+import argparse
 
-__all__ = ["handle"]
+from quarantine.commands.invocation import Command, Invocation
+from quarantine.commands.options import add_config
+
+__all__ = ["COMMAND"]
 
 
-def handle(call: Invocation) -> int:
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+
+
+def _handle(call: Invocation) -> int:
     """Run the config's pipeline, print its summary and tables; exit code 0 (a failed run raises)."""
+    from quarantine.command_logging import HOLDS
+    from quarantine.commands.configured import load, tables_text
+    from quarantine.pipeline import Pipeline
+
     config = load(call)
     # a batch run's summary lists each breach: its log line is not shown too (a stream's is)
     HOLDS.breaches = not config.source.streaming
@@ -21,3 +29,14 @@ def handle(call: Invocation) -> int:
     if summary.records_quarantined:
         print(f"next: quarantine inspect --conf {call.args.conf}")
     return 0
+
+
+COMMAND = Command(
+    help="run a pipeline from a YAML config",
+    examples=(
+        "quarantine run --conf data/demo/orders_demo.yml",
+        "quarantine run --conf conf/local.yml --set source.path=/data/orders_raw",
+    ),
+    arguments=_arguments,
+    handle=_handle,
+)

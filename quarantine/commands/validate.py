@@ -7,26 +7,35 @@ sink or listener, and not Great Expectations: an expectation suite is checked ag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+from typing import TYPE_CHECKING
 
-from quarantine.commands.configured import load, tables_text
-from quarantine.commands.invocation import Invocation
-from quarantine.config import PipelineConfig
-from quarantine.lineage import declared_result
-from quarantine.preflight import check_config
-from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
-from quarantine.source_contract import unchecked
-from quarantine.stage import Stage
+from quarantine.commands.invocation import Command, Invocation
+from quarantine.commands.options import add_config
 
-__all__ = ["handle"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from quarantine.config import PipelineConfig
+    from quarantine.stage import Stage
+
+__all__ = ["COMMAND"]
 
 
-def handle(call: Invocation) -> int:
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+
+
+def _handle(call: Invocation) -> int:
     """Check the config, print its stages, the target's columns and the tables; exit code 0.
 
     Raises:
         ConfigError: what :func:`quarantine.preflight.check_config` finds, naming the key.
     """
+    from quarantine.commands.configured import load, tables_text
+    from quarantine.preflight import check_config
+    from quarantine.source_contract import unchecked
+
     config = load(call)
     stages = check_config(config)
     print(f"config ok: pipeline {config.pipeline}, {len(stages)} stages: "
@@ -42,6 +51,9 @@ def handle(call: Invocation) -> int:
 
 def _target_columns(config: PipelineConfig, stages: Sequence[Stage]) -> str:
     """The target's columns as the config declares them: the last stage's result, then the source's."""
+    from quarantine.lineage import declared_result
+    from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
+
     last = stages[-1].name
     declared = declared_result(config.stages, stages)
     if declared is None:
@@ -53,3 +65,11 @@ def _target_columns(config: PipelineConfig, stages: Sequence[Stage]) -> str:
     if config.target.source_columns:
         shown += " + " + ", ".join(TARGET_SOURCE_COLUMNS.fieldNames())
     return f"target columns: {shown}"
+
+
+COMMAND = Command(
+    help="load and check a config and its stages without starting Spark; write nothing",
+    examples=("quarantine validate --conf data/demo/orders_demo.yml",),
+    arguments=_arguments,
+    handle=_handle,
+)

@@ -21,7 +21,7 @@ from quarantine.config.choices import (
     WrittenBy,
 )
 from quarantine.errorhandling.settings import DEFAULT_INITIAL_BACKOFF_MS, ErrorsConfig
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, QuarantineError
 from quarantine.values.section import YAML_CONTEXT, Section, schema_of
 from quarantine.values.types import (
     BOOL,
@@ -171,6 +171,15 @@ class TargetConfig(Section):
     def from_mapping(cls, raw: Mapping[str, Any]) -> TargetConfig:
         """Build from the ``target:`` mapping as written in YAML."""
         return cls.model_validate(dict(raw), context=YAML_CONTEXT)
+
+    def require_source_columns(self) -> None:
+        """Check that a replay can write this target: it is de-duplicated on the source columns.
+
+        Raises:
+            QuarantineError: ``source_columns`` is false.
+        """
+        if not self.source_columns:
+            raise QuarantineError("replay needs target.source_columns: true (the target is de-duplicated on them)")
 
 
 _INTERVAL = r"\d+\s*(milliseconds?|seconds?|minutes?|hours?)"

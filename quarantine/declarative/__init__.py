@@ -48,18 +48,12 @@ from pyspark.sql import functions as F
 
 from quarantine.assemble import assemble
 from quarantine.batch.plan import Plan
-from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy, load_config
-from quarantine.declarative.replay_queue import queue_table
-from quarantine.errors import ConfigError, QuarantineError
-from quarantine.identity import fingerprint
-from quarantine.runners.streaming import read_stream
-from quarantine.schema import (
+from quarantine.columns import (
     ERROR,
     ERROR_CLASS,
     ERROR_HISTORY,
     FINGERPRINT,
     HISTORY_AT,
-    KAFKA_SOURCE_SCHEMA,
     MESSAGE,
     OFFSET,
     PARTITION,
@@ -68,6 +62,12 @@ from quarantine.schema import (
     STAGE,
     TOPIC,
 )
+from quarantine.config import PipelineConfig, SourceFormat, Tolerance, WrittenBy, load_config
+from quarantine.declarative.replay_queue import queue_table
+from quarantine.errors import ConfigError, QuarantineError
+from quarantine.identity import fingerprint
+from quarantine.runners.streaming import read_stream
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.stage import JudgingStage
 
 __all__ = [

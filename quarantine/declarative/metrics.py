@@ -35,20 +35,12 @@ import datetime as dt
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.columns import BATCH_ID, FIRST_SEEN_AT, PIPELINE, RUN_ID, STAGE, TOPIC, RunKind
 from quarantine.config import PipelineConfig, WrittenBy
 from quarantine.declarative import DECLARATIVE_RUN
 from quarantine.errors import ConfigError
-from quarantine.listeners.events import RunKind
 from quarantine.listeners.metrics_table import ensure_metrics_table, metrics_frame
 from quarantine.metrics.cells import MetricNames
-from quarantine.schema import (
-    BATCH_ID,
-    FIRST_SEEN_AT,
-    PIPELINE,
-    RUN_ID,
-    STAGE,
-    TOPIC,
-)
 from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = ["record_pipeline_metrics"]

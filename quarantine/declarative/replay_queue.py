@@ -30,20 +30,20 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from quarantine.config import PipelineConfig, WrittenBy
-from quarantine.errors import QuarantineError
-from quarantine.identity import null_safe_key_match
-from quarantine.pipeline import Pipeline
-from quarantine.runners.replay import open_records
-from quarantine.schema import (
+from quarantine.columns import (
     FINGERPRINT,
     FIRST_SEEN_AT,
-    KAFKA_SOURCE_SCHEMA,
     PIPELINE,
     QUARANTINE_FINGERPRINT,
     SOURCE_KEY,
     QuarantineStatus,
 )
+from quarantine.config import PipelineConfig, WrittenBy
+from quarantine.errors import QuarantineError
+from quarantine.identity import null_safe_key_match
+from quarantine.pipeline import Pipeline
+from quarantine.runners.replay import open_records
+from quarantine.schema import KAFKA_SOURCE_SCHEMA
 from quarantine.sinks.quarantine import close_records, row_fingerprint
 from quarantine.tables import create_table, table_ref, table_version
 

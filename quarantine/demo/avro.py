@@ -24,22 +24,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
-    HEADERS,
-    HEADERS_TYPE,
-    KAFKA_SOURCE_SCHEMA,
-    KEY,
-    OFFSET,
-    PARTITION,
-    TIMESTAMP,
-    TIMESTAMP_TYPE,
-    TOPIC,
-    VALUE,
-)
+from quarantine.demo.orders import kafka_records, write_framed_demo
 
 __all__ = ["AVRO_DEMO_CONFIG", "POISON_KINDS", "READER", "WRITERS", "avro_orders_source", "write_avro_demo"]
 
@@ -113,17 +101,7 @@ def avro_orders_source(
         .when(kind == 3, encoded(3))
         .otherwise(F.lit(None).cast("binary"))
     )
-    df = spark.range(records).select(
-        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias(KEY),
-        value.alias(VALUE),
-        F.lit("orders-avro").alias(TOPIC),
-        (i % partitions).cast("int").alias(PARTITION),
-        F.floor(i / partitions).cast("bigint").alias(OFFSET),
-        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias(TIMESTAMP),
-        F.lit(0).cast("int").alias(TIMESTAMP_TYPE),
-        F.lit(None).cast(HEADERS_TYPE).alias(HEADERS),
-    )
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+    return kafka_records(spark.range(records), value, "orders-avro", partitions)
 
 
 def write_avro_demo(
@@ -140,27 +118,8 @@ def write_avro_demo(
     for sid in (1, 2, 3):
         (schemas / f"{sid}.avsc").write_text(json.dumps(WRITERS[sid], indent=2), encoding="utf-8")
     (root / "order.avsc").write_text(json.dumps(READER, indent=2), encoding="utf-8")
-    avro_orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
-        "overwrite"
-    ).option("overwriteSchema", "true").save(str(root / "source"))
-    raw = {
-        "pipeline": "orders_avro_demo",
-        "source": {"format": "delta", "path": str(root / "source")},
-        "target": {"table": str(root / "orders")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(root / "quarantine")},
-        "stages": [
-            {"name": "order", "type": "avro",
-             "options": {"schemas": str(schemas), "reader_schema": str(root / "order.avsc")}},
-            {"name": "check_order", "type": "checks", "options": {"rules": [
-                {"column": "amount", "check": "range", "min": 0, "max": 10_000},
-                {"column": "currency", "check": "in_set", "values": ["EUR", "USD", "GBP"]},
-            ]}},
-        ],
-    }
-    path = root / AVRO_DEMO_CONFIG
-    header = (
-        "# The quarantine Avro demo pipeline, written by `quarantine init-demo --format avro`\n"
-        f"# with its tables under {root}. Run it: quarantine run --conf {path}\n"
+    return write_framed_demo(
+        root, avro_orders_source(spark, records, poison_rate=poison_rate, seed=seed), AVRO_DEMO_CONFIG,
+        {"type": "avro", "options": {"schemas": str(schemas), "reader_schema": str(root / "order.avsc")}},
+        "--format avro",
     )
-    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")
-    return path

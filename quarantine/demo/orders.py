@@ -34,11 +34,10 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
+from quarantine.columns import (
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
-    KAFKA_SOURCE_SCHEMA,
     KEY,
     OFFSET,
     PARTITION,
@@ -47,15 +46,18 @@ from quarantine.schema import (
     TOPIC,
     VALUE,
 )
+from quarantine.schema import HEADERS_TYPE, KAFKA_SOURCE_SCHEMA
 
 __all__ = [
     "DEMO_CONFIG",
     "ORDER_SCHEMA_DDL",
     "POISON_KINDS",
+    "kafka_records",
     "orders_source",
     "write_demo_config",
     "write_demo_source",
     "write_demo_table",
+    "write_framed_demo",
 ]
 
 #: The name of the config file :func:`write_demo_config` writes into its folder.
@@ -145,6 +147,18 @@ def orders_source(
         ),
         F.struct(F.lit("source").alias(HEADER_KEY), F.encode(F.lit("web"), "UTF-8").alias(HEADER_VALUE)),
     )
+    return kafka_records(ids, value, topic, partitions, headers)
+
+
+def kafka_records(
+    ids: DataFrame, value: Column, topic: str, partitions: int, headers: Column | None = None
+) -> DataFrame:
+    """The demos' records: each ``id`` of ``ids`` (a ``spark.range``) a Kafka record of ``value``.
+
+    Keyed by customer, offsets consecutive per partition, a second apart from 2026-01-01, no
+    headers unless given; columns and types exactly :data:`~quarantine.schema.KAFKA_SOURCE_SCHEMA`.
+    """
+    i = F.col("id")
     df = ids.select(
         F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias(KEY),
         value.alias(VALUE),
@@ -153,19 +167,51 @@ def orders_source(
         F.floor(i / partitions).cast("bigint").alias(OFFSET),
         F.timestamp_seconds(F.lit(1_767_225_600) + i).alias(TIMESTAMP),
         F.lit(0).cast("int").alias(TIMESTAMP_TYPE),
-        headers.alias(HEADERS),
+        (F.lit(None).cast(HEADERS_TYPE) if headers is None else headers).alias(HEADERS),
     )
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+
+
+def _overwrite(source: DataFrame, path: str) -> None:
+    source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
 
 def write_demo_source(
     spark: SparkSession, path: str, records: int = 10_000, *, poison_rate: float = 0.04, seed: int = 7
 ) -> int:
     """Write :func:`orders_source` as a Delta table at ``path`` (overwriting it); return the record count."""
-    orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
-        "overwrite"
-    ).option("overwriteSchema", "true").save(path)
+    _overwrite(orders_source(spark, records, poison_rate=poison_rate, seed=seed), path)
     return records
+
+
+def write_framed_demo(root: Path, source: DataFrame, config: str, stage: dict[str, Any], flag: str) -> Path:
+    """Write a schema-registry-framed demo (``init-demo --format avro`` or ``protobuf``) into ``root``:
+    ``source`` as ``root/source`` (Delta), and its config ``root/config``, whose first stage is ``stage``
+    (its schemas already in ``root``) and whose second checks the orders; return the config's path.
+
+    Every path in the config is absolute, so it runs from any working directory.
+    """
+    _overwrite(source, str(root / "source"))
+    raw = {
+        "pipeline": config.removesuffix(".yml"),
+        "source": {"format": "delta", "path": str(root / "source")},
+        "target": {"table": str(root / "orders")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(root / "quarantine")},
+        "stages": [
+            {"name": "order", **stage},
+            {"name": "check_order", "type": "checks", "options": {"rules": [
+                {"column": "amount", "check": "range", "min": 0, "max": 10_000},
+                {"column": "currency", "check": "in_set", "values": ["EUR", "USD", "GBP"]},
+            ]}},
+        ],
+    }
+    path = root / config
+    header = (
+        f"# The quarantine {stage['type'].capitalize()} demo pipeline, written by `quarantine init-demo {flag}`\n"
+        f"# with its tables under {root}. Run it: quarantine run --conf {path}\n"
+    )
+    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")
+    return path
 
 
 def write_demo_table(
@@ -204,8 +250,8 @@ def write_demo_table(
 def write_demo_config(out: str | Path) -> Path:
     """Write the demo pipeline's config and expectation suite into ``out``; return the config's path.
 
-    The config is the repository's ``conf/orders_demo.yml`` (a copy ships in the package,
-    ``quarantine/demo/conf/``) with every table and the suite named relative to ``out``
+    The config is the repository's ``conf/orders_demo.yml`` (``quarantine/demo/conf/`` links to
+    it and its suite, so a wheel holds them) with every table and the suite named relative to ``out``
     (``./source``, ``./orders``, ``./quarantine``, ``./metrics``,
     ``./expectations/orders.json``): a config's relative paths are read from its own folder
     (:func:`quarantine.config.load_config`), so ``quarantine run --conf OUT/orders_demo.yml``

@@ -27,22 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
-    HEADERS,
-    HEADERS_TYPE,
-    KAFKA_SOURCE_SCHEMA,
-    KEY,
-    OFFSET,
-    PARTITION,
-    TIMESTAMP,
-    TIMESTAMP_TYPE,
-    TOPIC,
-    VALUE,
-)
+from quarantine.demo.orders import kafka_records, write_framed_demo
 
 __all__ = [
     "MESSAGE",
@@ -183,17 +171,7 @@ def protobuf_orders_source(
         .when(kind == 4, F.concat(_header(3), encoded))
         .otherwise(F.lit(None).cast("binary"))
     )
-    df = spark.range(records).select(
-        F.encode(F.format_string("cust-%05d", i % 5000), "UTF-8").alias(KEY),
-        value.alias(VALUE),
-        F.lit("orders-protobuf").alias(TOPIC),
-        (i % partitions).cast("int").alias(PARTITION),
-        F.floor(i / partitions).cast("bigint").alias(OFFSET),
-        F.timestamp_seconds(F.lit(1_767_225_600) + i).alias(TIMESTAMP),
-        F.lit(0).cast("int").alias(TIMESTAMP_TYPE),
-        F.lit(None).cast(HEADERS_TYPE).alias(HEADERS),
-    )
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+    return kafka_records(spark.range(records), value, "orders-protobuf", partitions)
 
 
 def write_protobuf_demo(
@@ -211,28 +189,9 @@ def write_protobuf_demo(
     for version in _VERSIONS:
         (schemas / f"{version}.desc").write_bytes(descriptor_set(version))
     (root / "order.desc").write_bytes(descriptor_set(2))
-    protobuf_orders_source(spark, records, poison_rate=poison_rate, seed=seed).write.format("delta").mode(
-        "overwrite"
-    ).option("overwriteSchema", "true").save(str(root / "source"))
-    raw = {
-        "pipeline": "orders_protobuf_demo",
-        "source": {"format": "delta", "path": str(root / "source")},
-        "target": {"table": str(root / "orders")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(root / "quarantine")},
-        "stages": [
-            {"name": "order", "type": "protobuf",
-             "options": {"schemas": str(schemas), "reader_descriptor": str(root / "order.desc"),
-                         "message": MESSAGE}},
-            {"name": "check_order", "type": "checks", "options": {"rules": [
-                {"column": "amount", "check": "range", "min": 0, "max": 10_000},
-                {"column": "currency", "check": "in_set", "values": ["EUR", "USD", "GBP"]},
-            ]}},
-        ],
-    }
-    path = root / PROTOBUF_DEMO_CONFIG
-    header = (
-        "# The quarantine Protobuf demo pipeline, written by `quarantine init-demo --format protobuf`\n"
-        f"# with its tables under {root}. Run it: quarantine run --conf {path}\n"
+    return write_framed_demo(
+        root, protobuf_orders_source(spark, records, poison_rate=poison_rate, seed=seed), PROTOBUF_DEMO_CONFIG,
+        {"type": "protobuf", "options": {"schemas": str(schemas), "reader_descriptor": str(root / "order.desc"),
+                                         "message": MESSAGE}},
+        "--format protobuf",
     )
-    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, width=100), encoding="utf-8")
-    return path

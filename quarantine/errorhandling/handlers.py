@@ -36,10 +36,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from quarantine.columns import ErrorKind
 from quarantine.errorhandling.settings import ErrorsConfig, HandlerResponse
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
 from quarantine.redaction import redact_text
-from quarantine.schema import ErrorKind
 
 __all__ = [
     "BUILTIN_HANDLERS",

@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from quarantine.columns import ErrorKind
 from quarantine.errorhandling.handlers import BatchDecision, ErrorHandlers
 from quarantine.errorhandling.settings import ErrorsConfig, Tolerance
 from quarantine.errorhandling.tolerance import ToleranceGuard, WindowStore
 from quarantine.errors import ToleranceExceededError
-from quarantine.schema import ErrorKind
 
 __all__ = ["ErrorPolicy", "Scope"]
 

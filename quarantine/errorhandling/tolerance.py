@@ -39,13 +39,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from quarantine.columns import BATCH_ID, PIPELINE, RUN_ID
 from quarantine.errorhandling.settings import ErrorsConfig, RateDuration, Tolerance
 from quarantine.errors import ToleranceExceededError
-from quarantine.schema import (
-    BATCH_ID,
-    PIPELINE,
-    RUN_ID,
-)
 from quarantine.tables import read_table, save, table_exists
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from quarantine.columns import KIND, MESSAGE, STAGE, ErrorKind
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ConfigError
 from quarantine.expectations.suite import ExpectationSpec, Suite, load_suite
@@ -50,12 +51,6 @@ from quarantine.expectations.translate import (
     untranslated_reason,
 )
 from quarantine.expectations.validate import BreachPolicy, validate_batch
-from quarantine.schema import (
-    KIND,
-    MESSAGE,
-    STAGE,
-    ErrorKind,
-)
 from quarantine.stage import INPUT, Declaration, JudgingStage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.options import (
     ON_BREACH,

@@ -41,22 +41,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.columns import ATTEMPTS, ERROR, ERROR_CLASS, KEY, KIND, MESSAGE, OFFSET, PARTITION, STAGE, TOPIC, VALUE
 from quarantine.config import ErrorsConfig
 from quarantine.log_lines import CONTEXT_ATTR, LOGGER_NAME, ContextLine
 from quarantine.redaction import redact_text
-from quarantine.schema import (
-    ATTEMPTS,
-    ERROR,
-    ERROR_CLASS,
-    KEY,
-    KIND,
-    MESSAGE,
-    OFFSET,
-    PARTITION,
-    STAGE,
-    TOPIC,
-    VALUE,
-)
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
@@ -217,7 +205,7 @@ class ErrorContextLogger:
         return len(rows)
 
     def _emit(self, line: str, about: ContextLine) -> None:
-        # INFO: a notebook (Python's default WARNING) shows none of them, the CLI counts them (issue 54)
+        # INFO: a notebook (Python's default WARNING) shows none of them, the CLI counts them
         self.logger.info("%s", redact_text(line, self.secrets), extra={CONTEXT_ATTR: about})
 
 

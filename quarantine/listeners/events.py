@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from quarantine.columns import SOURCE_STAGE, RunKind
 from quarantine.errorhandling.breach import Breach
 from quarantine.metrics.cells import BatchMetrics, MetricNames
-from quarantine.schema import SOURCE_STAGE
 
 __all__ = [
     "BatchReport",
     "Listeners",
     "RunInfo",
-    "RunKind",
     "RunListener",
     "RunStatus",
     "RunSummary",
@@ -45,17 +44,6 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-class RunKind(StrEnum):
-    """What a run does (the metrics table's ``run_kind``, MLflow's ``quarantine.run_kind`` tag)."""
-
-    RUN = "run"
-    """A pipeline run: source records through the stages."""
-    REPLAY = "replay"
-    """A replay of open quarantine rows (:func:`quarantine.runners.replay.replay`)."""
-    DISCARD = "discard"
-    """A discard of open quarantine rows (:func:`quarantine.runners.replay.discard`)."""
-
-
 @dataclass(frozen=True)
 class RunInfo:
     """One run of a pipeline (a batch job, or one run of a streaming query).
@@ -66,7 +54,7 @@ class RunInfo:
         source: human name of the source (topics or path).
         config: the redacted config (safe to log as params).
         started_at: when the run started (UTC).
-        kind: what the run does (a pipeline run, a replay, a discard).
+        kind: what the run does (:class:`~quarantine.columns.RunKind`: a pipeline run, a replay, a discard).
     """
 
     pipeline: str
@@ -271,7 +259,7 @@ class RunSummary:
             f"pipeline {self.run.pipeline}  run {self.run.run_id}  status {self.status.value}",
             f"  records in           {self.records_in:>12,}",
         ]
-        if self.reopened:  # a re-run: its records in are not the source's (issue 54, point 5)
+        if self.reopened:  # a re-run: its records in are not the source's
             lines += [
                 f"    new                {self.records_in - self.reopened:>12,}",
                 f"    open, run again    {self.reopened:>12,}   (open in quarantine since an earlier run; records "

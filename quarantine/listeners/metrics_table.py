@@ -8,7 +8,7 @@ A row with ``stage`` and ``topic`` both NULL is the batch total of its metric; a
 row with ``stage`` (or ``topic``) set is that stage's (topic's) share. So a
 run's or a day's total is a plain ``GROUP BY metric`` over the rows where
 ``stage IS NULL AND topic IS NULL`` (see the README, "Error metrics").
-``run_kind`` says which kind of run wrote the row (:class:`~quarantine.listeners.events.RunKind`):
+``run_kind`` says which kind of run wrote the row (:class:`~quarantine.columns.RunKind`):
 ``run``, ``replay`` (its records counted again: leave it out of error rates) or
 ``discard`` (one ``records-discarded`` row). A table of an older version, without
 ``run_kind``, gets the column on first use (its old rows: NULL, i.e. ``run``).
@@ -65,17 +65,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, TimestampType
 
+from quarantine.columns import BATCH_ID, PIPELINE, RUN_ID
 from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import describe_failure
 from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
-from quarantine.schema import (
-    BATCH_ID,
-    METRICS_SCHEMA,
-    PIPELINE,
-    RUN_ID,
-)
+from quarantine.schema import METRICS_SCHEMA
 from quarantine.tables import add_missing_columns, create_table, read_table, save, table_exists
 
 __all__ = [

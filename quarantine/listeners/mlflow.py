@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quarantine.columns import SOURCE_PAYLOAD, RunKind
 from quarantine.config import MlflowConfig, PipelineConfig
 from quarantine.errorhandling.breach import Breach
-from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunListener, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunListener, RunStatus
 from quarantine.redaction import redact, redact_text
-from quarantine.schema import SOURCE_PAYLOAD
 from quarantine.spark.runtime import on_databricks
 
 __all__ = [

@@ -49,17 +49,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import Column, Observation
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
-    ATTEMPTS,
-    ERROR_CLASS,
-    ITEM_SEP,
-    KIND,
-    RETRIABLE,
-    STAGE,
-    TIMESTAMP,
-    TOPIC,
-    ErrorKind,
-)
+from quarantine.columns import ATTEMPTS, ERROR_CLASS, ITEM_SEP, KIND, RETRIABLE, STAGE, TIMESTAMP, TOPIC, ErrorKind
 from quarantine.stage import ReportsDrift, ReportsRetries, drift_column, retry_column
 
 __all__ = [

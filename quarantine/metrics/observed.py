@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from quarantine.columns import ITEM_SEP, ErrorKind
 from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
 from quarantine.metrics.columns import (
     CELLS_FAILED,
@@ -31,7 +32,6 @@ from quarantine.metrics.columns import (
     TOPICS_IN,
     stage_key,
 )
-from quarantine.schema import ITEM_SEP, ErrorKind
 from quarantine.stage import ReportsDrift
 
 __all__ = ["OTHER_TOPIC", "batch_metrics", "schema_drift"]

@@ -1,6 +1,6 @@
 """A Delta table given as a path, read without a JVM: delta-rs's snapshot, its rows as Arrow.
 
-The JVM-free read path (:mod:`quarantine.ops.duck`) reads the quarantine and metrics
+The JVM-free engine of the reads (:mod:`quarantine.ops.duck`) reads the quarantine and metrics
 tables here (:func:`read_delta`). delta-rs (the ``deltalake`` package) opens the table and
 lists its current snapshot's data files. Two ways to its rows:
 
@@ -13,8 +13,8 @@ lists its current snapshot's data files. Two ways to its rows:
 * any other table is delta-rs's scan, collected as an arro3 table (the PyCapsule interface
   DuckDB reads), unless its files store INT96.
 
-Besides a table: :class:`~quarantine.errors.QuarantineError` when the path holds no Delta
-table (as the Spark path says it), and :class:`~quarantine.errors.DeltaRsUnreadableError`
+Besides a table: None when the path holds no Delta table, and
+:class:`~quarantine.errors.DeltaRsUnreadableError`
 when delta-rs cannot read it (a reader feature it does not support, such as
 ``typeWidening``, which a target's schema evolution turns on; text it refuses; INT96 in a
 table only it can read): its message is the one line the command prints before Spark
@@ -34,7 +34,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
-from quarantine.errors import DeltaRsUnreadableError, QuarantineError
+from quarantine.errors import DeltaRsUnreadableError
 
 __all__ = ["ArrowStream", "read_delta"]
 
@@ -95,7 +95,7 @@ def _files(table: DeltaTable) -> ArrowStream:
     return cast("ArrowStream", pa.concat_tables(parts) if parts else schema.empty_table())
 
 
-def read_delta(path: str, role: str) -> ArrowStream:
+def read_delta(path: str, role: str) -> ArrowStream | None:
     """The current snapshot of the Delta table at ``path``, as an Arrow table (PyCapsule interface).
 
     Args:
@@ -103,18 +103,17 @@ def read_delta(path: str, role: str) -> ArrowStream:
         role: what the table is (``quarantine``, ``metrics``), for the messages.
 
     Returns:
-        Every row, in no particular order. A ``headers`` column's keys are BINARY (a table
-        read from its files) or text (delta-rs's scan).
+        Every row, in no particular order, or None: no Delta table at ``path``. A ``headers``
+        column's keys are BINARY (a table read from its files) or text (delta-rs's scan).
 
     Raises:
-        QuarantineError: no Delta table at ``path``.
         DeltaRsUnreadableError: delta-rs cannot read it (the message says why, in one line).
     """
     folder = str(Path(path).expanduser().absolute())
     try:
         table = DeltaTable(folder)
     except TableNotFoundError:
-        raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
+        return None
     except DeltaError as exc:
         raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
     if _plain(table):

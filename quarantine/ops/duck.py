@@ -1,82 +1,43 @@
-"""The JVM-free read path: ``inspect``, ``stats``, ``sql`` and ``views --print`` over path tables, on DuckDB.
+"""The JVM-free engine of the operator's reads: DuckDB over the Arrow rows of path tables.
 
-For tables given as paths (the local default, CI, a mounted volume) the read-only commands
-read the quarantine and metrics tables with delta-rs into Arrow (:mod:`quarantine.ops.delta_arrow`)
-and query them with DuckDB in this process: no JVM, no Spark session, no pandas. The rows
-are printed by :mod:`quarantine.ops.triage_output`, as the Spark path prints its own, so both
-engines give the same output for the same tables (``tests/integration/test_two_engines.py``).
+For tables given as paths (the local default, CI, a mounted volume) the reads
+(:mod:`quarantine.ops.reads`) run here: delta-rs reads the quarantine and metrics tables
+into Arrow (:mod:`quarantine.ops.delta_arrow`) and DuckDB queries them in this process, as
+views named by role: no JVM, no Spark session, no pandas. :func:`spark_reason` says when
+Spark answers instead: a table the read needs is a catalog name or a URI (``s3://…``,
+``dbfs:/…``), on Databricks, with Spark Connect (``spark.remote`` in the config's
+``spark_conf`` or ``$QUARANTINE_SPARK_REMOTE``), or ``$QUARANTINE_READ_ENGINE`` is ``spark``.
 
-Which engine answers (:func:`answer`):
-
-* Spark, silently, when a table the command reads is a catalog name or a URI
-  (``s3://…``, ``dbfs:/…``), on Databricks, with Spark Connect (``spark.remote`` in the
-  config's ``spark_conf`` or ``$QUARANTINE_SPARK_REMOTE``), for ``views`` without
-  ``--print`` (it creates Spark views), or when ``$QUARANTINE_READ_ENGINE`` is ``spark``;
-* Spark, after one line on stderr saying why, when delta-rs cannot read a table
-  (:class:`~quarantine.errors.DeltaRsUnreadableError`) or DuckDB refuses its data;
-* DuckDB otherwise.
-
-One SQL library, two engines: the library's files are Spark SQL (they run in the
-Databricks SQL editor as written). :func:`duckdb_sql` translates a bound query to DuckDB's
+One SQL text, two engines: the reads and the SQL library are Spark SQL (the library runs in
+the Databricks SQL editor as written). :func:`duckdb_sql` translates a bound query to DuckDB's
 dialect by rules, not by a second copy of each query: backquoted names become
 double-quoted, a string literal with a backslash escape becomes an ``E'…'`` literal, the
 lower-case column names ``offset`` and ``partition`` are quoted, ``LATERAL VIEW explode``
-becomes a lateral ``unnest``, and the Spark functions the library uses are DuckDB macros of
+becomes a lateral ``unnest``, and the Spark functions the queries use are DuckDB macros of
 the same meaning (:data:`SPARK_MACROS`, named ``spark_<function>``). The session runs in UTC
 and sorts NULLs as Spark does (first ascending, last descending).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import re
-import sys
-from collections.abc import Mapping
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
 import duckdb
 
-from quarantine.columns import (
-    ERROR_CLASS,
-    FIRST_SEEN_AT,
-    HEADER_KEY,
-    HEADER_VALUE,
-    HEADERS,
-    LAST_SEEN_AT,
-    OFFSET,
-    PARTITION,
-    PIPELINE,
-    STAGE,
-    STATUS,
-    TOPIC,
-    QuarantineStatus,
-)
-from quarantine.config import PipelineConfig, load_config
-from quarantine.display import print_json
+from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
+from quarantine.config import PipelineConfig
 from quarantine.errors import ConfigError, DeltaRsUnreadableError
-from quarantine.ops.delta_arrow import ArrowStream, read_delta
-from quarantine.ops.triage_output import (
-    ALL,
-    RecordFilter,
-    list_queries,
-    parse_time,
-    print_records,
-    print_sql,
-    print_stats,
-    record_json,
-    record_title,
-)
-from quarantine.ops.views import view_statements
+from quarantine.ops.delta_arrow import read_delta
 from quarantine.spark.runtime import on_databricks
-from quarantine.sql import Query, bind, get_query, parse_params
-from quarantine.table_names import is_path
+from quarantine.table_names import is_local_path
 
-__all__ = [
-    "ENGINE_ENV", "SPARK_MACROS", "Engine", "Session", "answer", "duckdb_predicate", "duckdb_sql", "spark_reason",
-]
+__all__ = ["ENGINE_ENV", "SPARK_MACROS", "DuckEngine", "ReadEngine", "duckdb_predicate", "duckdb_sql", "engine",
+           "spark_reason"]
 
 #: Which engine the read-only commands use: ``auto`` (the default: DuckDB where it applies) or ``spark``.
 ENGINE_ENV = "QUARANTINE_READ_ENGINE"
@@ -84,7 +45,7 @@ ENGINE_ENV = "QUARANTINE_READ_ENGINE"
 _REMOTE_ENV = "QUARANTINE_SPARK_REMOTE"
 
 
-class Engine(StrEnum):
+class ReadEngine(StrEnum):
     """The values of :data:`ENGINE_ENV`."""
 
     AUTO = "auto"
@@ -99,6 +60,7 @@ SPARK_MACROS: tuple[str, ...] = (
     "CREATE MACRO spark_unix_seconds(t) AS spark_floor_seconds(epoch_us(t))",
     "CREATE MACRO spark_unix_timestamp(t) AS spark_floor_seconds(epoch_us(t))",
     "CREATE MACRO spark_timestamp_seconds(s) AS make_timestamptz(CAST(s AS BIGINT) * 1000000)",
+    "CREATE MACRO spark_timestamp_micros(us) AS make_timestamptz(CAST(us AS BIGINT))",
     "CREATE MACRO spark_date_from_unix_date(d) AS CAST(DATE '1970-01-01' + CAST(d AS INTEGER) AS DATE)",
     "CREATE MACRO spark_unix_date(d) AS CAST(CAST(d AS DATE) - DATE '1970-01-01' AS INTEGER)",
     # trunc(date, 'week' | 'month' ...): a week starts on Monday in both engines
@@ -109,7 +71,7 @@ SPARK_MACROS: tuple[str, ...] = (
     "+ to_minutes(CAST(mi AS BIGINT)) + to_microseconds(CAST(s * 1000000 AS BIGINT))",
 )
 _SPARK_FUNCTIONS = re.compile(
-    r"\b(unix_seconds|unix_timestamp|timestamp_seconds|date_from_unix_date|unix_date|trunc|raise_error"
+    r"\b(unix_seconds|unix_timestamp|timestamp_seconds|timestamp_micros|date_from_unix_date|unix_date|trunc|raise_error"
     r"|make_interval)\s*\("
 )
 #: Code, string literals, back-quoted names and comments of Spark SQL text, in order.
@@ -191,7 +153,7 @@ def spark_reason(config: PipelineConfig, tables: tuple[str, ...]) -> str | None:
         ConfigError: :data:`ENGINE_ENV` is neither ``auto`` nor ``spark``.
     """
     _engine()
-    if os.environ.get(ENGINE_ENV, Engine.AUTO) == Engine.SPARK:
+    if os.environ.get(ENGINE_ENV, ReadEngine.AUTO) == ReadEngine.SPARK:
         return f"${ENGINE_ENV} is spark"
     if on_databricks():
         return "on Databricks"
@@ -200,15 +162,15 @@ def spark_reason(config: PipelineConfig, tables: tuple[str, ...]) -> str | None:
     names = {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table}
     for role in tables:
         name = names.get(role)
-        if name and (not is_path(name) or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:", name)):
+        if name and not is_local_path(name):
             return f"the {role} table {name} is not a local path"
     return None
 
 
 def _engine() -> None:
-    value = os.environ.get(ENGINE_ENV, Engine.AUTO)
-    if value not in tuple(Engine):
-        raise ConfigError(f"${ENGINE_ENV}", value, " | ".join(Engine))
+    value = os.environ.get(ENGINE_ENV, ReadEngine.AUTO)
+    if value not in tuple(ReadEngine):
+        raise ConfigError(f"${ENGINE_ENV}", value, " | ".join(ReadEngine))
 
 
 def _utc(value: Any) -> Any:
@@ -222,32 +184,32 @@ def _utc(value: Any) -> Any:
     return value
 
 
-class Session:
-    """One DuckDB connection over the command's tables, each read once, when a query first needs it.
+class DuckEngine:
+    """One DuckDB connection: each table a view named by its role over its Arrow rows, read once.
 
-    A table is a view named by its role (``quarantine``, ``metrics``) over the Arrow rows of
-    :func:`~quarantine.ops.delta_arrow.read_delta`; the report (:mod:`quarantine.ops.report_duck`)
-    and replay's dry run (:mod:`quarantine.ops.replay_duck`) query it too.
+    The engine of :class:`quarantine.ops.reads.Reads` for path tables: Spark SQL text is run
+    translated (:func:`duckdb_sql`).
     """
 
-    def __init__(self, config: PipelineConfig) -> None:
-        self._config = config
-        self._tables: dict[str, ArrowStream] = {}
+    def __init__(self) -> None:
         self._db = duckdb.connect()
         self._db.execute("SET TimeZone = 'UTC'")
         self._db.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         for macro in SPARK_MACROS:
             self._db.execute(macro)
 
-    def need(self, *roles: str) -> None:
-        """Read the tables ``roles`` name (``quarantine``, ``metrics``) unless read already."""
-        paths = {"quarantine": self._config.errors.dlq_table_name, "metrics": self._config.metrics.table}
-        for role in roles:
-            path = paths[role]
-            if role not in self._tables and path:
-                self._tables[role] = read_delta(path, role)
-                self._db.register(f"_{role}_arrow", self._tables[role])
-                self._db.execute(f"CREATE VIEW {role} AS SELECT {self._columns(role)} FROM _{role}_arrow")
+    def view(self, role: str, table: str) -> Sequence[str] | None:
+        """Read ``table`` (a path) and register it as the view ``role``; its columns, or None: no Delta table there.
+
+        Raises:
+            DeltaRsUnreadableError: delta-rs cannot read it (Spark reads it instead).
+        """
+        rows = read_delta(table, role)
+        if rows is None:
+            return None
+        self._db.register(f"_{role}_arrow", rows)
+        self._db.execute(f"CREATE VIEW {role} AS SELECT {self._columns(role)} FROM _{role}_arrow")
+        return [name for name, *_ in self._db.execute(f"DESCRIBE {role}").fetchall()]
 
     def _columns(self, role: str) -> str:
         """The select list of ``role``'s view: every column, a header's text key as its UTF-8 bytes (BINARY)."""
@@ -257,150 +219,43 @@ class Session:
         return (f"* REPLACE (list_transform({HEADERS}, lambda h: struct_pack({HEADER_KEY} := encode(h.{HEADER_KEY}), "
                 f"{HEADER_VALUE} := h.{HEADER_VALUE})) AS {HEADERS})")
 
-    def condition(self, role: str, sql: str) -> None:
-        """Check that ``sql`` is a boolean condition DuckDB binds over ``role``'s table; run nothing.
+    def check_condition(self, where: str) -> None:
+        """Check that ``where`` (Spark SQL) is a boolean condition DuckDB binds over the quarantine view.
 
         Raises:
-            ValueError: it is not (DuckDB's reason, in one line).
+            ValueError: it is not, or DuckDB would read it otherwise than Spark (:func:`duckdb_predicate`).
         """
+        sql = duckdb_predicate(where)
         try:
-            kinds = self._db.execute(f"DESCRIBE SELECT ({sql}) AS _where FROM {role}").fetchall()
+            kinds = self._db.execute(f"DESCRIBE SELECT ({sql}) AS _where FROM quarantine").fetchall()
         except duckdb.Error as exc:
             raise ValueError(" ".join(str(exc).split())) from None
         if kinds[0][1] != "BOOLEAN":
             raise ValueError(f"it is {kinds[0][1]}, not a condition")
 
-    def rows(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
-        """``sql``'s column names and rows (every instant in UTC).
+    def rows(self, sql: str) -> tuple[list[str], list[list[Any]]]:
+        """Spark SQL text's column names and rows, run translated (every instant in UTC).
 
         Raises:
             DeltaRsUnreadableError: DuckDB refuses the tables' data (text that is not UTF-8).
         """
         try:
-            result = self._db.execute(sql, params or [])
+            result = self._db.execute(duckdb_sql(sql))
             names = [d[0] for d in result.description or []]
             fetched = result.fetchall()
         except duckdb.InvalidInputException as exc:
             raise DeltaRsUnreadableError(f"DuckDB cannot read the tables: {' '.join(str(exc).split())}") from exc
         return names, [[_utc(v) for v in row] for row in fetched]
 
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
 
-def answer(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int | None:
-    """Run a read-only command (``inspect``, ``stats``, ``sql``, ``views``) without a JVM; its exit code.
 
-    Returns:
-        The exit code, or None when Spark answers instead (see the module doc); when that is
-        because delta-rs or DuckDB cannot read a table, one line on stderr has said why.
+def engine(config: PipelineConfig, roles: Sequence[str], *, app: str, read_only: bool) -> DuckEngine | None:
+    """DuckDB for a read of ``roles``' tables of ``config``, or None: Spark answers (:func:`spark_reason`).
 
-    Raises:
-        ConfigError: bad options, config, query name or parameters (exit code 2).
-        QuarantineError: a table the command reads does not exist yet (exit code 1).
+    ``app`` and ``read_only`` are a Spark session's; DuckDB needs neither.
     """
-    _engine()
-    if args.command == "sql" and args.name is None:
-        return list_queries(args.json)
-    query = get_query(args.name) if args.command == "sql" else None
-    if args.conf is None:
-        raise ConfigError("--conf", None, f"the pipeline config whose tables `quarantine sql {args.name}` reads")
-    config = load_config(args.conf, overrides)
-    if args.command == "views":
-        if not args.print_sql:
-            return None  # it creates views in Spark's catalog
-        for v in view_statements(config.errors.dlq_table_name, schema=args.schema):
-            print(v.sql + ";\n")
-        return 0
-    tables = query.tables if query is not None else ("quarantine",)
-    if spark_reason(config, tables) is not None:
-        return None
-    session = Session(config)
-    try:
-        if query is not None:
-            return _sql(args, config, query, session)
-        if args.command == "inspect":
-            return _inspect(args, config, session)
-        session.need("quarantine")
-        return _stats(_pipeline(args, config), session, as_json=args.json)
-    except DeltaRsUnreadableError as exc:
-        print(f"quarantine: reading with Spark: {exc}", file=sys.stderr)
-        return None
-
-
-def _pipeline(args: argparse.Namespace, config: PipelineConfig) -> str | None:
-    """``--pipeline``, else the config's ('' is every pipeline)."""
-    if args.pipeline is None:
-        return config.pipeline
-    return args.pipeline or None
-
-
-def _inspect(args: argparse.Namespace, config: PipelineConfig, session: Session) -> int:
-    f = RecordFilter(
-        pipeline=_pipeline(args, config), status=args.status, stage=args.stage, error_class=args.error_class,
-        since=parse_time(args.since, "--since") if args.since else None,
-        until=parse_time(args.until, "--until") if args.until else None,
-        limit=args.limit,
-    )  # bad options are said before any table is read, as on Spark
-    session.need("quarantine")
-    where: list[str] = ["TRUE"]
-    params: list[Any] = []
-    for column, value in ((PIPELINE, f.pipeline), (STAGE, f.stage), (ERROR_CLASS, f.error_class)):
-        if value is not None:
-            where.append(f'"{column}" = ?')
-            params.append(value)
-    if f.status != ALL:
-        where.append(f'"{STATUS}" = ?')
-        params.append(f.status)
-    for op, when in ((">=", f.since), ("<", f.until)):
-        if when is not None:
-            where.append(f'"{LAST_SEEN_AT}" {op} ?')
-            params.append(when)
-    names, rows = session.rows(
-        f"SELECT * FROM quarantine WHERE {' AND '.join(where)} "
-        f'ORDER BY "{LAST_SEEN_AT}" DESC, "{TOPIC}", "{PARTITION}", "{OFFSET}" LIMIT {int(f.limit)}',
-        params,
-    )
-    records = [record_json(dict(zip(names, row, strict=True))) for row in rows]
-    if args.json:
-        print_json(records)
-        return 0
-    print_records(record_title(f, config.errors.dlq_table_name), records)
-    return 0
-
-
-def _stats(pipeline: str | None, session: Session, *, as_json: bool) -> int:
-    rows = "quarantine" + (" WHERE pipeline = $pipeline" if pipeline is not None else "")
-    open_ = f"({'SELECT * FROM ' + rows}) AS q WHERE {STATUS} = '{QuarantineStatus.OPEN.value}'"
-    queries = {
-        "records by status": f"SELECT {STATUS}, count(1) AS records FROM {rows} GROUP BY {STATUS} ORDER BY {STATUS}",
-        "open records by stage and error class": (
-            f"SELECT {STAGE}, {ERROR_CLASS}, count(1) AS records, min({FIRST_SEEN_AT}) AS {FIRST_SEEN_AT}, "
-            f"max({LAST_SEEN_AT}) AS {LAST_SEEN_AT} FROM {open_} GROUP BY {STAGE}, {ERROR_CLASS} "
-            f"ORDER BY records DESC, {STAGE}, {ERROR_CLASS}"
-        ),
-        "open records per topic partition": (
-            f'SELECT {TOPIC}, "{PARTITION}", count(1) AS records, min("{OFFSET}") AS min_offset, '
-            f'max("{OFFSET}") AS max_offset FROM {open_} GROUP BY {TOPIC}, "{PARTITION}" '
-            f'ORDER BY {TOPIC}, "{PARTITION}"'
-        ),
-    }
-    params = {"pipeline": pipeline} if pipeline is not None else None
-    tables = {title: session.rows(sql, params) for title, sql in queries.items()}
-    print_stats(tables, pipeline, as_json=as_json)
-    return 0
-
-
-def _sql(args: argparse.Namespace, config: PipelineConfig, query: Query, session: Session) -> int:
-    values = parse_params(args.param)
-    if query.param("pipeline") is not None:
-        values.setdefault("pipeline", config.pipeline)
-    # bound to the tables' names in this session: `quarantine`, `metrics`
-    text = bind(query, values, {"quarantine": config.errors.dlq_table_name and "quarantine",
-                                "metrics": config.metrics.table and "metrics"})
-    if args.print_sql:  # the Spark SQL as the Spark path prints it: the configured tables in place
-        print(bind(query, values, {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table}))
-        return 0
-    if args.limit < 1:
-        raise ConfigError("--limit", args.limit, "a positive number of rows")
-    session.need("quarantine", *query.tables)
-    names, rows = session.rows(f"SELECT * FROM ({duckdb_sql(text)}) LIMIT {int(args.limit) + 1}")
-    print_sql(query, names, rows, args.limit, as_json=args.json)
-    return 0
+    del app, read_only
+    return None if spark_reason(config, tuple(roles)) is not None else DuckEngine()

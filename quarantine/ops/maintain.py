@@ -50,19 +50,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine.columns import PIPELINE, RESOLVED_AT, SOURCE_KEY, STATUS, QuarantineStatus
 from quarantine.config import PipelineConfig
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import QuarantineError
-from quarantine.schema import (
-    PIPELINE,
-    RESOLVED_AT,
-    SOURCE_KEY,
-    STATUS,
-    QuarantineStatus,
-)
 from quarantine.sinks.quarantine import strip_settled, stripped
 from quarantine.spark.session import session_setting
-from quarantine.tables import is_path, read_table, table_exists, table_ref, table_version
+from quarantine.table_names import is_path
+from quarantine.tables import read_table, table_exists, table_ref, table_version
 
 __all__ = [
     "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain", "retention_hours",

@@ -1,11 +1,8 @@
-"""A pipeline's report data: the figures' rows, whichever engine aggregated them.
+"""A pipeline's report data: the figures' rows, whichever engine read them.
 
 :class:`ReportData` is what the report page (:mod:`quarantine.ops.report_page`) draws and
-``quarantine report`` summarises. Two modules fill it with the same numbers from the same
-tables: :mod:`quarantine.ops.report_data` in Spark (catalog tables, Spark Connect,
-Databricks) and :mod:`quarantine.ops.report_duck` on DuckDB over Arrow (path tables, no
-JVM); ``tests/integration/test_two_engines.py`` holds them equal. This module imports
-neither engine.
+``quarantine report`` summarises; :func:`quarantine.ops.reads.report_data` fills it, each
+figure one read written once for both engines. This module imports neither engine.
 """
 
 from __future__ import annotations
@@ -14,21 +11,15 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from quarantine.columns import QuarantineStatus
+from quarantine.columns import QuarantineStatus, RunKind
 
 __all__ = [
-    "FIGURE_IDS",
     "HOURLY_SPAN",
     "LATEST",
-    "RUN_KIND_DISCARD",
-    "RUN_KIND_REPLAY",
-    "RUN_KIND_RUN",
     "STATUSES",
     "TOP_ERROR_CLASSES",
     "ReportData",
     "Rows",
-    "missing_metrics",
-    "missing_quarantine",
     "time_unit",
 ]
 
@@ -40,13 +31,6 @@ LATEST = 200
 HOURLY_SPAN = dt.timedelta(days=3)
 #: Every status, in the order the summary lists them.
 STATUSES = tuple(s.value for s in QuarantineStatus)
-#: The figures whose rows come from the quarantine table, then the metrics table's.
-FIGURE_IDS: tuple[str, ...] = ("over_time", "error_classes", "partitions", "statuses", "replays", "breaches")
-#: The metrics table's ``run_kind`` values (:class:`quarantine.listeners.events.RunKind`, which imports
-#: pyspark's types through the schema: a unit test holds them equal).
-RUN_KIND_RUN = "run"
-RUN_KIND_REPLAY = "replay"
-RUN_KIND_DISCARD = "discard"
 
 Rows = list[tuple[Any, ...]]
 
@@ -62,8 +46,8 @@ def time_unit(first: dt.datetime | None, last: dt.datetime | None) -> str:
 class ReportData:
     """The collected aggregates of one report (small: a few hundred rows at most).
 
-    Each figure's rows are plain tuples in the column order of its aggregation
-    (:mod:`quarantine.ops.report_data`), instants naive UTC wall clocks; ``missing`` says,
+    Each figure's rows are plain tuples in the column order of its read
+    (``quarantine/sql/reads/``), instants naive UTC wall clocks; ``missing`` says,
     per figure id, why it has no source at all (no quarantine table yet, no metrics
     table configured). ``records_in`` is the source records the pipeline's runs read
     (``records-in`` of runs of kind ``run``: a replay's selection is not counted again);
@@ -108,17 +92,7 @@ class ReportData:
             lines.append("  replays and discards   not counted (no metrics table)")
         else:
             ran = {str(kind): int(n) for kind, n in self.resolution_runs}
-            replays, discards = ran.get(RUN_KIND_REPLAY, 0), ran.get(RUN_KIND_DISCARD, 0)
+            replays, discards = ran.get(RunKind.REPLAY, 0), ran.get(RunKind.DISCARD, 0)
             said = f"{replays + discards:,} run(s): replay {replays:,}, discard {discards:,}"
             lines.append(f"  replays and discards   {said}")
         return lines
-
-
-def missing_quarantine(table: str) -> str:
-    """Why the quarantine table's figures have no data: it does not exist yet."""
-    return f"the quarantine table {table} does not exist yet"
-
-
-def missing_metrics(table: str | None) -> str:
-    """Why the breaches figure has no data: no ``metrics.table``, or it does not exist yet."""
-    return "the config has no metrics.table" if table is None else f"the metrics table {table} does not exist yet"

@@ -1,8 +1,8 @@
 """A pipeline's report page: one self-contained HTML page of its quarantine and metrics tables.
 
 Six figures, each aggregated over the quarantine table and the metrics table, filtered to
-the config's pipeline: in Spark (:mod:`quarantine.ops.report_data`) or, for path tables, on
-DuckDB without a JVM (:mod:`quarantine.ops.report_duck`); only the small aggregates
+the config's pipeline (:func:`quarantine.ops.reads.report_data`: one read each, on DuckDB
+over path tables or on Spark); only the small aggregates
 (:class:`~quarantine.ops.report_model.ReportData`) reach this module, where Plotly draws them:
 
 * ``over_time`` — quarantined records by the hour (by the day past three days)

@@ -1,11 +1,10 @@
-"""What the read-only commands take and print, whichever engine answers (issue 53).
+"""What the read-only commands take and print, whichever engine answers.
 
-``inspect``, ``stats``, ``sql`` and ``views`` read the quarantine table on Spark
-(:mod:`quarantine.ops.triage`) or, for tables given as paths, with delta-rs and DuckDB
-(:mod:`quarantine.ops.duck`). Both give this module plain Python rows; it owns the
-options (:func:`add_arguments`, :class:`RecordFilter`) and the output (:func:`record_json`,
-:func:`print_records`, :func:`print_stats`, :func:`print_sql`), so the two engines print the
-same bytes for the same rows. It imports no engine.
+``inspect``, ``stats`` and ``sql`` read the quarantine table with the reads of
+:mod:`quarantine.ops.reads` (DuckDB over path tables, else Spark), which give this module
+plain Python rows; it owns the filter (:class:`RecordFilter`) and the
+output (:func:`record_json`, :func:`print_records`, :func:`print_stats`, :func:`print_sql`).
+It imports no engine.
 
 Payloads (``key``, ``value``, header values) are shown as UTF-8 text where they decode and
 as hex where they do not, with their encoding named in JSON; tables cut long values, JSON
@@ -15,7 +14,6 @@ never does.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,21 +37,16 @@ from quarantine.sql import Query, catalogue
 
 __all__ = [
     "ALL",
-    "COMMANDS",
     "INSPECT_COLUMNS",
     "RecordFilter",
     "inspect_rows",
     "list_queries",
-    "parse_time",
     "print_records",
     "print_sql",
     "print_stats",
     "record_json",
     "record_title",
 ]
-
-#: The read-only commands whose options and output this module owns.
-COMMANDS = ("inspect", "stats", "sql", "views")
 
 #: ``--status all``: every status.
 ALL = "all"
@@ -62,30 +55,6 @@ ALL = "all"
 _MESSAGE_WIDTH = 50
 _PAYLOAD_WIDTH = 30
 _HEADERS_WIDTH = 80
-
-_RELATIVE = re.compile(r"^(\d+)([mhd])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_time(text: str, option: str, *, now: dt.datetime | None = None) -> dt.datetime:
-    """A ``--since``/``--until`` value as an aware UTC datetime.
-
-    ``2026-11-25``, ``2026-11-25T10:00``, ``2026-11-25 10:00:00`` (UTC unless an
-    offset is given), or an age: ``30m``, ``24h``, ``7d`` (that long before ``now``).
-
-    Raises:
-        ConfigError: anything else, naming ``option``.
-    """
-    m = _RELATIVE.match(text.strip())
-    if m:
-        return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(option, text, "an ISO date/time (2026-11-25, 2026-11-25T10:00) or an age (30m, 24h, 7d)") \
-            from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-
 
 @dataclass(frozen=True)
 class RecordFilter:
@@ -127,8 +96,8 @@ def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
 def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
     """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
 
-    A header's key is its text, or ``hex:<hex>`` when its bytes (as :func:`select_records`
-    gives them) are not UTF-8.
+    A header's key is its text, or ``hex:<hex>`` when its bytes (BINARY in the reads'
+    quarantine view) are not UTF-8.
     """
     out: dict[str, Any] = {}
     for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",

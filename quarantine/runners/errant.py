@@ -75,22 +75,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from quarantine.errorhandling.policy import Scope
-from quarantine.errorhandling.retriable import RetriableClassifier
-from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import (
-    QuarantineWriteError,
-    SourceError,
-    ToleranceExceededError,
-    message_of,
-)
-from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
-from quarantine.redaction import redact_text
-from quarantine.schema import (
+from quarantine.columns import (
     ERROR,
-    ERROR_STRUCT,
     HEADERS,
-    KAFKA_SOURCE_SCHEMA,
     KEY,
     OFFSET,
     PARTITION,
@@ -106,6 +93,18 @@ from quarantine.schema import (
     VALUE,
     ErrorKind,
 )
+from quarantine.errorhandling.policy import Scope
+from quarantine.errorhandling.retriable import RetriableClassifier
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
+from quarantine.errors import (
+    QuarantineWriteError,
+    SourceError,
+    ToleranceExceededError,
+    message_of,
+)
+from quarantine.metrics.cells import BatchMetrics, MetricNames, MetricPoint
+from quarantine.redaction import redact_text
+from quarantine.schema import ERROR_STRUCT, KAFKA_SOURCE_SCHEMA
 from quarantine.stage import error_column
 
 if TYPE_CHECKING:

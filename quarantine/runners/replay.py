@@ -15,7 +15,7 @@ pipeline are never touched. A crash mid-replay is repaired by replaying again:
 a record whose target row was written before the crash, its quarantine row still
 open, runs again, adds nothing to the target and is closed (once).
 
-Replay and discard are runs of their own kind (:class:`~quarantine.listeners.events.RunKind`):
+Replay and discard are runs of their own kind (:class:`~quarantine.columns.RunKind`):
 their listeners (the metrics table with ``run_kind``, MLflow with the
 ``quarantine.run_kind`` tag) hear of them like of a pipeline run. A dry run
 (:func:`preview_replay`, :func:`preview_discard`) says what either would do and
@@ -39,41 +39,31 @@ from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
 from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
-from quarantine.dry_run import (
-    EXAMPLE_WIDTH,
-    SHOWN_GROUPS,
-    ErrorGroup,
-    ReplaySelection,
-    group_lines,
-    largest_first,
-)
-from quarantine.errors import ConfigError, QuarantineError, describe_failure
-from quarantine.listeners.events import BatchReport, RunKind, RunStatus
-from quarantine.metrics.cells import MetricNames
-from quarantine.schema import (
+from quarantine.columns import (
     ERROR,
     ERROR_CLASS,
     FINGERPRINT,
-    KAFKA_SOURCE_SCHEMA,
     PIPELINE,
-    QUARANTINE_SCHEMA,
     SOURCE_KEY,
     SOURCE_PAYLOAD,
     STAGE,
     STATUS,
     QuarantineStatus,
+    RunKind,
 )
+from quarantine.dry_run import ErrorGroup, group_lines, largest_first
+from quarantine.errors import ConfigError, MissingTableError, QuarantineError, describe_failure
+from quarantine.listeners.events import BatchReport, RunStatus
+from quarantine.metrics.cells import MetricNames
+from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
 from quarantine.sinks.quarantine import close_records, row_fingerprint
-from quarantine.tables import is_path, table_exists, table_version
+from quarantine.table_names import is_path
+from quarantine.tables import table_exists, table_version
 from quarantine.unlogged import unlogged_analysis
 
 __all__ = [
-    "EXAMPLE_WIDTH",
-    "SHOWN_GROUPS",
-    "ErrorGroup",
     "Preview",
     "ReplayResult",
-    "ReplaySelection",
     "check_predicate",
     "discard",
     "open_records",
@@ -81,7 +71,6 @@ __all__ = [
     "preview_replay",
     "replay",
     "replay_outcomes",
-    "select_replay",
 ]
 
 @dataclass(frozen=True)
@@ -133,7 +122,8 @@ class Preview:
     def render(self) -> str:
         """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`).
 
-        A replay's are the dry run's second part, after its selection (:class:`ReplaySelection`).
+        A replay's are the dry run's second part, after its selection
+        (:class:`~quarantine.dry_run.ReplaySelection`).
         """
         if self.kind is RunKind.REPLAY:
             failing = self.selected - self.would_pass
@@ -176,13 +166,13 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
 
     Raises:
         ConfigError: ``where`` is not a condition over the quarantine columns (:func:`check_predicate`).
-        QuarantineError: the quarantine table does not exist yet.
+        MissingTableError: the quarantine table does not exist yet.
     """
     if where:
         check_predicate(pipe.spark, where)
     name = pipe.quarantine_table
     if not table_exists(pipe.spark, name):
-        raise QuarantineError(f"quarantine table {name} does not exist yet: nothing to replay")
+        raise MissingTableError("quarantine", name)
     reader = pipe.spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
@@ -191,13 +181,6 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
         (F.col(PIPELINE) == pipe.config.pipeline) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
     )
     return df.where(where) if where else df
-
-
-def _needs_source_columns(pipe: Plan) -> None:
-    if not pipe.config.target.source_columns:
-        raise QuarantineError(
-            "replay needs target.source_columns: true (the target is de-duplicated on them)"
-        )
 
 
 def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None = None) -> DataFrame:
@@ -209,7 +192,7 @@ def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None
     ``new_message``; NULL when it would pass). Row-level outcomes only: a replay
     does not apply batch-level expectation verdicts either (see :func:`replay`).
     """
-    _needs_source_columns(pipe)
+    pipe.config.target.require_source_columns()
     selected = open_records(pipe, where, version=_version(pipe) if version is None else version)
     old = selected.select(
         *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
@@ -239,14 +222,6 @@ def _groups(df: DataFrame, stage: str, error_class: str, message: str) -> list[t
 
 def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ...]:
     return largest_first(g for _, g in groups)
-
-
-def select_replay(pipe: Plan, where: str | None = None, *, version: int | None = None) -> ReplaySelection:
-    """The open rows :func:`replay` would take now, by their quarantined failure (``replay --dry-run``'s
-    first part; path tables are counted without a JVM by :mod:`quarantine.ops.replay_duck`, to the same)."""
-    _needs_source_columns(pipe)
-    groups = _groups(open_records(pipe, where, version=version), "stage", "error_class", "message")
-    return ReplaySelection(selected=sum(n for n, _ in groups), groups=_largest_first(groups))
 
 
 def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None = None) -> Preview:
@@ -302,7 +277,7 @@ def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = No
             pipeline``: :func:`quarantine.declarative.replay_queue.queue_replay` queues its records).
     """
     refuse_pipeline_tables(pipe, "a replay that writes the target")
-    _needs_source_columns(pipe)
+    pipe.config.target.require_source_columns()
     if where:
         check_predicate(pipe.spark, where)
     if now is not None:

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS, KEY, OFFSET, PARTITION, TOPIC, VALUE
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import RetriesExhaustedError, describe_failure
 from quarantine.redaction import redact_text, unlogged_jvm_calls
-from quarantine.schema import HEADER_KEY, HEADER_VALUE, HEADERS, HEADERS_TYPE, KEY, OFFSET, PARTITION, TOPIC, VALUE
+from quarantine.schema import HEADERS_TYPE
 
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig

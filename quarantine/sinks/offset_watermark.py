@@ -14,13 +14,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.schema import (
-    OFFSET,
-    PARTITION,
-    PIPELINE,
-    TOPIC,
-    WATERMARK_PREFIX,
-)
+from quarantine.columns import OFFSET, PARTITION, PIPELINE, TOPIC, WATERMARK_PREFIX
 from quarantine.sinks.quarantine import read_quarantine
 from quarantine.tables import table_exists
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from quarantine.columns import TARGET_TOPIC
 from quarantine.errors import TablesDisagreeError
-from quarantine.schema import TARGET_TOPIC
 from quarantine.tables import sql_literal, table_ref
 
 __all__ = [

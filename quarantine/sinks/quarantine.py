@@ -21,16 +21,12 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import ConfigError, QuarantineWriteError, RetriesExhaustedError, describe_write_failure
-from quarantine.identity import fingerprint, null_safe_key_match
-from quarantine.schema import (
+from quarantine.columns import (
     BATCH_ID,
     ERROR,
     ERROR_CLASS,
     ERROR_COUNT,
     ERROR_HISTORY,
-    ERROR_STRUCT,
     FINGERPRINT,
     FIRST_SEEN_AT,
     FIRST_SEEN_DATE,
@@ -44,7 +40,6 @@ from quarantine.schema import (
     PARTITION,
     PIPELINE,
     QUARANTINE_FINGERPRINT,
-    QUARANTINE_SCHEMA,
     RESOLUTION,
     RESOLVED_AT,
     RUN_ID,
@@ -59,6 +54,10 @@ from quarantine.schema import (
     ErrorKind,
     QuarantineStatus,
 )
+from quarantine.errorhandling.retry import RetryWithToleranceOperator
+from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.identity import fingerprint, null_safe_key_match
+from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, check_quarantine_columns
 from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 from quarantine.sinks.redacted_error import redact_error
 from quarantine.tables import (
@@ -142,7 +141,7 @@ def quarantine_rows(
         fingerprint: whether ``failed`` has the fingerprint column (None: look at its
             columns, which analyses ``failed``).
 
-    ``fingerprint`` is ``failed``'s :data:`~quarantine.schema.FINGERPRINT` column, or NULL
+    ``fingerprint`` is ``failed``'s :data:`~quarantine.columns.FINGERPRINT` column, or NULL
     without one (rows a custom sink reports from target rows, whose bytes are not the source's).
     """
     err = F.col(error) if isinstance(error, str) else error
@@ -424,7 +423,7 @@ def close_records(
 
     Args:
         keys: distinct ``topic``, ``partition``, ``offset``, and the records' fingerprints
-            in :data:`~quarantine.schema.FINGERPRINT` when known (other columns ignored).
+            in :data:`~quarantine.columns.FINGERPRINT` when known (other columns ignored).
         status: ``replayed`` (the record is in the target now) or ``discarded``.
         resolution: the text kept in ``resolution``.
         now: ``resolved_at``.
@@ -499,10 +498,6 @@ def strip_settled(spark: SparkSession, name: str, keys: DataFrame, *, pipeline: 
     )
 
 
-#: The columns a table needs to be read as a quarantine table: its key and status.
-_REQUIRED = (PIPELINE, *SOURCE_KEY, STATUS)
-
-
 def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
     """The quarantine table, checked to be one (it has the key and ``status`` columns).
 
@@ -511,13 +506,7 @@ def read_quarantine(spark: SparkSession, name: str) -> DataFrame:
             not a quarantine table (before anything is written to it).
     """
     df = read_table(spark, name)
-    missing = [c for c in _REQUIRED if c not in df.columns]
-    if missing:
-        raise ConfigError(
-            "errors.deadletterqueue.table.name", name,
-            "a quarantine table (with the columns " + ", ".join(_REQUIRED) + ", …) or a table that does "
-            f"not exist yet; found a table without {', '.join(missing)} (its columns: {', '.join(df.columns)})",
-        )
+    check_quarantine_columns(name, df.columns)
     return df
 
 

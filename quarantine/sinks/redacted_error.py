@@ -15,8 +15,8 @@ import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from quarantine.columns import MESSAGE, STACKTRACE
 from quarantine.redaction import JAVA_GUARD, JAVA_RULES, redact_text
-from quarantine.schema import MESSAGE, STACKTRACE
 
 __all__ = ["redact_column", "redact_error"]
 

@@ -26,9 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from quarantine.config.choices import SchemaEvolution
-from quarantine.errors import SchemaMismatchError
-from quarantine.schema import (
+from quarantine.columns import (
     OFFSET,
     TARGET_FINGERPRINT,
     TARGET_OFFSET,
@@ -36,6 +34,8 @@ from quarantine.schema import (
     TARGET_TIMESTAMP,
     TARGET_TOPIC,
 )
+from quarantine.config.choices import SchemaEvolution
+from quarantine.errors import SchemaMismatchError
 from quarantine.sinks.ownership import claim_written_topics
 from quarantine.sinks.target_schema import (
     SchemaChange,

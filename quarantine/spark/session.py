@@ -59,10 +59,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.shuffle.partitions": "4",
-    # A shuffle of a large batch (coordinates made unique for a Delta/Parquet source)
-    # starts at 64 partitions and adaptive execution merges them to ~64 MB each: 4 fixed
-    # partitions put 1.25M rows of a 5M-record batch, raw bytes included, in one cached
-    # block (OutOfMemoryError in a 2 GiB driver). Small batches still end in a few.
+    # a large batch's shuffle starts wide and adaptive execution merges it: 4 fixed partitions
+    # hold a multi-million-record batch's raw bytes in one cached block (out of memory)
     "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "64",
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
@@ -73,33 +71,18 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # PySpark 4's DataFrame debugging sends each Column call's Python call site to the JVM
-    # (about eight Py4J round trips a call, where F.lit is one): building a batch's plan
-    # (stages, observed counts, the quarantine rows) is thousands of calls: off, a batch's
-    # columns are built in about half the time (benchmarks/bench_debugging.py; its figures
-    # are in benchmarks/README.md). What it gives up:
-    # Spark's error messages no longer name the Python line that built a failing expression.
+    # off: PySpark 4 sends each Column call's Python call site to the JVM, most of a batch plan's
+    # cost (benchmarks/bench_debugging.py); Spark's errors then name no Python line
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/quarantine-derby",
 }
 
-#: JVM options every local session gets, whatever ``spark.driver.extraJavaOptions`` says.
-#: A pipeline's whole-stage generated code is one big method (each stage's
-#: error-message branch sits in the fused loop: tens of KB of bytecode for the demo's
-#: stages), and HotSpot's defaults leave such a method in the bytecode interpreter:
-#:
-#: * ``-XX:-DontCompileHugeMethods``: HotSpot never JIT-compiles a method over 8000
-#:   bytes otherwise, and the chain's method is far larger.
-#: * ``-XX:MaxNodeLimit=240000`` (default 80000, with ``NodeLimitFudgeFactor`` raised
-#:   to stay within its 2-40% range): once records fail, the error branches are
-#:   live and C2 gave up on the method ("out of nodes during split"; C1: "out
-#:   of virtual registers"), so it ran interpreted again.
-#:
-#: Interpreted, the chain runs at about twice the cost (benchmarks/README.md, "Figures
-#: the code's comments rest on").
-#:
-#: On Databricks the cluster owns the JVM: set the same options in the cluster's
-#: spark_conf (the bundle's job clusters do).
+#: JVM options every local session gets, whatever ``spark.driver.extraJavaOptions`` says: HotSpot
+#: JIT-compiles a pipeline's whole-stage generated code, one method larger than its defaults
+#: compile (``-XX:-DontCompileHugeMethods``) and, once error branches are live, than C2's node
+#: limit (``MaxNodeLimit``, with ``NodeLimitFudgeFactor`` in its range). Why and how much:
+#: benchmarks/README.md, "Figures the code's comments rest on". On Databricks the cluster owns
+#: the JVM: set the same options in the cluster's spark_conf (the bundle's job clusters do).
 JVM_OPTIONS: tuple[str, ...] = (
     "-XX:-DontCompileHugeMethods",
     "-XX:MaxNodeLimit=240000",

@@ -19,14 +19,21 @@ Binding (:func:`bind`) is the one place SQL text is built:
 * a table becomes :func:`quarantine.tables.table_ref` of the configured table:
   ``delta.`/abs/path``` for a path (relative paths made absolute), each part
   back-quoted for a catalog name;
-* a value is checked against its declared type (``string``, ``int``, ``double``;
-  ``string(a|b)``: one of those)
+* a value is checked against its declared type (``string``, ``int``, ``double``,
+  ``timestamp``; ``string(a|b)``: one of those)
   and written as a SQL literal: a number as the number Python parsed, a string
-  single-quoted with ``\\`` and ``'`` escaped, so no value can end the literal.
+  single-quoted with ``\\`` and ``'`` escaped, so no value can end the literal, an
+  instant as ``timestamp_micros(N)`` (the same instant in any session time zone).
   Spark's own parameter markers (``spark.sql(text, args=…)``) are not used: with
   Delta's SQL extension on Spark 4.1 they are dropped (``UNBOUND_SQL_PARAMETER``,
   delta-io/delta#7640), and a NULL cannot be bound at all. An optional string
   filter therefore defaults to ``''``, which the query reads as "every".
+
+The operator's own reads (``inspect``, ``stats``, the report's figures, the replay
+selection) are files of the same form in ``quarantine/sql/reads/`` (:func:`read_sources`),
+bound with Python values (:func:`bind_values`: None is ``NULL``) over views named by role:
+each engine registers ``quarantine`` and ``metrics`` and runs the same text
+(:mod:`quarantine.ops.reads`).
 
 Every bad input — an unknown query, an unknown or missing parameter, a value of
 the wrong type, a query that needs a table the config has not got — raises
@@ -35,6 +42,7 @@ the wrong type, a query that needs a table the config has not got — raises
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -55,10 +63,13 @@ __all__ = [
     "ParamType",
     "Query",
     "bind",
+    "bind_values",
     "catalogue",
     "get_query",
     "parse_params",
+    "read_sources",
     "run_query",
+    "sql_value",
     "view_sources",
 ]
 
@@ -72,6 +83,7 @@ class ParamType(StrEnum):
     STRING = "string"
     INT = "int"
     DOUBLE = "double"
+    TIMESTAMP = "timestamp"
 
 
 @dataclass(frozen=True)
@@ -201,6 +213,11 @@ def view_sources() -> dict[str, Query]:
     return views
 
 
+def read_sources() -> dict[str, Query]:
+    """The operator's reads by name (``sql/reads/*.sql``): each written once for both engines."""
+    return {name: _parse(name, text) for name, text in _files("reads").items()}
+
+
 def get_query(name: str) -> Query:
     """The query called ``name``.
 
@@ -239,6 +256,13 @@ def _value(query: Query, param: Param, text: str) -> str:
             shown = " | ".join(c if c else "'' (every)" for c in param.choices)
             raise ConfigError(key, text, f"one of {shown} ({query.name}: {param.doc})")
         return sql_literal(text)
+    if param.type is ParamType.TIMESTAMP:
+        try:
+            when = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ConfigError(key, text, f"an ISO date or date-time, UTC unless it has an offset "
+                                         f"({query.name}: {param.doc})") from None
+        return sql_value(when)
     try:
         number: int | float = int(text) if param.type is ParamType.INT else float(text)
     except ValueError:
@@ -282,12 +306,43 @@ def bind(query: Query, values: Mapping[str, str], tables: Mapping[str, str | Non
             key = "metrics.table" if t == "metrics" else "errors.deadletterqueue.table.name"
             raise ConfigError(key, table, f"a table: {query.name} reads the {t} table")
         names[t] = table_ref(table)
+    return _substitute(query, names, literals)
+
+
+def sql_value(value: str | int | float | dt.datetime | None) -> str:
+    """A Python value as a SQL literal both engines read alike: None is ``NULL``; an aware instant is
+    ``timestamp_micros(N)`` (a naive one is UTC's wall clock); text and numbers as :func:`sql_literal`."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, dt.datetime):
+        at = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        micros = (at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+        return f"timestamp_micros({micros})"
+    return sql_literal(value)
+
+
+def bind_values(
+    query: Query, values: Mapping[str, str | int | float | dt.datetime | None], tables: Mapping[str, str]
+) -> str:
+    """A read's SQL text (:func:`read_sources`) with each ``{{table}}`` the SQL text ``tables`` gives it
+    (a view's name) and each ``:param`` its Python value (:func:`sql_value`).
+
+    Raises:
+        ValueError: a parameter is missing or not the query's (a programming error, not a user's).
+    """
+    if set(values) != {p.name for p in query.params}:
+        raise ValueError(f"{query.name}: parameters {sorted(values)}, expected {sorted(p.name for p in query.params)}")
+    return _substitute(query, tables, {k: sql_value(v) for k, v in values.items()})
+
+
+def _substitute(query: Query, names: Mapping[str, str], literals: Mapping[str, str]) -> str:
+    """``query``'s body with its tables and parameters in place, in code only: a ``:x`` inside a
+    string literal or a comment stays as written."""
 
     def code(part: str) -> str:
         part = _TABLE.sub(lambda m: names[m.group(1)], part)
         return _MARKER.sub(lambda m: literals[m.group(1)], part)
 
-    # Substitute in code only: a ':x' inside a string literal or a comment stays as written.
     out, last = [], 0
     for m in _NOT_CODE.finditer(query.body):
         out.append(code(query.body[last:m.start()]))

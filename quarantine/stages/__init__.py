@@ -7,7 +7,7 @@ The config loader, the JSON Schema, the reference pages, ``quarantine validate``
 stage builder all read that table. A new built-in stage type is a module and a line here;
 a stage type of a user's is :func:`register_stage_type`.
 
-Importing the table imports no pyspark (issue 53): a stage module names pyspark's types for
+Importing the table imports no pyspark: a stage module names pyspark's types for
 type checkers only (``TYPE_CHECKING``) and imports ``pyspark.sql`` inside the functions that
 build columns or types, so loading a config (which validates each ``stages:`` entry against
 its options model) costs no engine, and the read-only commands that only load it import none.

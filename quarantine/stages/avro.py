@@ -53,9 +53,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
+from quarantine.columns import VALUE, ErrorKind
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.stages.schema_registry import (
     RegistryOptions,

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
+from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
 from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.options import (
     text_map,

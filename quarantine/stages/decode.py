@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
-from quarantine.schema import VALUE, ErrorKind
+from quarantine.columns import VALUE, ErrorKind
 from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.types import BOOL
 

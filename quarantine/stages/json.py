@@ -57,16 +57,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
 
+from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
-from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType, outcome
-from quarantine.values.options import (
-    NAMES,
-    choice_of,
-)
+from quarantine.values.options import NAMES
 from quarantine.values.spark import snippet
-from quarantine.values.types import TEXT
+from quarantine.values.types import TEXT, choice
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -117,10 +114,10 @@ class JsonOptions(StageOptions):
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
     required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"]])
     """Fields of the schema that must be present and non-null."""
-    strings: Annotated[Strings, choice_of(Strings)] = Strings.STRICT
+    strings: Annotated[Strings, choice(Strings)] = Strings.STRICT
     """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
     boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
-    undeclared_fields: Annotated[UndeclaredFields, choice_of(UndeclaredFields)] = UndeclaredFields.DROP
+    undeclared_fields: Annotated[UndeclaredFields, choice(UndeclaredFields)] = UndeclaredFields.DROP
     """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
     quarantine (the record is an UndeclaredField error)."""
 

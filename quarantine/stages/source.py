@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from quarantine.schema import OFFSET, OPEN, PARTITION, REUSED, SOURCE_STAGE, TOPIC, VALUE, VARIANTS, ErrorKind
+from quarantine.columns import OFFSET, OPEN, PARTITION, REUSED, SOURCE_STAGE, TOPIC, VALUE, VARIANTS, ErrorKind
 from quarantine.stage import Stage, StageContext, error_column, outcome
 
 __all__ = ["SourceCheck"]

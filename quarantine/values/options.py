@@ -21,9 +21,11 @@ from quarantine.values.types import (
     BreachAction,
     Check,
     base_dir_of,
+    choice,
     config_error,
     fail,
     is_relative_path,
+    member,
     resolve,
 )
 
@@ -42,7 +44,6 @@ __all__ = [
     "VALUES",
     "WIRE_FORMAT",
     "WireFormat",
-    "choice_of",
     "const",
     "existing",
     "folder_or",
@@ -137,19 +138,6 @@ def _field_name(value: Any) -> str | None:
 FIELD = Check(_field_name, {"type": ["string", "null"], "minLength": 1})
 
 
-def choice_of(enum: type[StrEnum]) -> Check:
-    """One of a closed vocabulary's values (any case, spaces around ignored), held as its ``StrEnum``
-    member; the message lists them as ``a | b``."""
-    allowed = tuple(m.value for m in enum)
-
-    def check(value: Any) -> StrEnum:
-        if isinstance(value, str) and value.strip().lower() in allowed:
-            return enum(value.strip().lower())
-        raise fail(" | ".join(allowed))
-
-    return Check(check, {"enum": list(allowed)}, to_plain=str)
-
-
 def text_map(allowed: str, *, required: bool) -> Check:
     """A mapping of field name to a non-empty string (``required``: at least one; else null values too)."""
 
@@ -198,13 +186,13 @@ EXCEPTIONS = Check(
 def _breach(value: Any) -> Any:
     allowed = " | ".join(BREACH_ACTIONS)
     if isinstance(value, str):
-        if value.strip().lower() not in BREACH_ACTIONS:
+        if member(BreachAction, value) is None:
             raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
         value = {"default": value}
     if not isinstance(value, Mapping):
         raise fail(f"an action ({allowed}) or a mapping of expectation type/name to action")
     for k, v in value.items():
-        if not isinstance(v, str) or v.strip().lower() not in BREACH_ACTIONS:
+        if member(BreachAction, v) is None:
             raise fail(f"an action ({allowed}) for each expectation type/name", at=k, value=v)
     return value
 
@@ -281,13 +269,7 @@ class WireFormat(StrEnum):
     """The message only."""
 
 
-def _wire_format(value: Any) -> WireFormat:
-    if value not in tuple(WireFormat):
-        raise fail("'confluent' (magic byte, 4-byte schema id, then the message) or 'none' (the message only)")
-    return WireFormat(value)
-
-
-WIRE_FORMAT = Check(_wire_format, {"enum": [w.value for w in WireFormat]}, to_plain=str)
+WIRE_FORMAT = choice(WireFormat)
 
 
 def folder_or(model: type[BaseModel], folder: Check) -> Check:

@@ -28,13 +28,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from quarantine.errors import ConfigError
+from quarantine.table_names import has_uri_scheme, is_path
 
 __all__ = [
     "BOOL",
@@ -54,9 +55,9 @@ __all__ = [
     "fail",
     "file_path",
     "integer",
-    "is_path",
     "is_relative_path",
     "is_table_name",
+    "member",
     "number",
     "read_only",
     "resolve",
@@ -65,6 +66,10 @@ __all__ = [
     "text",
     "unknown_key",
 ]
+
+
+#: A closed vocabulary (:func:`member`).
+E = TypeVar("E", bound=StrEnum)
 
 
 class BreachAction(StrEnum):
@@ -232,19 +237,29 @@ def number(lo: float | None = None, hi: float | None = None) -> Check:
     return Check(check, schema)
 
 
+def member(enum: type[E], value: Any) -> E | None:
+    """``value`` as a member of the closed vocabulary ``enum``: the member itself, or its value in
+    any case with spaces around; None when it is not one."""
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum(value.strip().lower())
+        except ValueError:
+            return None
+    return None
+
+
 def choice(enum: type[StrEnum]) -> Check:
-    """One of a ``StrEnum``'s values (any case, surrounding spaces ignored)."""
+    """THE check of a closed choice: one of a ``StrEnum``'s values (:func:`member`), held as its member;
+    the message lists them (``one of a | b``)."""
     allowed = " | ".join(m.value for m in enum)
 
     def check(value: Any) -> StrEnum:
-        if isinstance(value, enum):
-            return value
-        if isinstance(value, str):
-            try:
-                return enum(value.strip().lower())
-            except ValueError:
-                pass
-        raise fail(f"one of {allowed}")
+        found = member(enum, value)
+        if found is None:
+            raise fail(f"one of {allowed}")
+        return found
 
     return Check(check, {"enum": [m.value for m in enum]}, to_plain=str)
 
@@ -292,10 +307,6 @@ def string_map(allowed: str = "a mapping") -> Check:
 
 # --------------------------------------------------------------------------- paths
 
-#: ``s3:``, ``dbfs:``, ``abfss:``, ``file:`` … (a URI scheme; one letter would be a Windows drive).
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
-
-
 def is_relative_path(value: str, *, bare_names: bool) -> bool:
     """Whether ``value`` is a relative file-system path (not absolute, not a URI, not ``~``).
 
@@ -305,9 +316,9 @@ def is_relative_path(value: str, *, bare_names: bool) -> bool:
             a checkpoint, a suite: yes; a table key, where ``orders`` or
             ``catalog.schema.table`` is a table name: no).
     """
-    if not value or value.startswith(("/", "~")) or _SCHEME.match(value):
+    if not value or value.startswith(("/", "~")) or has_uri_scheme(value):
         return False
-    return bare_names or "/" in value
+    return bare_names or is_path(value)
 
 
 def resolve(value: str, base_dir: str) -> str:
@@ -353,11 +364,6 @@ def is_table_name(value: str) -> bool:
     if len(parts) == 3 and parts[0].strip("`").lower() not in SESSION_CATALOGS:
         return True
     return all(_SESSION_PART.fullmatch(p) for p in parts)
-
-
-def is_path(value: str) -> bool:
-    """Whether a table key's value is a path (it has a ``/``, a URI scheme or a ``~``) rather than a name."""
-    return "/" in value or value.startswith("~") or bool(_SCHEME.match(value))
 
 
 def _path_check(*, bare_names: bool, optional: bool) -> Check:

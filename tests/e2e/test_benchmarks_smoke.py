@@ -17,7 +17,7 @@ The make bench test (tests/e2e/test_readme_benchmark.py) runs the README's comma
 the cheapest benchmarks, and tests/unit/test_benchmarks_import.py that the command, given no
 ``--only``, calls every benchmark's ``main`` with these arguments. Split this way, one test of
 ~10 minutes on the process-starting worker became twelve that share both workers, and the
-in-session ones no longer pay a JVM (docs/contributing.md: What the slow tests cost).
+in-session ones no longer pay a JVM (the figures: benchmarks/README.md, Suite history).
 
 Not in ``PROCESS_MODULES``: each test starts at most one process of its own at a time
 (``declarative``: its server and one ``spark-pipelines`` client) while this worker waits,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from quarantine.cli import main
-from quarantine.ops.report_data import ReportData
+from quarantine.ops.report_model import ReportData
 from quarantine.ops.report_page import FIGURES, render_html
 from tests.e2e.conftest import open_page as _open
 

@@ -18,12 +18,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.batch.settle import prepare
+from quarantine.columns import CHECK_INPUT_PREFIX, ErrorKind
 from quarantine.config import BreachAction, parse_config
 from quarantine.errorhandling.breach import Breach
 from quarantine.errors import ExpectationBreachError
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
-from quarantine.schema import CHECK_INPUT_PREFIX, ErrorKind
 from quarantine.stage import JudgingStage, StageContext, outcome
 from quarantine.stages import build_stages
 from tests.helpers import kafka_df, orders_config

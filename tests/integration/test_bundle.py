@@ -218,7 +218,7 @@ def test_the_kafka_job_runs_continuously_with_credentials_from_the_secret_scope(
 def test_the_target_s_config_names_the_tables_the_kafka_job_sets(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """conf/<target>.yml is usable on its own (a notebook, a CLI on a cluster): its tables
     are the ones the bundle's variables give the job."""
-    from quarantine.cli import _overrides
+    from quarantine.commands.options import overrides
     from quarantine.config import TriggerKind, load_config
 
     for k, v in FAKE_CLUSTER_ENVIRONMENT.items():
@@ -226,7 +226,7 @@ def test_the_target_s_config_names_the_tables_the_kafka_job_sets(target: str, mo
     _, job = _jobs()["quarantine_orders_kafka"]
     variables = target_variables(REPO, target)
     params = [substitute(p, REPO, target, variables, {}) for p in job["tasks"][0]["python_wheel_task"]["parameters"]]
-    sets = _overrides([params[i + 1] for i, p in enumerate(params) if p == "--set"])
+    sets = overrides([params[i + 1] for i, p in enumerate(params) if p == "--set"])
     config = load_config(REPO / "conf" / f"{target}.yml")
     assert config.target.table == sets["target.table"]
     assert config.target.checkpoint == sets["target.checkpoint"]

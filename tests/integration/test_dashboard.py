@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from quarantine.config import load_config
-from quarantine.ops.report_data import collect_report_data
 from quarantine.ops.report_page import FIGURES
+from tests.helpers import spark_report_data
 from tests.support.bundle_checks import Bundle, dashboard_definition, dataset_sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def results(spark: Any, report_conf: Path) -> dict[str, Any]:
     for dataset in _definition()["datasets"]:
         df = spark.sql(dataset_sql(dataset))
         out[dataset["name"]] = ([r.asDict() for r in df.collect()], df.columns)
-    out["report"] = collect_report_data(
+    out["report"] = spark_report_data(
         spark, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
         metrics_table=config.metrics.table,
     )

@@ -16,9 +16,9 @@ import pytest
 
 from quarantine.cli import main
 from quarantine.config import load_config
-from quarantine.ops.report_data import ReportData, collect_report_data, write_report
-from quarantine.ops.report_page import FIGURES
-from tests.helpers import REPORT_SOURCE, kafka_df, orders_config
+from quarantine.ops.report_model import ReportData
+from quarantine.ops.report_page import FIGURES, write_page
+from tests.helpers import REPORT_SOURCE, kafka_df, orders_config, spark_report_data
 from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def run_conf(report_conf: Path) -> Path:
 
 def _data(spark: Any, conf: Path, **kw: Any) -> ReportData:
     config = load_config(conf)
-    return collect_report_data(
+    return spark_report_data(
         spark, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
         metrics_table=config.metrics.table, **kw,
     )
@@ -106,10 +106,9 @@ def test_a_pipeline_without_failures_breaches_or_replays_says_no_data_in_every_f
     cfg = orders_config(table_dir, "clean_test")
     cfg["metrics"] = {"table": str(table_dir / "metrics")}
     Pipeline.from_config(parse_config(cfg), spark).run()
-    data = write_report(
-        spark, tmp_path / "r.html", pipeline="clean_test", quarantine_table=str(table_dir / "quarantine"),
-        metrics_table=str(table_dir / "metrics"),
-    )
+    data = spark_report_data(spark, pipeline="clean_test", quarantine_table=str(table_dir / "quarantine"),
+                             metrics_table=str(table_dir / "metrics"))
+    write_page(data, tmp_path / "r.html")
     assert data.records_in == 1 and data.breaches == [] and sum(n for _, n in data.statuses) == 0
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert page.count('class="no-data"') == len(FIGURES) and "Plotly.newPlot(" not in page
@@ -117,12 +116,12 @@ def test_a_pipeline_without_failures_breaches_or_replays_says_no_data_in_every_f
 
 
 def test_missing_tables_are_named_in_the_no_data_text(spark: Any, table_dir: Path, tmp_path: Path) -> None:
-    data = write_report(
-        spark, tmp_path / "r.html", pipeline="nothing_yet", quarantine_table=str(table_dir / "q"), metrics_table=None,
-    )
+    data = spark_report_data(spark, pipeline="nothing_yet", quarantine_table=str(table_dir / "q"), metrics_table=None)
+    write_page(data, tmp_path / "r.html")
     assert set(data.missing) == {fig for fig, _ in FIGURES}
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert page.count("does not exist yet") == len(FIGURES) - 1 and "the config has no metrics.table" in page
+    assert page.count(f"no quarantine table at {table_dir / 'q'} yet") == len(FIGURES) - 1
+    assert "no metrics table: the config has no metrics.table" in page
 
 
 def test_a_bad_since_is_a_usage_error_naming_the_option(run_conf: Path, tmp_path: Path, capsys: Any) -> None:
@@ -162,7 +161,7 @@ def test_records_in_counts_the_pipelines_runs_not_what_replays_and_discards_sele
     ]
     metrics = str(table_dir / "metrics")
     spark.createDataFrame(rows, METRICS_SCHEMA).write.format("delta").save(metrics)
-    data = collect_report_data(spark, pipeline="p", quarantine_table=str(table_dir / "q"), metrics_table=metrics)
+    data = spark_report_data(spark, pipeline="p", quarantine_table=str(table_dir / "q"), metrics_table=metrics)
     assert data.records_in == 10_005
     # two replays and a discard ran, whatever they closed (issue 54: after two replays, one of which
     # closed nothing, the report said "replays and discards 1")

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from quarantine.batch.writes import BatchMode
+from quarantine.columns import RunKind
 from quarantine.config import ErrorsConfig, parse_config
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import ToleranceExceededError
-from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.listeners.metrics_table import MetricsTableListener, NoMetricsTable, metric_rows
 from quarantine.metrics.cells import MetricNames, metric_key
 from quarantine.pipeline import Pipeline, default_listeners

@@ -21,11 +21,11 @@ from pyspark.sql import functions as F
 
 import quarantine.batch.writes as writes_module
 from quarantine.batch.writes import BatchMode, BatchWriter
+from quarantine.columns import ErrorKind
 from quarantine.config import parse_config
 from quarantine.errors import InconsistentBatchError
 from quarantine.listeners.events import BatchReport
 from quarantine.pipeline import Pipeline
-from quarantine.schema import ErrorKind
 from quarantine.stage import Stage, StageContext, outcome
 from tests.helpers import kafka_df, orders_config
 

@@ -1,4 +1,4 @@
-"""Property: every built-in stage and every translated expectation is total.
+"""Property: every built-in stage, every check rule and every translated expectation is total.
 
 For any values of every Spark type (NULLs, NaN, ±inf, extremes, empty and huge
 strings, malformed UTF-8, deep JSON), with ANSI mode on, the job finishes and
@@ -8,14 +8,22 @@ every row of every stage's column has exactly one of ``result`` and ``error``
 Each example is one DataFrame holding a fixed set of extreme rows plus the
 generated rows; every stage runs on it in one job. Stages are applied one per
 :func:`apply_stages` call so that no stage's failure hides another's rows.
+
+The stages are every type of the stage table (:data:`~quarantine.stages.STAGE_TYPES`) and the
+checks are every rule of :data:`~quarantine.stages.checks.rules.RULES`: a type or rule added
+there without a line here fails :func:`test_every_stage_type_and_rule_of_the_tables_is_here`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
@@ -27,7 +35,9 @@ from quarantine.expectations import TRANSLATED_TYPES
 from quarantine.expectations.stage import ExpectationStage
 from quarantine.expectations.suite import parse_suite
 from quarantine.stage import Stage
-from quarantine.stages import build_stage
+from quarantine.stages import STAGE_TYPES, build_stage
+from quarantine.stages.checks.rules import RULES
+from tests.support.protobuf import compile_proto
 
 _UTC = dt.UTC
 # the widest DECIMAL(38,18) value Python's default decimal context (28 digits) carries intact
@@ -109,6 +119,7 @@ def _rules(field: str) -> list[dict[str, Any]]:
         {"column": field, "check": "regex", "pattern": "[a-z0-9]+"},
         {"column": field, "check": "regex", "pattern": "\\d", "match": "search"},
         {"column": field, "check": "length", "min": 1, "max": 5},
+        {"column": field, "check": "expr", "expr": f"rec.{field} IS NOT NULL AND CAST(rec.{field} AS STRING) != ''"},
     ]
 
 
@@ -144,25 +155,69 @@ def test_every_translated_type_is_fed_every_spark_type() -> None:
     }
 
 
-def _stages() -> list[Stage]:
-    def spec(name: str, type_: str, input_: str, options: dict[str, Any]) -> Stage:
-        return build_stage(StageSpec(name, type_, input_, options, 0))
+#: A record of the decoding stages' schemas: two fields, one optional.
+_AVRO = {"type": "record", "name": "Order", "namespace": "shop",
+         "fields": [{"name": "a", "type": "int"}, {"name": "s", "type": ["null", "string"]}]}
+_PROTO = 'syntax = "proto3";\npackage shop;\nmessage Order {\n  int32 a = 1;\n  string s = 2;\n}\n'
 
-    # one checks and one expectation stage per field: each stays a plan Spark optimises quickly
+
+def _spec(name: str, type_: str, input_: str, options: dict[str, Any]) -> Stage:
+    return build_stage(StageSpec(name, type_, input_, options, 0))
+
+
+def _avro(folder: Path) -> list[Stage]:
+    (folder / "avro").mkdir()
+    (folder / "avro" / "1.avsc").write_text(json.dumps(_AVRO), encoding="utf-8")
     return [
-        spec("decode", "decode_utf8", "b", {}),
-        spec("decode_opt", "decode_utf8", "b", {"nullable": True}),
-        spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a"]}),
-        spec("json_u", "json", "u", {"schema": _JSON_SCHEMA}),
-        *[spec(f"cast{i}", "cast", "rec", opts) for i, opts in enumerate(_CASTS)],
-        *[spec(f"checks_{f}", "checks", "rec", {"rules": _rules(f)}) for f in _NAMES],
-        *[
-            ExpectationStage(
-                name=f"expect_{f}", suite=parse_suite({"name": f, "expectations": _expectations(f)}), input="rec"
-            )
-            for f in _NAMES
-        ],
+        _spec("avro", "avro", "b", {"schemas": str(folder / "avro")}),
+        _spec("avro_plain", "avro", "b", {"wire_format": "none", "writer_schema": str(folder / "avro" / "1.avsc")}),
     ]
+
+
+def _protobuf(folder: Path) -> list[Stage]:
+    desc = compile_proto(folder / "proto", "order", _PROTO)
+    (folder / "descs").mkdir()
+    (folder / "descs" / "1.desc").write_bytes(desc.read_bytes())
+    return [
+        _spec("protobuf", "protobuf", "b", {"schemas": str(folder / "descs")}),
+        _spec("protobuf_plain", "protobuf", "b", {"wire_format": "none", "descriptor": str(desc)}),
+    ]
+
+
+#: Each stage type of the table and how this test builds its stages over the frame's columns.
+STAGES: dict[str, Callable[[Path], list[Stage]]] = {
+    "decode_utf8": lambda _: [_spec("decode", "decode_utf8", "b", {}),
+                              _spec("decode_opt", "decode_utf8", "b", {"nullable": True})],
+    "avro": _avro,
+    "protobuf": _protobuf,
+    "json": lambda _: [_spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a"]}),
+                       _spec("json_u", "json", "u", {"schema": _JSON_SCHEMA})],
+    "cast": lambda _: [_spec(f"cast{i}", "cast", "rec", opts) for i, opts in enumerate(_CASTS)],
+    # one checks and one expectation stage per field: each stays a plan Spark optimises quickly
+    "checks": lambda _: [_spec(f"checks_{f}", "checks", "rec", {"rules": _rules(f)}) for f in _NAMES],
+    "python": lambda _: [
+        _spec("python_row", "python", "s", {"function": "tests.fixtures_py_stage.parse_amount", "returns": "double"}),
+        _spec("python_vectorized", "python", "s", {"function": "tests.fixtures_py_stage.parse_amount_vectorized",
+                                                    "returns": "double", "mode": "vectorized"}),
+    ],
+    "expectation": lambda _: [
+        ExpectationStage(name=f"expect_{f}", suite=parse_suite({"name": f, "expectations": _expectations(f)}),
+                         input="rec")
+        for f in _NAMES
+    ],
+}
+
+
+def test_every_stage_type_and_rule_of_the_tables_is_here() -> None:
+    assert set(STAGES) == set(STAGE_TYPES)
+    assert {r["check"] for r in _rules("x")} == set(RULES)
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory: pytest.TempPathFactory) -> list[Stage]:
+    """Every stage this test runs (:data:`STAGES`), built once; their schema files in a folder of the module's."""
+    folder = tmp_path_factory.mktemp("totality")
+    return [stage for build in STAGES.values() for stage in build(folder)]
 
 
 def _frame(spark: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
@@ -178,14 +233,13 @@ def _frame(spark: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(rows=st.lists(_ROW, min_size=1, max_size=10))
-def test_no_value_of_any_type_fails_the_job(spark: Any, rows: list[tuple[Any, ...]]) -> None:
+def test_no_value_of_any_type_fails_the_job(spark: Any, stages: list[Stage], rows: list[tuple[Any, ...]]) -> None:
     before = spark.conf.get("spark.sql.ansi.enabled")
     spark.conf.set("spark.sql.ansi.enabled", "true")
     data = _extreme_rows() + rows
     bad: list[tuple[str, int]] = []
     failed_somewhere: set[str] = set()
     df = _frame(spark, data).cache()
-    stages = _stages()
     try:
         # one job per stage over every row: a stage's column must come back for all of them
         for s in stages:

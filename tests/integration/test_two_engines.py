@@ -1,4 +1,8 @@
-"""One answer, two engines: every read-only command prints the same on Spark and on DuckDB (issue 53).
+"""One answer, two engines: every read-only command prints the same on Spark and on DuckDB.
+
+Each read is written once, as Spark SQL over the views ``quarantine`` and ``metrics``
+(``quarantine/sql/``, :mod:`quarantine.ops.reads`); this test proves the two engines' adapters
+(the views each registers, DuckDB's dialect translation, the rows each collects).
 
 ``report``'s data and page, and ``replay --dry-run``'s selection (its outcomes run the stages
 on Spark on both paths), are compared too; a ``--where`` DuckDB cannot take, or would read
@@ -25,13 +29,11 @@ from typing import Any
 import pytest
 
 from quarantine.cli import main
-from quarantine.commands.options import parse_since
-from quarantine.config import load_config
-from quarantine.ops import replay_duck, report_duck
-from quarantine.ops.duck import ENGINE_ENV
-from quarantine.ops.report_data import collect_report_data
-from quarantine.pipeline import Pipeline
-from quarantine.runners.replay import select_replay
+from quarantine.commands.options import parse_time
+from quarantine.config import PipelineConfig, load_config
+from quarantine.ops.duck import ENGINE_ENV, DuckEngine
+from quarantine.ops.reads import Engine, Reads, replay_selection, report_data
+from quarantine.ops.spark_reads import SparkEngine
 from quarantine.sql import catalogue
 from tests.helpers import orders_config
 from tests.support.crash import write_conf
@@ -57,6 +59,14 @@ COMMANDS: list[list[str]] = [
     ["sql", "resolution_history", "--param", "status=discarded", "--json"],
     ["sql", "stuck_records", "--param", "hours=1", "--param", "failures=0", "--print"],
 ]
+
+
+def _on(engine: Engine, config: PipelineConfig, read: Any) -> Any:
+    """``read`` over ``config``'s tables on ``engine`` (its views dropped after)."""
+    try:
+        return read(Reads.of(engine, config))
+    finally:
+        engine.close()
 
 
 def _run(capsys: Any, monkeypatch: pytest.MonkeyPatch, engine: str, args: list[str]) -> tuple[int, str, str]:
@@ -160,13 +170,10 @@ def test_the_report_is_the_same_on_spark_and_duckdb(
         conf = write_conf(cfg, table_dir / "p.yml")
         config = load_config(conf)
         for since in (None, "2026-10-05", "2026-09-20T07:00:00+02:00") if label == "metrics" else (None,):
-            when = parse_since(since) if since else None
-            # the data the page is drawn from
-            on_spark = collect_report_data(
-                spark, pipeline=PIPELINE, quarantine_table=config.errors.dlq_table_name,
-                metrics_table=config.metrics.table, since=when, now=at,
-            )
-            on_duckdb = report_duck.collect_report_data(config, since=when, now=at)
+            when = parse_time(since, "--since") if since else None
+            # the data the page is drawn from: the same reads on each engine
+            on_spark = _on(SparkEngine(spark), config, lambda r, w=when: report_data(r, PIPELINE, since=w, now=at))
+            on_duckdb = _on(DuckEngine(), config, lambda r, w=when: report_data(r, PIPELINE, since=w, now=at))
             if on_spark != on_duckdb:
                 differ.append((label, since, on_spark, on_duckdb))
             if since == "2026-10-05":
@@ -179,7 +186,8 @@ def test_the_report_is_the_same_on_spark_and_duckdb(
                 differ.append((label, since, spark_run[:3], duckdb_run[:3]))
     assert not differ, "\n\n".join(f"{c} since {s}\nspark:  {a}\nduckdb: {b}" for c, s, a, b in differ)
     if not empty:  # the data holds what the tables were made to hold
-        data = report_duck.collect_report_data(load_config(write_conf(with_metrics, table_dir / "p.yml")), now=at)
+        data = _on(DuckEngine(), load_config(write_conf(with_metrics, table_dir / "p.yml")),
+                   lambda r: report_data(r, PIPELINE, now=at))
         assert {r[3] for r in data.breaches} == {None, "check_order"} and data.resolution_runs
         first = dt.datetime(1969, 12, 31, 23, 59, 59, 999999)  # its run's first row; 1.75 and 6.75 truncated
         assert [b for b in data.breaches if b[0] == "run-b1"] == [("run-b1", first, 1, None),
@@ -220,9 +228,10 @@ def test_replay_dry_runs_selection_is_the_same_on_spark_and_duckdb(
     for extra in DRY_RUNS:
         args = ["replay", "--conf", str(conf), *extra]
         where = extra[2] if len(extra) > 2 else None
-        pipe = Pipeline.from_config(config, spark, listeners=[])
-        if select_replay(pipe, where) != replay_duck.select_replay(config, where):
-            differ.append((extra, select_replay(pipe, where), replay_duck.select_replay(config, where)))
+        on_spark = _on(SparkEngine(spark), config, lambda r, w=where: replay_selection(r, PIPELINE, w))
+        on_duckdb = _on(DuckEngine(), config, lambda r, w=where: replay_selection(r, PIPELINE, w))
+        if on_spark != on_duckdb:
+            differ.append((extra, on_spark, on_duckdb))
         on_spark = _run(capsys, monkeypatch, "spark", args)
         on_duckdb = _run(capsys, monkeypatch, "auto", args)
         if on_spark[0] != 0 or on_spark != on_duckdb:

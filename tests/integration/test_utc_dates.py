@@ -18,7 +18,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
-from quarantine.ops.report_data import quarantined_over_time
+from quarantine.ops.reads import Reads
+from quarantine.ops.spark_reads import SparkEngine
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import preview_replay, replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -92,9 +93,13 @@ def test_error_rate_periods_start_on_utc_boundaries(spark: Any, seen: Path, buck
 
 
 def test_the_reports_daily_buckets_start_at_utc_midnight(spark: Any, seen: Path) -> None:
-    quarantine = spark.read.format("delta").load(str(seen / "quarantine"))
-    rows = quarantined_over_time(quarantine, "day").select(F.unix_seconds("bucket").alias("start"), "records")
-    assert [(r["start"], r["records"]) for r in rows.collect()] == [(DAY_START, RECORDS)]
+    engine = SparkEngine(spark)
+    try:
+        _, rows = Reads(engine, {"quarantine": str(seen / "quarantine")}).read(
+            "quarantined_over_time", pipeline="orders_test", since=None, seconds=86400)
+    finally:
+        engine.close()
+    assert [(int(bucket.timestamp()), records) for bucket, _, records in rows] == [(DAY_START, RECORDS)]
 
 
 def test_replay_where_first_seen_date_selects_that_utc_day_and_resolutions_count_on_their_utc_date(

@@ -405,7 +405,8 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
     cluster (``spark_env_vars``; a secret reference stands in for its value). Tables must
     be Unity Catalog names, checkpoints under ``checkpoint_root``.
     """
-    from quarantine.cli import _overrides, _parser
+    from quarantine.cli import _parser
+    from quarantine.commands.options import overrides
     from quarantine.config import load_config
     from quarantine.errors import ConfigError
 
@@ -444,12 +445,12 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
             }
             try:
                 with _only_environment(names, cluster_env):
-                    config = load_config(args.conf, _overrides(args.set))
+                    config = load_config(args.conf, overrides(args.set))
             except ConfigError as exc:
                 problems.append(f"{where}: {exc}")
                 continue
-            if getattr(args, "pipeline", None) and args.pipeline != config.pipeline:
-                problems.append(f"{where}: --pipeline {args.pipeline} but the config is {config.pipeline}")
+            if getattr(args, "pipeline_guard", None) and args.pipeline_guard != config.pipeline:
+                problems.append(f"{where}: --pipeline {args.pipeline_guard} but the config is {config.pipeline}")
             tables = {
                 "target.table": config.target.table,
                 "errors.deadletterqueue.table.name": config.errors.dlq_table_name,

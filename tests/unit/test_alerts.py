@@ -25,12 +25,13 @@ from quarantine.alerts.events import (
 )
 from quarantine.alerts.listener import AlertListener
 from quarantine.alerts.messages import email_message, slack_body, teams_body, webhook_body
+from quarantine.columns import RunKind
 from quarantine.config import parse_config
 from quarantine.config.alerts import AlertEvent, AlertsConfig, interval_seconds
 from quarantine.errorhandling.breach import Breach
 from quarantine.errorhandling.fail_on import FailOnConfig, conditions_held, topic_rates
 from quarantine.errors import ConditionFailedError, ConfigError, ExpectationBreachError, ToleranceExceededError
-from quarantine.listeners.events import BatchReport, RunInfo, RunKind, RunStatus
+from quarantine.listeners.events import BatchReport, RunInfo, RunStatus
 from quarantine.metrics.cells import MetricNames, metric_key
 from quarantine.secret_refs import MappingScopes, resolve, resolved_secrets
 from quarantine.values.types import BreachAction

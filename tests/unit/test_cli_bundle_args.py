@@ -26,11 +26,11 @@ def test_replay_refuses_a_config_of_another_pipeline_before_any_work(capsys: pyt
 
 
 def test_an_empty_where_selects_every_open_record() -> None:
-    from quarantine.cli import _predicate
+    from quarantine.commands.options import predicate
 
-    assert _predicate("") is None
-    assert _predicate("   ") is None
-    assert _predicate("stage = 'parse_order'") == "stage = 'parse_order'"
+    assert predicate("") is None
+    assert predicate("   ") is None
+    assert predicate("stage = 'parse_order'") == "stage = 'parse_order'"
 
 
 def test_init_demo_takes_a_catalog_table_and_if_missing() -> None:
@@ -44,3 +44,18 @@ def test_init_demo_takes_a_catalog_table_and_if_missing() -> None:
 def test_init_demo_rejects_a_table_that_is_not_a_catalog_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init-demo", "--table", "data/orders_raw"]) == 2
     assert "--table" in capsys.readouterr().err
+
+
+def test_the_pipeline_guard_is_replays_and_maintains_not_the_filter_of_inspect_and_stats() -> None:
+    """``replay``/``maintain --pipeline`` must name the config's pipeline; ``inspect``/``stats --pipeline``
+    choose whose rows to show, any pipeline's."""
+    from quarantine.commands.configured import load
+    from quarantine.commands.invocation import Invocation
+    from quarantine.errors import ConfigError
+
+    conf = str(REPO / "conf" / "orders_demo.yml")
+    for command in ("inspect", "stats"):
+        assert load(Invocation(_parser().parse_args([command, "--conf", conf, "--pipeline", "another"]))).pipeline
+    for command in ("replay", "maintain"):
+        with pytest.raises(ConfigError, match="--pipeline"):
+            load(Invocation(_parser().parse_args([command, "--conf", conf, "--pipeline", "another"])))

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from quarantine.cli import COMMANDS, _handlers, _parser
-from quarantine.schema import QuarantineStatus
+from quarantine.cli import COMMANDS, _parser, command, main
+from quarantine.columns import QuarantineStatus
+from quarantine.commands.invocation import Command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,7 +101,32 @@ def test_inspects_status_default_is_the_open_status() -> None:
     assert _parser().parse_args(["inspect", "--conf", "c.yml"]).status == QuarantineStatus.OPEN.value
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_a_handler_module_under_commands(command: str) -> None:
-    handle = list(_handlers(command))[-1]  # the last answers whatever the install (a first may leave it to it)
-    assert handle.__module__.startswith("quarantine.commands.") and handle.__name__ == "handle"
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_is_declared_whole_by_its_module_under_commands(name: str) -> None:
+    declared = command(name)
+    assert COMMANDS[name] == f"quarantine.commands.{name.replace('-', '_')}"
+    assert isinstance(declared, Command) and declared.handle.__module__ == COMMANDS[name]
+    assert declared.arguments.__module__ == COMMANDS[name] and declared.examples
+
+
+def test_a_new_command_is_a_module_and_one_line_in_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = tmp_path / "extra_commands"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "hello.py").write_text(
+        "from quarantine.commands.invocation import Command\n"
+        "def _arguments(parser):\n    parser.add_argument('--to', required=True, help='whom')\n"
+        "def _handle(call):\n    print(f'hello {call.args.to}')\n    return 0\n"
+        "COMMAND = Command(help='say hello', examples=('quarantine hello --to you',), arguments=_arguments,"
+        " handle=_handle)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(COMMANDS, "hello", "extra_commands.hello")  # the one line
+    assert main(["hello", "--to", "you"]) == 0
+    assert capsys.readouterr().out == "hello you\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert "say hello" in listed and "  quarantine hello --to you" in listed  # with its first example

@@ -1,7 +1,8 @@
-"""Column names are named through :mod:`quarantine.schema`, never spelled in another module.
+"""Column names are named through :mod:`quarantine.columns`, their one home, never spelled in another module.
 
-Issue 35: every column and table name used in more than one module comes from
-``quarantine/schema.py``. The Kafka source's columns (``topic``, ``partition``, ``offset``,
+Every column and table name used in more than one module comes from ``quarantine/columns.py``,
+and only from there: :mod:`quarantine.schema` builds the tables' Spark types from those names
+and exports none of them again. The Kafka source's columns (``topic``, ``partition``, ``offset``,
 ``key``, ``value``, ``headers``, ``timestamp``, ``timestampType``) are the ones spelled most
 often; this reads every module's syntax tree (no Spark) and fails on a literal one of them
 where it names a column:
@@ -28,11 +29,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from quarantine import columns, schema
 from quarantine.schema import ERROR_HISTORY_ENTRY, ERROR_STRUCT, KAFKA_SOURCE_SCHEMA, METRICS_SCHEMA, QUARANTINE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "quarantine"
-DEFINED_IN = PACKAGE / "schema.py"
+DEFINED_IN = PACKAGE / "columns.py"
 
 NAMES = frozenset(KAFKA_SOURCE_SCHEMA.fieldNames())
 #: The tables' own column names (all but Kafka's; the metrics table's ``value`` is Kafka's word).
@@ -117,7 +119,7 @@ def column_literals(source: str) -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-def test_only_schema_spells_the_column_names() -> None:
+def test_only_columns_spells_the_column_names() -> None:
     spelled = [
         f"{path.relative_to(REPO).as_posix()}:{line}: {name!r} in {how}"
         for path in sorted(PACKAGE.rglob("*.py"))
@@ -125,7 +127,7 @@ def test_only_schema_spells_the_column_names() -> None:
         for line, name, how in column_literals(path.read_text(encoding="utf-8"))
     ]
     assert not spelled, (
-        "column names spelled as literals (use the constants of quarantine/schema.py: TOPIC, PARTITION, "
+        "column names spelled as literals (use the constants of quarantine/columns.py: TOPIC, PARTITION, "
         "OFFSET, KEY, VALUE, HEADERS, SOURCE_KEY..., PIPELINE, STATUS, STAGE, ERROR_CLASS, RUN_ID...):\n"
         + "\n".join(spelled)
     )
@@ -167,3 +169,17 @@ r["status"]; print("stage"); opts = {"pipeline": 1}; logging.getLogger("message"
     assert [(line, name) for line, name, _ in column_literals(source)] == [
         (2, "error_class"), (2, "pipeline"), (2, "stage"), (2, "status"),
     ]
+
+
+def test_columns_is_the_one_home_of_the_names() -> None:
+    """schema.py exports no name of columns.py, and no module imports one from it."""
+    assert not set(schema.__all__) & set(columns.__all__)
+    through_schema = [
+        f"{path.relative_to(REPO).as_posix()}:{node.lineno}: {alias.name}"
+        for root in (PACKAGE, REPO / "tests", REPO / "benchmarks", REPO / "notebooks")
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "quarantine.schema"
+        for alias in node.names if alias.name in columns.__all__
+    ]
+    assert not through_schema, "import these from quarantine.columns:\n" + "\n".join(through_schema)

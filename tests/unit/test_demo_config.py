@@ -34,12 +34,14 @@ def _pop(tree: Any, keys: tuple[str, ...]) -> Any:
     return tree.pop(last)
 
 
-def test_the_packaged_demo_files_are_the_repositorys() -> None:
-    packaged = resources.files("quarantine.demo").joinpath("conf")
-    assert packaged.joinpath("orders_demo.yml").read_bytes() == (REPO / "conf" / "orders_demo.yml").read_bytes()
-    assert packaged.joinpath("expectations", "orders.json").read_bytes() == (
-        REPO / "conf" / "expectations" / "orders.json"
-    ).read_bytes()
+def test_the_demo_config_and_suite_exist_once_and_ship_in_the_package() -> None:
+    """The package's demo files are links to the repository's conf/ (a wheel holds their content)."""
+    packaged = REPO / "quarantine" / "demo" / "conf"
+    for name in ("orders_demo.yml", "expectations/orders.json"):
+        assert (packaged / name).is_symlink(), name
+        assert (packaged / name).resolve() == (REPO / "conf" / name).resolve(), name
+        assert resources.files("quarantine.demo").joinpath("conf", name).read_bytes() == (
+            REPO / "conf" / name).read_bytes()
 
 
 def test_the_written_demo_config_is_the_repositorys_with_every_path_relative_to_out(tmp_path: Path) -> None:

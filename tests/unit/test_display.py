@@ -8,13 +8,13 @@ import json
 
 import pytest
 
+from quarantine.commands.options import parse_time
 from quarantine.display import decode_bytes, fit_widths, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
 from quarantine.ops.triage_output import (
     INSPECT_COLUMNS,
     RecordFilter,
     inspect_rows,
-    parse_time,
     print_records,
     record_json,
 )

@@ -38,3 +38,13 @@ def test_a_concurrent_write_failure_says_to_re_run() -> None:
 
 def test_an_exception_without_a_message_reads_as_no_message() -> None:
     assert message_of(KeyError()) == "KeyError raised with no message"
+
+
+def test_a_missing_table_is_said_one_way_whoever_reads_it() -> None:
+    from quarantine.errors import MissingTableError, QuarantineError
+
+    missing = MissingTableError("quarantine", "data/q")
+    assert isinstance(missing, QuarantineError)
+    assert str(missing) == ("no quarantine table at data/q yet (errors.deadletterqueue.table.name); a pipeline run "
+                            "creates it on its first batch")
+    assert str(MissingTableError("metrics", None)) == "no metrics table: the config has no metrics.table"

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from quarantine.columns import ErrorKind
 from quarantine.config import ErrorsConfig
 from quarantine.errorhandling.handlers import (
     ErrorHandlers,
@@ -16,7 +17,6 @@ from quarantine.errorhandling.handlers import (
     load_handler,
 )
 from quarantine.errors import ConfigError, HandlerError, ToleranceExceededError
-from quarantine.schema import ErrorKind
 
 HERE = __name__
 SECRET = "s3cr3t-Pa55"

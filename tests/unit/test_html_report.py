@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 
-from quarantine.cli import parse_since
+from quarantine.commands.options import parse_time
 from quarantine.errors import ConfigError
-from quarantine.listeners.events import RunKind
-from quarantine.ops.report_data import ReportData, time_unit
-from quarantine.ops.report_model import RUN_KIND_DISCARD, RUN_KIND_REPLAY, RUN_KIND_RUN
+from quarantine.ops.report_model import ReportData, time_unit
 from quarantine.ops.report_page import (
     FIGURES,
     ReportDependencyError,
@@ -81,10 +79,10 @@ def test_over_time_buckets_by_the_hour_up_to_three_days_then_by_the_day() -> Non
 
 
 def test_since_is_an_iso_date_in_utc_unless_it_has_an_offset() -> None:
-    assert parse_since("2026-11-01") == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    assert parse_since("2026-11-01T12:00+01:00").utcoffset() == dt.timedelta(hours=1)
+    assert parse_time("2026-11-01", "--since") == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    assert parse_time("2026-11-01T12:00+01:00", "--since").utcoffset() == dt.timedelta(hours=1)
     with pytest.raises(ConfigError, match=r"--since.*yesterday.*ISO date"):
-        parse_since("yesterday")
+        parse_time("yesterday", "--since")
 
 
 def test_without_plotly_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +139,3 @@ def test_records_without_a_first_seen_time_are_drawn_in_a_bucket_of_their_own() 
     assert [list(t.x) for t in fig.data] == [["(none)", "2026-11-02 10:00"]] * 2
     assert [list(t.y) for t in fig.data] == [[0, 1], [2, 3]]  # stage (none) first, as _label sorts it
     assert "Plotly.newPlot(" in render_html(data)
-
-
-def test_the_reports_run_kinds_are_the_metrics_tables() -> None:
-    assert (RUN_KIND_RUN, RUN_KIND_REPLAY, RUN_KIND_DISCARD) == (RunKind.RUN, RunKind.REPLAY, RunKind.DISCARD)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from quarantine.columns import ErrorKind
 from quarantine.config import BreachAction
 from quarantine.errorhandling.breach import Breach
 from quarantine.listeners.events import BatchReport, RunInfo, RunStatus, RunSummary
@@ -22,7 +23,6 @@ from quarantine.metrics.cells import (
     parse_metric_key,
 )
 from quarantine.metrics.observed import OTHER_TOPIC, batch_metrics, schema_drift
-from quarantine.schema import ErrorKind
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 SEP = "\x1f"

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from quarantine.columns import ErrorKind
 from quarantine.config import ErrorsConfig
 from quarantine.errorhandling.handlers import ErrorHandlers
 from quarantine.errorhandling.policy import ErrorPolicy, Scope
 from quarantine.errorhandling.tolerance import MemoryWindowStore, ToleranceGuard
 from quarantine.errors import ToleranceExceededError
-from quarantine.schema import ErrorKind
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from quarantine.listeners.events import RunKind
-from quarantine.runners.replay import ErrorGroup, Preview
+from quarantine.columns import RunKind
+from quarantine.dry_run import ErrorGroup
+from quarantine.runners.replay import Preview
 
 
 def test_a_dry_runs_example_message_keeps_the_value_found_and_whole_words() -> None:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 _CHILD = """
 import json, sys
 import quarantine.schema as schema
-from quarantine.schema import VALUE, ErrorKind
+from quarantine.columns import VALUE, ErrorKind
 before = "pyspark" in sys.modules
 fields = schema.KAFKA_SOURCE_SCHEMA.fieldNames()
 print(json.dumps({"before": before, "after": "pyspark" in sys.modules, "fields": fields}))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import fnmatch
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,18 @@ import yaml
 from quarantine.cli import main
 from quarantine.errors import ConfigError
 from quarantine.ops.views import view_statements
-from quarantine.sql import ParamType, Query, _parse, bind, catalogue, get_query, parse_params, view_sources
+from quarantine.sql import (
+    ParamType,
+    Query,
+    _parse,
+    bind,
+    bind_values,
+    catalogue,
+    get_query,
+    parse_params,
+    read_sources,
+    view_sources,
+)
 from quarantine.tables import sql_literal, table_ref
 from tests.helpers import orders_config
 
@@ -37,6 +51,19 @@ def test_every_sql_file_is_a_documented_query_whose_header_matches_its_body() ->
         ("pipeline", ParamType.STRING, "''"), ("hours", ParamType.INT, "24"), ("failures", ParamType.INT, "3"),
     ]
     assert set(view_sources()) == {"open", "summary", "offsets", "resolved"}
+
+
+def test_every_read_is_a_documented_query_and_every_sql_file_ships_in_the_wheel() -> None:
+    reads = read_sources()
+    assert set(reads) == {p.stem for p in (REPO / "quarantine" / "sql" / "reads").glob("*.sql")}
+    for q in reads.values():
+        assert q.summary and set(q.tables) <= {"quarantine", "metrics"}, q.name
+        assert all(p.doc and p.default is None for p in q.params), q.name  # the command gives every value
+    shipped = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"]["quarantine"]
+    files = {p.relative_to(REPO / "quarantine").as_posix() for p in (REPO / "quarantine" / "sql").rglob("*.sql")}
+    assert {f for f in files if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/") for g in shipped)} \
+        == set()
 
 
 def test_a_file_whose_header_and_body_disagree_is_rejected() -> None:
@@ -182,3 +209,15 @@ def test_the_installed_command_exits_2_for_an_unknown_query() -> None:
     proc = subprocess.run([sys.executable, "-m", "quarantine", "sql", "nope"], capture_output=True, text=True,
                           env=env, check=False, timeout=120)
     assert proc.returncode == 2 and "stuck_records" in proc.stderr
+
+
+def test_a_reads_values_are_literals_both_engines_read_alike() -> None:
+    from quarantine.sql import sql_value
+
+    assert sql_value(None) == "NULL"
+    assert sql_value(dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)) == "timestamp_micros(1000000)"
+    assert sql_value(dt.datetime(1970, 1, 1, 2, tzinfo=dt.timezone(dt.timedelta(hours=2)))) == "timestamp_micros(0)"
+    assert sql_value(dt.datetime(9999, 12, 31, 23, 59, 59, 999999)) == "timestamp_micros(253402300799999999)"
+    assert sql_value("it's \\ here") == "'it\\'s \\\\ here'"
+    with pytest.raises(ValueError, match="parameters"):
+        bind_values(read_sources()["inspect"], {"pipeline": "p"}, {"quarantine": "quarantine"})

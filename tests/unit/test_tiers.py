@@ -89,3 +89,11 @@ def test_the_run_ends_with_each_tiers_seconds_and_its_wall_time() -> None:
         "     1.8 s  unit    1 tests (0.5 s set-up)  a",
     ]
     assert times.module_lines(top=1) == times.module_lines()[:1]
+
+
+def test_only_tests_e2e_asks_for_the_broker() -> None:
+    """The folders are the tiers but for kafka, the e2e tests that use the broker (docs/contributing.md)."""
+    asking = [p.relative_to(REPO).as_posix() for folder in ("unit", "integration")
+              for p in (REPO / "tests" / folder).rglob("*.py") if "kafka_broker" in p.read_text(encoding="utf-8")
+              and p.name != "test_tiers.py"]
+    assert asking == []

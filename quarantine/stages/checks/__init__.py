@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
+from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
 from quarantine.stage import Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.stages.checks.rules import (
     RULES,

@@ -49,7 +49,7 @@ from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, Tag, field_valid
 
 from quarantine.stage import StageOptions
 from quarantine.unlogged import unlogged_analysis
-from quarantine.values.options import BOUND, FIELD, VALUES, choice_of, const, tagged
+from quarantine.values.options import BOUND, FIELD, VALUES, const, tagged
 from quarantine.values.spark import (
     as_text,
     compare,
@@ -59,7 +59,7 @@ from quarantine.values.spark import (
     render_value,
     text_length,
 )
-from quarantine.values.types import BOOL, TEXT, fail, integer
+from quarantine.values.types import BOOL, TEXT, choice, fail, integer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -287,7 +287,7 @@ class RegexRule(Rule):
     check: Annotated[str, const("regex")]
     pattern: Annotated[str, TEXT] = Field(examples=["[A-Z]{3}"])
     """A java.util.regex pattern; named groups are (?<name>...)."""
-    match: Annotated[RegexMatch, choice_of(RegexMatch)] = RegexMatch.FULL
+    match: Annotated[RegexMatch, choice(RegexMatch)] = RegexMatch.FULL
     """full: the whole value matches; search: the pattern occurs anywhere."""
 
     @field_validator("pattern")

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
+from quarantine.columns import VALUE, ErrorKind
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError, MissingDependencyError
-from quarantine.schema import VALUE, ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.protobuf.batch import UNKNOWN_FIELDS, DecodeBatch, ProtobufErrorClass, call_struct
 from quarantine.stages.protobuf.descriptors import FolderDescriptors, read_descriptor_set

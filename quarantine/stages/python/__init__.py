@@ -90,14 +90,14 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from quarantine.columns import ErrorKind
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
-from quarantine.schema import ErrorKind
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
 from quarantine.stages.python.arrow_batch import ArrowCalls, PythonErrorClass, PythonMode, arrow_type, call_struct
-from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER, choice_of
+from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER
 from quarantine.values.spark import parse_spark_type
-from quarantine.values.types import BOOL, TEXT
+from quarantine.values.types import BOOL, TEXT, choice
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -131,7 +131,7 @@ class PythonOptions(StageOptions):
     """The result's Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field list
     ('reading_id BIGINT, celsius DOUBLE') or STRUCT<...>. The last stage's result is the target's row: a
     struct's fields become its columns, any other type one column named after the stage."""
-    mode: Annotated[PythonMode, choice_of(PythonMode)] = PythonMode.ROW
+    mode: Annotated[PythonMode, choice(PythonMode)] = PythonMode.ROW
     """row: fn(value) per row (a struct is a dict, the result a value or dict); vectorized: fn(pandas.Series
     or, for a struct, pandas.DataFrame) per Arrow batch, returning a Series (or DataFrame) of the same length."""
     nullable: Annotated[bool, BOOL] = False
