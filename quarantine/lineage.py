@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 from quarantine.errors import ConfigError
 from quarantine.schema import KAFKA_SOURCE_COLUMNS, VALUE, source_column_type
 from quarantine.stage import Declaration, Stage
+from quarantine.values.paths import field_path
+from quarantine.values.spark import type_name
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -109,21 +111,33 @@ def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -
 
 
 def _has_field(read: Produced, name: str, key: str, where: str) -> None:
-    """``read`` has the field ``name``, unless its type is not declared."""
+    """``read`` has the field ``name`` (a top-level name, or a path into nested structs:
+    ``device.screen_w``), unless its type is not declared."""
     from pyspark.sql.types import StructType
 
     if read.type is None:
         return
-    shown = read.type.simpleString()
     if not isinstance(read.type, StructType):
         raise ConfigError(
-            key, name, f"an input with fields: {where} reads {read.by}, a {shown}, which has no fields"
+            key, name, f"an input with fields: {where} reads {read.by}, a {read.type.simpleString()}, which has no fields"
         )
-    names = read.type.fieldNames()
-    if name in names:
-        return
-    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean '{near[0]}'?" if near else ""
-    raise ConfigError(
-        key, name, f"a field of the input of {where}, which reads {read.by}: one of {', '.join(names)}{hint}"
-    )
+    path = field_path(name, read.type)
+    struct: StructType = read.type
+    for depth, part in enumerate(path):
+        names = struct.fieldNames()
+        if part not in names:
+            near = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+            hint = f"; did you mean '{'.'.join((*path[:depth], near[0]))}'?" if near else ""
+            of = f"a field of {'.'.join(path[:depth])} in" if depth else "a field of"
+            raise ConfigError(
+                key, name, f"{of} the input of {where}, which reads {read.by}: one of {', '.join(names)}{hint}"
+            )
+        inner = struct[part].dataType
+        if depth + 1 < len(path) and not isinstance(inner, StructType):
+            shown = ".".join(path[: depth + 1])
+            raise ConfigError(
+                key, name, f"a path through structs: {shown} in the input of {where} is {type_name(inner)}, "
+                "which has no fields",
+            )
+        if isinstance(inner, StructType):
+            struct = inner

@@ -17,6 +17,7 @@ from quarantine.preflight import check_config
 from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
 from quarantine.source_contract import unchecked
 from quarantine.stage import Stage
+from quarantine.values.spark import type_name
 
 __all__ = ["handle"]
 
@@ -48,7 +49,7 @@ def _target_columns(config: PipelineConfig, stages: Sequence[Stage]) -> str:
         shown = f"the result of the last stage, {last} (its type is known when a run starts)"
     else:
         fields = target_columns(declared, last).fields
-        shown = ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in fields)
+        shown = ", ".join(f"{f.name} {type_name(f.dataType)}" for f in fields)
         shown += f" (the last stage's result: {last})"
     if config.target.source_columns:
         shown += " + " + ", ".join(TARGET_SOURCE_COLUMNS.fieldNames())

@@ -60,6 +60,16 @@ def test_complex_types_are_checked_without_spark(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "3 stages" in proc.stdout, proc.stderr
 
 
+def test_nested_target_columns_are_shown_with_their_names_as_written(tmp_path: Path) -> None:
+    """Issue 60, C: field names inside a struct keep their case (the table holds os, not OS)."""
+    cfg = orders_config(tmp_path)
+    cfg["stages"][1]["options"]["schema"] = "order_id STRING, device STRUCT<os: STRING, screenW: INT>, tags ARRAY<STRING>"
+    proc = _validate(_write(tmp_path, cfg))
+    assert proc.returncode == 0, proc.stderr
+    assert ("target columns: order_id STRING, device STRUCT<os: STRING, screenW: INT>, tags ARRAY<STRING> "
+            "(the last stage's result: parse)") in proc.stdout
+
+
 @pytest.mark.parametrize(("stage", "key", "why"), [
     (1, "stages[1].options.schema", "expected '>' at position"),
     (2, "stages[2].options.columns.items", "unknown type 'STRUCTT'"),

@@ -119,3 +119,38 @@ def test_a_json_stage_after_a_decode_stage_builds() -> None:
     assert len(_build(DECODE, PARSE)) == 2
     assert len(_build({"name": "key_text", "type": "decode_utf8", "input": "key"},
                       {**PARSE, "input": "key_text"})) == 2
+
+
+NESTED = {"name": "parse", "type": "json", "options": {
+    "schema": "event_id STRING, device STRUCT<os: STRING, screen_w: INT>, tags ARRAY<STRING>",
+    "required": ["event_id", "device.os"]}}
+
+
+def test_rules_casts_and_required_take_a_path_into_nested_structs() -> None:
+    """Issue 60, C: device.screen_w is a field of the struct device, wherever a field is named."""
+    cast = {"name": "convert", "type": "cast", "options": {"columns": {"device.screen_w": "BIGINT"}}}
+    rule = _checks({"column": "device.screen_w", "check": "range", "min": 1})
+    *_, converted, check = _build(DECODE, NESTED, cast, rule)
+    assert converted.produces(None) is None
+    assert check.fields_read() == (("options.rules[0].column", "device.screen_w"),)
+
+
+@pytest.mark.parametrize(("column", "why"), [
+    ("device.screen", "a field of device in the input of stage 'check'"),
+    ("device.os.name", "a path through structs: device.os in the input of stage 'check' (stages[2]) is STRING, which "
+                       "has no fields"),
+    ("tags.first", "a path through structs: tags in the input of stage 'check' (stages[2]) is ARRAY<STRING>"),
+    ("devices.os", "one of event_id, device, tags; did you mean 'device'?"),
+])
+def test_a_path_that_is_not_there_is_refused_naming_the_step(column: str, why: str) -> None:
+    e = _refused(DECODE, NESTED, _checks({"column": column, "check": "not_null"}))
+    assert e.key == "stages[2].options.rules[0].column" and e.value == column
+    assert why in str(e), str(e)
+    if column == "device.screen":
+        assert "one of os, screen_w; did you mean 'device.screen_w'?" in str(e)
+
+
+def test_a_required_path_the_schema_does_not_have_is_refused() -> None:
+    bad = {**NESTED, "options": {**NESTED["options"], "required": ["device.model"]}}
+    e = _refused(DECODE, bad)
+    assert e.key == "stages[1].options.required" and e.value == ["device.model"]
