@@ -40,6 +40,7 @@ from quarantine.batch.writes import Batch, BatchMode, BatchWriter
 from quarantine.errorhandling.policy import Scope
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError
+from quarantine.lineage import lost_fields
 from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
@@ -256,11 +257,22 @@ class Run:
             untranslated_expectations=verdicts.notes,
             finished_at=self.plan.clock(),
             stale_stages=tuple(s.name for s in chain if int(counts.get(stage_key("refresh", s.name)) or 0)),
+            field_notes=self._field_notes(batch),
         )
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
         if failure is not None:
             raise failure
         return report
+
+
+    def _field_notes(self, batch: Batch) -> tuple[str, ...]:
+        """The summary's lines about fields: the target's new columns, the fields no stage brings to it."""
+        added = (
+            (f"target {self.plan.target_table}: added column(s) {', '.join(batch.added_columns)} (older rows read "
+             "NULL; target.schema_evolution: add_columns)",)
+            if batch.added_columns else ()
+        )
+        return added + tuple(lost.describe() for lost in lost_fields(self.plan.stages))
 
 
 def start_run(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from quarantine.commands.configured import load, tables_text
 from quarantine.commands.invocation import Invocation
 from quarantine.config import PipelineConfig
-from quarantine.lineage import declared_result
+from quarantine.lineage import declared_result, lost_fields
 from quarantine.preflight import check_config
 from quarantine.schema import TARGET_SOURCE_COLUMNS, target_columns
 from quarantine.source_contract import unchecked
@@ -23,7 +23,8 @@ __all__ = ["handle"]
 
 
 def handle(call: Invocation) -> int:
-    """Check the config, print its stages, the target's columns and the tables; exit code 0.
+    """Check the config, print its stages, the target's columns (and each field a stage produces that does
+    not reach them) and the tables; exit code 0.
 
     Raises:
         ConfigError: what :func:`quarantine.preflight.check_config` finds, naming the key.
@@ -33,6 +34,8 @@ def handle(call: Invocation) -> int:
     print(f"config ok: pipeline {config.pipeline}, {len(stages)} stages: "
           + " -> ".join(f"{s.name}({type(s).__name__})" for s in stages))
     print(_target_columns(config, stages))
+    for lost in lost_fields(stages):
+        print(f"warning: {lost.describe()}")
     print(tables_text(config))
     print("checked without starting Spark; SQL expressions and regexes are compiled when a run starts")
     not_checked = unchecked(config.source)

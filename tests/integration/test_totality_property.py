@@ -2,7 +2,8 @@
 
 For any values of every Spark type (NULLs, NaN, ±inf, extremes, empty and huge
 strings, malformed UTF-8, deep JSON), with ANSI mode on, the job finishes and
-every row of every stage's column has exactly one of ``result`` and ``error``
+every row of every stage's column (fields named by a nested path among them, and a
+``python`` stage extending a struct of every type) has exactly one of ``result`` and ``error``
 (a ``nullable: true`` decode of a NULL input has neither, as documented).
 
 Each example is one DataFrame holding a fixed set of extreme rows plus the
@@ -95,6 +96,7 @@ _CASTS: list[dict[str, Any]] = [
                  "dt": "STRING", "f": "INT"}},
     {"columns": {"s": "TIMESTAMP", "u": "BIGINT", "dec": "DECIMAL(4,2)", "i64": "DOUBLE"},
      "formats": {"s": "dd/MM/yyyy HH:mm"}},
+    {"columns": {"st.a": "TINYINT", "st.b": "TIMESTAMP"}, "formats": {"st.b": "yyyy-MM-dd"}},  # nested, by path
 ]
 
 
@@ -152,10 +154,15 @@ def _stages() -> list[Stage]:
     return [
         spec("decode", "decode_utf8", "b", {}),
         spec("decode_opt", "decode_utf8", "b", {"nullable": True}),
-        spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a"]}),
+        spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a", "k.x"]}),
         spec("json_u", "json", "u", {"schema": _JSON_SCHEMA}),
         *[spec(f"cast{i}", "cast", "rec", opts) for i, opts in enumerate(_CASTS)],
         *[spec(f"checks_{f}", "checks", "rec", {"rules": _rules(f)}) for f in _NAMES],
+        spec("checks_nested", "checks", "rec", {"rules": [
+            *_rules("st.a"), *_rules("st.b"), {"check": "expr", "expr": "rec.st.a > 0 OR rec.m['a'] = 1"},
+        ]}),
+        spec("python_extend", "python", "rec",
+             {"function": "tests.fixtures_py_stage.text_length", "returns": "n INT, s STRING"}),
         *[
             ExpectationStage(
                 name=f"expect_{f}", suite=parse_suite({"name": f, "expectations": _expectations(f)}), input="rec"

@@ -114,7 +114,7 @@ def one_by_one(r: ArrowCalls, values: pa.Array, skip: list[bool]) -> list[dict[s
     out = []
     for i, skipped in enumerate(skip):
         if skipped:
-            out.append({"result": None, "error": None, "retries": 0})
+            out.append({"result": None, "error": None, "retries": 0, "undeclared": None})
         else:
             out.extend(rows(r.run(values.slice(i, 1), pa.array([False]))))
     return out
@@ -242,7 +242,7 @@ def test_a_clean_batch_is_one_call() -> None:
     calls = Calls(parse)
     out = rows(runner(calls).run(_poisoned(10_000, [], True), no_skip(10_000)))
     assert calls.count == 1
-    assert out[9_999] == {"result": 9999.5, "error": None, "retries": 0}
+    assert out[9_999] == {"result": 9999.5, "error": None, "retries": 0, "undeclared": None}
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
+from quarantine.ddl import parse_ddl_type
 from quarantine.errors import ConfigError
 from quarantine.stages import build_stages
 
 DECODE = {"name": "decode", "type": "decode_utf8"}
 PARSE = {"name": "parse", "type": "json", "options": {"schema": "id STRING, name STRING, qty INT"}}
+PARSE_TYPE = parse_ddl_type("id STRING, name STRING, qty INT")
 
 
 def _build(*stages: dict[str, Any]) -> list[Any]:
@@ -56,7 +58,8 @@ def test_a_checks_rule_on_a_column_no_stage_produces_is_refused_naming_the_stage
 
 def test_a_rule_on_a_named_input_is_checked_against_that_stages_output() -> None:
     py = {"name": "enrich", "type": "python",
-          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>"}}
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>",
+                      "output": "replace"}}
     assert len(_build(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"}, input="parse"))) == 4
     e = _refused(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"}))
     assert e.key == "stages[3].options.rules[0].column" and "stage 'enrich'" in str(e) and "a, b" in str(e)
@@ -81,10 +84,22 @@ def test_a_field_rule_on_an_input_that_is_not_a_struct_is_refused() -> None:
 
 def test_a_rule_after_a_python_stage_is_checked_against_its_returns_type() -> None:
     py = {"name": "enrich", "type": "python",
-          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>"}}
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>",
+                      "output": "replace"}}
     assert len(_build(DECODE, PARSE, py, _checks({"column": "b", "check": "not_null"}))) == 4
     e = _refused(DECODE, PARSE, py, _checks({"column": "c", "check": "not_null"}))
     assert "stage 'enrich'" in str(e) and "a, b" in str(e)
+
+
+def test_a_rule_after_an_extending_python_stage_reads_its_input_and_its_returns() -> None:
+    """Issue 60, B: output: extend (the default) gives the input's fields and the returned ones."""
+    py = {"name": "enrich", "type": "python",
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "a INT, name BIGINT"}}
+    *_, enrich, _ = _build(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"},
+                                                      {"column": "a", "check": "not_null"}))
+    assert enrich.produces(PARSE_TYPE).simpleString() == "struct<id:string,name:bigint,qty:int,a:int>"
+    e = _refused(DECODE, PARSE, py, _checks({"column": "c", "check": "not_null"}))
+    assert "one of id, name, qty, a" in str(e)
 
 
 def test_a_rule_after_an_avro_stage_is_checked_against_its_reader_schema(tmp_path: Path) -> None:

@@ -69,7 +69,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RULES",
-    "column_references",
     "ExprRule",
     "InSetRule",
     "LengthRule",
@@ -80,6 +79,7 @@ __all__ = [
     "RegexRule",
     "Rule",
     "RuleOptions",
+    "column_references",
 ]
 
 

@@ -23,7 +23,7 @@ Errors: ``error_class`` is the exception's class name, or
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property, partial
@@ -44,9 +44,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 __all__ = [
+    "RETRIES",
+    "UNDECLARED",
     "ArrowCalls",
+    "MissingFields",
     "PythonErrorClass",
     "PythonMode",
+    "PythonOutput",
     "ResultError",
     "arrow_type",
     "call_struct",
@@ -63,19 +67,48 @@ class PythonMode(StrEnum):
     VECTORIZED = "vectorized"
 
 
+class PythonOutput(StrEnum):
+    """What the stage's result is: its input struct plus the returned fields, or what the function returns."""
+
+    EXTEND = "extend"
+    """A struct input's fields, each returned field set on it (replaced in place, or added after them); a
+    scalar ``returns:`` is one field named after the stage. Over an input that is not a struct, as replace."""
+    REPLACE = "replace"
+    """What the function returns, alone: the input's fields it does not return are not in the result."""
+
+
+class MissingFields(StrEnum):
+    """What a struct result that leaves out a field ``returns:`` declares does."""
+
+    QUARANTINE = "quarantine"
+    """The record fails (``MissingResultField``, naming the fields)."""
+    AS_NULL = "as_null"
+    """The field is NULL, as an explicit None is."""
+
+
 class PythonErrorClass(StrEnum):
     """Error classes the stage itself reports (otherwise: the exception's class name)."""
 
     NULL_RESULT = "NullResult"
     RESULT_TYPE_MISMATCH = "ResultTypeMismatch"
+    MISSING_RESULT_FIELD = "MissingResultField"
+
+
+#: The call struct's field listing, per row, the returned fields ``returns:`` does not declare.
+UNDECLARED = "undeclared"
+#: The call struct's field counting a successful row's retries.
+RETRIES = "retries"
 
 
 def call_struct(returns: DataType) -> StructType:
-    """What the Arrow UDF returns: the result column's fields plus ``retries INT``."""
-    from pyspark.sql.types import IntegerType, StructField, StructType
+    """What the Arrow UDF returns: the result column's fields plus ``retries INT`` and
+    ``undeclared ARRAY<STRING>`` (the returned fields ``returns:`` does not declare; NULL when none)."""
+    from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
     out = result_struct(returns)
-    return StructType([*out.fields, StructField("retries", IntegerType())])
+    return StructType([
+        *out.fields, StructField(RETRIES, IntegerType()), StructField(UNDECLARED, ArrayType(StringType())),
+    ])
 
 
 def arrow_type(t: DataType, key: str) -> pa.DataType:
@@ -114,22 +147,78 @@ class ArrowCalls:
     stacktrace: bool
     retriable: tuple[type[BaseException], ...]
     retry: RetryPolicy | None = None
+    #: extend: a returned field that is the input's, handed back unchanged, is not undeclared
+    output: PythonOutput = PythonOutput.REPLACE
+    missing_fields: MissingFields = MissingFields.QUARANTINE
 
     def run(self, values: pa.Array, skip: pa.Array) -> pa.Array:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         todo = np.flatnonzero(~_as_bool(skip))
         retried: dict[int, int] = {}
+        undeclared: dict[int, list[str]] = {}
         if self.mode is PythonMode.ROW:
-            results, errors = self._run_rows(values, todo, retried)
+            results, errors = self._run_rows(values, todo, retried, undeclared)
         else:
-            results, errors = self._run_vectorized(values, todo, retried)
-        return self._assemble(len(values), results, errors, retried)
+            results, errors = self._run_vectorized(values, todo, retried, undeclared)
+        return self._assemble(len(values), results, errors, retried, undeclared)
+
+    @cached_property
+    def _declared(self) -> tuple[str, ...] | None:
+        """The fields a struct ``returns:`` declares; None for any other type."""
+        from pyspark.sql.types import StructType
+
+        return tuple(self.returns.fieldNames()) if isinstance(self.returns, StructType) else None
+
+    def _fields_of(self, out: Any, given: Any) -> tuple[Any, list[str]]:
+        """A row's struct result checked against ``returns:``: the result to convert (missing fields
+        filled with None under ``missing_fields: as_null``) and the returned fields it does not
+        declare (``given``: the row's input, whose unchanged fields extend does not count).
+
+        Raises:
+            ResultError: ``MissingResultField`` naming the declared fields the result leaves out.
+        """
+        declared = self._declared
+        if declared is None:
+            return out, []
+        if isinstance(out, tuple) and hasattr(out, "__fields__") and hasattr(out, "asDict"):  # a named Row
+            out = out.asDict()
+        if not isinstance(out, Mapping):
+            return out, []  # a tuple: in field order, its length checked by Arrow
+        missing = [f for f in declared if f not in out]
+        if missing:
+            out = self._fill_missing(out, missing)
+        extra = [] if len(out) == len(declared) else self._undeclared(out, given)
+        return out, extra
+
+    def _fill_missing(self, out: Mapping[str, Any], missing: Sequence[str]) -> dict[str, Any]:
+        if self.missing_fields is MissingFields.QUARANTINE:
+            raise self._missing(missing)
+        return {**out, **dict.fromkeys(missing)}
+
+    def _missing(self, missing: Sequence[str]) -> ResultError:
+        names = ", ".join(f"'{m}'" for m in missing)
+        them = "it" if len(missing) == 1 else "them"
+        return ResultError(
+            PythonErrorClass.MISSING_RESULT_FIELD,
+            f"the function's result has no {names} (returns: declares {them}; return None for a NULL, "
+            f"or set missing_fields: {MissingFields.AS_NULL})",
+        )
+
+    def _undeclared(self, out: Mapping[str, Any], given: Any) -> list[str]:
+        """The keys of ``out`` that ``returns:`` does not declare; under extend, not the input's own
+        fields handed back unchanged (``{**event, …}``)."""
+        declared = set(self._declared or ())
+        same = self.output is PythonOutput.EXTEND and isinstance(given, Mapping)
+        return sorted(
+            str(k) for k, v in out.items()
+            if k not in declared and not (same and k in given and (v is given[k] or _equal(v, given[k])))
+        )
 
     # ------------------------------------------------------------------ row mode
 
     def _run_rows(
-        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         at = self._arrow_returns()
         inputs = take_rows(values, todo).to_pylist()
@@ -138,6 +227,7 @@ class ArrowCalls:
         ok_val: list[Any] = []
         errors: dict[int, dict[str, Any]] = {}
         retrying = self.retry is not None and self.retry.retries_enabled
+        checks_fields = self._declared is not None
         for pos, x in zip(todo.tolist(), inputs, strict=True):
             if retrying:
                 attempt = self._attempt(partial(fn, x))
@@ -153,9 +243,18 @@ class ArrowCalls:
                 except Exception as exc:
                     errors[pos] = self._error(exc)
                     continue
-            if out is None and not self.nullable:
-                errors[pos] = self._null_result(x)
-                continue
+            if out is None:
+                if not self.nullable:
+                    errors[pos] = self._null_result(x)
+                    continue
+            elif checks_fields:
+                try:
+                    out, extra = self._fields_of(out, x)
+                except ResultError as exc:
+                    errors[pos] = self._error(exc)
+                    continue
+                if extra:
+                    undeclared[pos] = extra
             ok_pos.append(pos)
             ok_val.append(out)
         try:
@@ -185,15 +284,18 @@ class ArrowCalls:
     # ------------------------------------------------------------ vectorized mode
 
     def _run_vectorized(
-        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         search = BadRowSearch(self, take_rows(values, todo), todo, retried)
         search.run()
+        undeclared.update(search.undeclared)
         return search.results(), search.errors
 
-    def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> pa.Array:
-        """One call of the function on ``arg`` (``n`` rows); raises when any row did not work out."""
+    def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> tuple[pa.Array, list[str]]:
+        """One call of the function on ``arg`` (``n`` rows): its results and the returned columns
+        ``returns:`` does not declare; raises when any row did not work out."""
         out = self.fn(arg)
+        out, extra = self._columns_of(out, arg)
         arr = self._from_pandas(out, n)
         if not self.nullable and arr.null_count:
             first = arr.is_null().to_pylist().index(True)
@@ -203,7 +305,47 @@ class ArrowCalls:
                 f"(first at row {first} of the call); expected {type_name(self.returns)} "
                 "(set nullable: true to allow NULL results)",
             )
-        return arr
+        return arr, extra
+
+    def _columns_of(self, out: Any, arg: pd.Series | pd.DataFrame) -> tuple[Any, list[str]]:
+        """A vectorized call's struct result checked against ``returns:``, as :meth:`_fields_of` checks a row's:
+        a DataFrame's columns, or each dict of a Series."""
+        import pandas as pd
+
+        declared = self._declared
+        if declared is None:
+            return out, []
+        if isinstance(out, pd.DataFrame):
+            missing = [f for f in declared if f not in out.columns]
+            if missing:
+                out = out.assign(**self._fill_missing({}, missing))
+            extra = [] if len(out.columns) == len(declared) else self._undeclared_columns(out, arg)
+            return out, extra
+        if isinstance(out, pd.Series) and out.dtype == object:
+            given = arg.to_dict("records") if isinstance(arg, pd.DataFrame) else [None] * len(out)
+            checked = [
+                self._fields_of(v, g) if v is not None else (v, [])
+                for v, g in zip(out.tolist(), given, strict=False)
+            ]
+            extra = sorted({name for _, names in checked for name in names})
+            return pd.Series([v for v, _ in checked], index=out.index, dtype=object), extra
+        return out, []
+
+    def _undeclared_columns(self, out: pd.DataFrame, arg: pd.Series | pd.DataFrame) -> list[str]:
+        """The columns of ``out`` that ``returns:`` does not declare; under extend, not the input's own
+        columns handed back unchanged (``DataFrame.assign``)."""
+        import pandas as pd
+
+        declared = set(self._declared or ())
+        same = self.output is PythonOutput.EXTEND and isinstance(arg, pd.DataFrame)
+
+        def unchanged(name: Any) -> bool:
+            return (
+                same and name in arg.columns and len(out) == len(arg)
+                and out[name].reset_index(drop=True).equals(arg[name].reset_index(drop=True))
+            )
+
+        return sorted(str(c) for c in out.columns if c not in declared and not unchanged(c))
 
     def _from_pandas(self, out: Any, n: int) -> pa.Array:
         # pandas only where a vectorized call's result is read (on the executors): the stage
@@ -299,12 +441,14 @@ class ArrowCalls:
         results: tuple[np.ndarray, pa.Array],
         errors: dict[int, dict[str, Any]],
         retried: dict[int, int],
+        undeclared: dict[int, list[str]],
     ) -> pa.Array:
         """Scatter the successes and the errors back to their rows (nulls elsewhere).
 
         The third field, ``retries``, holds the retries of successful calls (read by
         :meth:`PythonStage.retries` for ``total-retries``; failed rows carry theirs in
-        ``error.attempts``).
+        ``error.attempts``); the fourth, ``undeclared``, a successful row's returned fields
+        ``returns:`` does not declare (read by :meth:`PythonStage.undeclared`).
         """
         _, err_type, out_type = self._arrow_types
         ok_pos, ok_val = results
@@ -319,7 +463,14 @@ class ArrowCalls:
         counts = np.zeros(n, dtype=np.int32)
         for pos, k in retried.items():
             counts[pos] = k
-        return pa.StructArray.from_arrays([result, error, pa.array(counts, type=pa.int32())], fields=list(out_type))
+        names = out_type.field(UNDECLARED).type
+        if undeclared:
+            extra = pa.array([undeclared.get(pos) for pos in range(n)], type=names)
+        else:
+            extra = pa.nulls(n, type=names)
+        return pa.StructArray.from_arrays(
+            [result, error, pa.array(counts, type=pa.int32()), extra], fields=list(out_type)
+        )
 
 
 def take_rows(values: pa.Array, positions: np.ndarray) -> pa.Array:
@@ -344,6 +495,14 @@ def _as_bool(skip: pa.Array | pa.ChunkedArray) -> np.ndarray:
     filled = skip.fill_null(False) if skip.null_count else skip
     out: np.ndarray = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
     return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` as a plain bool (False for values that do not compare, or compare to an array)."""
+    try:
+        return bool(a == b)
+    except Exception:  # an array's truth, a type that refuses comparison: not equal
+        return False
 
 
 def _short(x: Any) -> str:
