@@ -38,6 +38,7 @@ __all__ = [
     "shout",
     "split_name",
     "text_length",
+    "text_length_batch",
     "type_of",
     "type_of_batch",
     "wrong_length_vectorized",
@@ -216,3 +217,8 @@ def event_area(event: dict[str, Any]) -> int:
 def text_length(record: dict[str, Any]) -> dict[str, Any]:
     """A new field and a changed one (``s`` trimmed); raises TypeError for a record whose ``s`` is NULL."""
     return {"n": len(record["s"]), "s": record["s"].strip()}
+
+
+def text_length_batch(records: pd.DataFrame) -> pd.DataFrame:
+    """Vectorized :func:`text_length`: NaN (a NullResult) where ``s`` is NULL."""
+    return pd.DataFrame({"n": records["s"].str.len(), "s": records["s"].str.strip()})

@@ -163,6 +163,9 @@ def _stages() -> list[Stage]:
         ]}),
         spec("python_extend", "python", "rec",
              {"function": "tests.fixtures_py_stage.text_length", "returns": "n INT, s STRING"}),
+        spec("python_vectorized", "python", "rec",
+             {"function": "tests.fixtures_py_stage.text_length_batch", "returns": "n INT, s STRING",
+              "mode": "vectorized"}),
         *[
             ExpectationStage(
                 name=f"expect_{f}", suite=parse_suite({"name": f, "expectations": _expectations(f)}), input="rec"

@@ -374,3 +374,27 @@ def test_struct_results_and_wrong_lengths() -> None:
 
     out = rows(runner(wrong_length, returns).run(pa.array(["1", "2", "3", "4"]), no_skip(4)))
     assert [r["result"] for r in out] == [{"x": 1.0}, {"x": 2.0}, {"x": 3.0}, {"x": 4.0}]
+
+
+@pytest.mark.parametrize("mode", [PythonMode.ROW, PythonMode.VECTORIZED])
+def test_a_string_python_cannot_read_fails_its_row_alone_without_calling_the_function(mode: PythonMode) -> None:
+    """A STRING holding bytes that are not UTF-8 (Spark's CAST of BINARY does not check) cannot be
+    handed to the function: that row is an UnreadableInput error, the others run, the task does not fail."""
+    data = b"1.5\xff2"
+    offsets = pa.array([0, 3, 4, 5], type=pa.int32())
+    values = pa.Array.from_buffers(pa.string(), 3, [None, offsets.buffers()[1], pa.py_buffer(data)])
+    seen: list[Any] = []
+
+    def fn(x: Any) -> Any:
+        seen.append(x.tolist() if isinstance(x, pd.Series) else x)
+        return x.astype(float) if isinstance(x, pd.Series) else float(x)
+
+    r = runner(fn)
+    out = rows(ArrowCalls(**{**r.__dict__, "mode": mode}).run(values, no_skip(3)))
+    assert [o["result"] for o in out] == [1.5, None, 2.0]
+    error = out[1]["error"]
+    assert error["error_class"] == "UnreadableInput"
+    assert error["message"].startswith("the input cannot be handed to Python (") and "the function was not called" in (
+        error["message"]
+    )
+    assert all("\ufffd" not in str(s) for s in seen) and len(seen) >= 1

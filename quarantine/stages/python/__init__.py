@@ -258,7 +258,10 @@ class PythonStage(Stage):
         """The fields this row's result returned that ``returns:`` does not declare, and which are
         therefore not in the stage's result (see :class:`quarantine.stage.ReportsDrift`)."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
 
+        if not isinstance(self.returns, StructType):  # a scalar result has no fields to leave out
+            return F.lit(None).cast("array<string>")
         return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField(UNDECLARED)
 
 

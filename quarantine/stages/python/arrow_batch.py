@@ -36,7 +36,7 @@ from quarantine.errorhandling.retry import RetryOutcome, RetryPolicy, RetryWithT
 from quarantine.errorhandling.settings import Tolerance
 from quarantine.errors import ConfigError, message_of
 from quarantine.schema import result_struct
-from quarantine.stages.python.bad_rows import BadRowSearch
+from quarantine.stages.python.bad_rows import BadRowSearch, to_pandas
 from quarantine.values.spark import type_name
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ class PythonErrorClass(StrEnum):
     NULL_RESULT = "NullResult"
     RESULT_TYPE_MISMATCH = "ResultTypeMismatch"
     MISSING_RESULT_FIELD = "MissingResultField"
+    UNREADABLE_INPUT = "UnreadableInput"
 
 
 #: The call struct's field listing, per row, the returned fields ``returns:`` does not declare.
@@ -122,7 +123,8 @@ def arrow_type(t: DataType, key: str) -> pa.DataType:
 
 
 class ResultError(ValueError):
-    """The function's output did not fit ``returns`` (reported as ``error_class``)."""
+    """A record the stage itself fails, reported as ``error_class``: the function's output did not fit
+    ``returns``, or its input could not be handed to Python (the function was not called)."""
 
     def __init__(self, error_class: PythonErrorClass, message: str) -> None:
         super().__init__(message)
@@ -221,11 +223,11 @@ class ArrowCalls:
         self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         at = self._arrow_returns()
-        inputs = take_rows(values, todo).to_pylist()
+        errors: dict[int, dict[str, Any]] = {}
+        todo, _, inputs = self._readable(values, todo, errors, _as_python)
         fn = self.fn
         ok_pos: list[int] = []
         ok_val: list[Any] = []
-        errors: dict[int, dict[str, Any]] = {}
         retrying = self.retry is not None and self.retry.retries_enabled
         checks_fields = self._declared is not None
         for pos, x in zip(todo.tolist(), inputs, strict=True):
@@ -286,10 +288,50 @@ class ArrowCalls:
     def _run_vectorized(
         self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
-        search = BadRowSearch(self, take_rows(values, todo), todo, retried)
+        unreadable: dict[int, dict[str, Any]] = {}
+        todo, rows, batch = self._readable(values, todo, unreadable, to_pandas)
+        search = BadRowSearch(self, rows, todo, retried, batch=batch)
         search.run()
         undeclared.update(search.undeclared)
-        return search.results(), search.errors
+        return search.results(), {**unreadable, **search.errors}
+
+    def _readable(
+        self, values: pa.Array, todo: np.ndarray, errors: dict[int, dict[str, Any]], convert: Callable[[pa.Array], Any]
+    ) -> tuple[np.ndarray, pa.Array, Any]:
+        """The rows of ``todo`` whose input can be handed to Python, those inputs, and them ``convert``ed
+        (to Python values, or pandas).
+
+        A STRING whose bytes are not UTF-8 (Spark's ``CAST`` of a BINARY makes one) fails where Python
+        decodes it: converting to Python values raises, and pandas, which keeps strings in Arrow, would
+        raise inside the function; so for pandas a batch holding text is validated by Arrow first. Only
+        when the batch fails that, or ``convert`` raises, is each row tried alone. Each row that fails
+        gets an ``UnreadableInput`` error in ``errors``; the function is not called on it.
+        """
+        rows = take_rows(values, todo)
+        check = convert is to_pandas and _has_text(rows.type)
+        try:
+            if check:
+                rows.validate(full=True)
+            return todo, rows, convert(rows)
+        except Exception:  # whatever pyarrow or pandas raise for a value: found row by row below
+            pass
+        keep: list[int] = []
+        for j, pos in enumerate(todo.tolist()):
+            try:
+                one = rows.take(pa.array([j], type=pa.int64()))  # a copy: a slice validates its whole parent
+                one.validate(full=True)
+                convert(one)
+            except Exception as exc:  # whatever pyarrow or pandas raise for the value
+                errors[pos] = self._error(ResultError(
+                    PythonErrorClass.UNREADABLE_INPUT,
+                    f"the input cannot be handed to Python ({type(exc).__name__}: {message_of(exc)}); "
+                    "the function was not called",
+                ))
+                continue
+            keep.append(pos)
+        kept = np.asarray(keep, dtype=np.int64)
+        rows = take_rows(values, kept)
+        return kept, rows, convert(rows)
 
     def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> tuple[pa.Array, list[str]]:
         """One call of the function on ``arg`` (``n`` rows): its results and the returned columns
@@ -494,6 +536,19 @@ def _as_bool(skip: pa.Array | pa.ChunkedArray) -> np.ndarray:
         skip = skip.combine_chunks()
     filled = skip.fill_null(False) if skip.null_count else skip
     out: np.ndarray = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
+def _has_text(t: pa.DataType) -> bool:
+    """Whether values of ``t`` hold a STRING anywhere (inside structs, lists and maps too)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return True
+    return any(_has_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _as_python(rows: pa.Array) -> list[Any]:
+    """``rows`` as Python values (what row mode hands the function)."""
+    out: list[Any] = rows.to_pylist()
     return out
 
 

@@ -84,12 +84,14 @@ class BadRowSearch:
         retried: dict[int, int],
         *,
         same_values: bool = True,
+        batch: pd.Series | pd.DataFrame | None = None,
     ) -> None:
         self.runner = runner
         self.inputs = inputs
         self.todo = todo
         self.retried = retried
         self.same_values = same_values
+        self._converted = batch
         self.errors: dict[int, dict[str, Any]] = {}
         #: the rows whose successful call returned fields ``returns:`` does not declare, and those fields
         self.undeclared: dict[int, list[str]] = {}
@@ -104,7 +106,7 @@ class BadRowSearch:
         m = len(self.todo)
         if not m:
             return
-        self.batch = to_pandas(self.inputs)
+        self.batch = self._converted if self._converted is not None else to_pandas(self.inputs)
         whole = np.arange(m)
         failed = self.call(whole)
         if failed is None:
