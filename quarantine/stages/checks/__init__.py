@@ -1,7 +1,8 @@
 """``checks``: native row checks; a record breaking any rule is quarantined.
 
-Each rule is a pure Column predicate over one field of the input struct (or
-over the input itself when ``column`` is omitted). All rules are evaluated in
+Each rule is a pure Column predicate over one field of the input struct, named by
+its path when it is nested (``device.screen_w``: :mod:`quarantine.values.paths`), or
+over the input itself when ``column`` is omitted. All rules are evaluated in
 one pass of Spark expressions — one ``CASE WHEN`` chain picks the error class,
 no UDFs. The result is the input, unchanged.
 
@@ -32,7 +33,11 @@ total over any field type, and the regex dialect: :mod:`quarantine.stages.checks
 ``expr`` rules are Spark SQL boolean expressions evaluated in the scope of the
 staged DataFrame: the source columns and every earlier stage's column, so a
 field of the ``parse_order`` stage is ``parse_order.result.amount``. A NULL
-outcome passes; the expression's text appears in the message.
+outcome passes. The message holds the expression's text and the values of the
+columns it reads (the names in it that resolve in the staged row, asked of Spark's
+analysis when the stage is applied; a field named like a credential is redacted)::
+
+    row: expected parse_order.result.amount > 0, found parse_order.result.amount = -3.0
 """
 
 from __future__ import annotations

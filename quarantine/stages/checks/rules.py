@@ -34,7 +34,8 @@ is built, so that a broken pattern is a config error. The dialects differ at the
 ``\\A(?:pattern)\\z``); ``match: search`` means the pattern occurs anywhere
 (Java ``find()``, Spark's ``rlike``).
 
-An ``expr`` rule's NULL outcome passes; the expression's text appears in the message.
+An ``expr`` rule's NULL outcome passes; the message holds the expression's text and the
+values of the columns it reads (:func:`column_references` that resolve in the staged row).
 """
 
 from __future__ import annotations

@@ -40,11 +40,27 @@ column per field in vectorized mode. A NULL input is passed as ``None``
 (row mode) or as a row of nulls.
 
 Results: ``returns`` is a Spark DDL type (``INT``, ``DECIMAL(10,2)``,
-``a INT, b STRING`` for a struct). A struct result is a ``dict`` per row, or
-(vectorized) a ``pd.DataFrame`` with those columns. A result that is None
-(or NaN in pandas) is an error ``NullResult`` unless ``nullable: true``; a
-result that does not convert to ``returns`` is an error ``ResultTypeMismatch``.
+``a INT, b STRING`` for a struct). A struct result is a ``dict`` (or a named
+``Row``, or a tuple in field order) per row, or (vectorized) a ``pd.DataFrame``
+with those columns. A result that is None (or NaN in pandas) is an error
+``NullResult`` unless ``nullable: true``; a result that does not convert to
+``returns`` is an error ``ResultTypeMismatch``; a struct result that leaves out a
+field ``returns`` declares is an error ``MissingResultField`` naming them (unless
+``missing_fields: as_null``: NULL), an explicit None being a NULL; a returned field
+``returns`` does not declare is not in the result, and is reported per row as the
+stage's schema drift (:class:`quarantine.stage.ReportsDrift`; under extend, an input
+field handed back unchanged is not). An input Python cannot be given (a STRING that
+is not UTF-8) is an error ``UnreadableInput`` and the function is not called.
 Naive ``datetime`` results for TIMESTAMP are read as UTC.
+
+Output: ``output: extend`` (the default) over a struct input makes the stage's result
+the input's fields with each returned field set on them (replaced in place, with its
+declared type, or added after them; a scalar ``returns`` is one field named after the
+stage), so ``returns`` declares only what the function adds or changes, and a field an
+earlier stage gains reaches later stages without touching this one. Over any other
+input, and with ``output: replace``, the result is what the function returns alone.
+The merge is Spark's (the UDF returns only the declared fields): :func:`extended`
+is its type, which :mod:`quarantine.lineage` reads before Spark runs.
 
 Chaining: Spark evaluates a UDF on every row before any ``CASE WHEN`` around it,
 so the stage passes :attr:`StageContext.skip` into the UDF and never calls the
@@ -67,6 +83,8 @@ Options::
     function: mypkg.orders.enrich        # or mypkg.orders:enrich
     returns: "DECIMAL(10,2)"
     mode: row | vectorized               # default row
+    output: extend | replace             # default extend (a struct input's fields + the returned)
+    missing_fields: quarantine | as_null # a declared field the result leaves out; default quarantine
     nullable: false                      # None results are errors unless true
     retriable: [requests.Timeout]        # exception classes marked retriable
     path: lib                            # the module's folder; default the config file's
@@ -183,6 +201,8 @@ class PythonStage(Stage):
         nullable: whether a None result is a success (NULL result) or an error.
         retriable: exception classes whose errors are marked ``retriable``.
         kind: ``transform``.
+        output: ``extend`` (a struct input's fields plus the returned ones) or ``replace``.
+        missing_fields: what a struct result leaving out a declared field does (``quarantine``, ``as_null``).
     """
 
     name: str

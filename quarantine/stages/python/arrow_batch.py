@@ -3,7 +3,8 @@
 :class:`ArrowCalls` is what the stage's Arrow UDF runs on the executors (its
 ``run`` is pickled and shipped to the Python workers with the user's function).
 It receives a whole Arrow batch of the stage's input and the rows to skip, and
-returns ``STRUCT<result: T, error: ERROR_STRUCT, retries: INT>`` for the batch:
+returns ``STRUCT<result: T, error: ERROR_STRUCT, retries: INT, undeclared: ARRAY<STRING>>``
+for the batch (:func:`call_struct`):
 
 * a skipped row (an earlier stage failed it) → ``{result: NULL, error: NULL}``;
   the function is not called on it;
@@ -13,6 +14,12 @@ Row mode calls the function once per element, each call in its own ``try``;
 vectorized mode calls it on the whole batch and, when that fails, lets
 :class:`quarantine.stages.python.bad_rows.BadRowSearch` find the bad rows. An
 exception never fails the task.
+
+A struct result is checked against ``returns``: a declared field it leaves out
+fails the row (``MissingResultField``) or is NULL (``missing_fields: as_null``);
+the fields it returns that ``returns`` does not declare are listed in the row's
+``undeclared``. An input Python cannot be given (a STRING that is not UTF-8)
+fails its row alone (``UnreadableInput``), the function not called on it.
 
 Errors: ``error_class`` is the exception's class name, or
 :class:`PythonErrorClass` for a result that does not fit ``returns``;
