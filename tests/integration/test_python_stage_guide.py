@@ -90,20 +90,27 @@ def test_the_guides_example_runs_from_another_folder_without_pythonpath(spark: A
     _assert_the_guides_outcome(spark, target, quarantine, error_count=2)
 
 
+def _variant(folder: Path, key: str, name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Path]:
+    """The guide's pipeline with its last stage replaced by the block ``key``'s, writing to tables of its
+    own (``data/<name>``), as ``sensors/<name>.yml``; run from the folder above, without PYTHONPATH."""
+    raw = yaml.safe_load(block("python-guide-pipeline").body)
+    (stage,) = yaml.safe_load(textwrap.dedent(block(key).body))
+    assert stage["name"] == raw["stages"][-1]["name"]
+    raw["stages"][-1] = stage
+    raw["target"]["table"] = f"data/{name}"
+    raw["errors"]["deadletterqueue.table.name"] = f"data/{name}_quarantine"
+    conf = folder / f"{name}.yml"
+    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    monkeypatch.chdir(folder.parent)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    return raw, conf
+
+
 def test_the_vectorized_stage_gives_the_same_target_and_quarantine(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = _project(spark, tmp_path)
-    raw = yaml.safe_load(block("python-guide-pipeline").body)
-    (vectorized,) = yaml.safe_load(textwrap.dedent(block("python-guide-vectorized").body))
-    assert vectorized["name"] == raw["stages"][-1]["name"]
-    raw["stages"][-1] = vectorized
-    raw["target"]["table"] = "data/vectorized"
-    raw["errors"]["deadletterqueue.table.name"] = "data/vectorized_quarantine"
-    conf = folder / "vectorized.yml"
-    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
+    _variant(folder, "python-guide-vectorized", "vectorized", monkeypatch)
 
     assert main(["run", "--conf", "sensors/vectorized.yml"]) == 0
 
@@ -115,27 +122,20 @@ def test_output_replace_returns_every_field_and_validate_names_none_left_out(
 ) -> None:
     """The guide's output: replace stage gives the same target; the one that leaves sensor out is named."""
     folder = _project(spark, tmp_path)
-    raw = yaml.safe_load(block("python-guide-pipeline").body)
-    (replace,) = yaml.safe_load(textwrap.dedent(block("python-guide-replace").body))
-    assert replace["name"] == raw["stages"][-1]["name"] and replace["options"]["output"] == "replace"
-    raw["stages"][-1] = replace
-    raw["target"]["table"] = "data/replaced"
-    raw["errors"]["deadletterqueue.table.name"] = "data/replaced_quarantine"
-    conf = folder / "replace.yml"
-    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
+    raw, conf = _variant(folder, "python-guide-replace", "replaced", monkeypatch)
+    replace = raw["stages"][-1]
+    assert replace["options"]["output"] == "replace"
 
-    assert main(["validate", "--conf", "sensors/replace.yml"]) == 0
+    assert main(["validate", "--conf", "sensors/replaced.yml"]) == 0
     assert "warning" not in capsys.readouterr().out
-    assert main(["run", "--conf", "sensors/replace.yml"]) == 0
+    assert main(["run", "--conf", "sensors/replaced.yml"]) == 0
     _assert_the_guides_outcome(spark, folder / "data" / "replaced", folder / "data" / "replaced_quarantine")
 
     # the guide's warning: a replace stage whose returns: leaves a parsed field out
     replace["options"]["returns"] = "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE"
     conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
     capsys.readouterr()
-    assert main(["validate", "--conf", "sensors/replace.yml"]) == 0
+    assert main(["validate", "--conf", "sensors/replaced.yml"]) == 0
     warned = capsys.readouterr().out
     assert ("warning: field 'sensor' of stage 'parse' does not reach the target: stage 'enrich' leaves it out\n"
             in warned)
