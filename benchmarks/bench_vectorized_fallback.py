@@ -107,7 +107,7 @@ class Alternative(ArrowCalls):
         raise NotImplementedError
 
     def _run_vectorized(
-        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         at = self._arrow_returns()
         errors: dict[int, dict[str, Any]] = {}
@@ -204,7 +204,7 @@ class GroupsOnly(ArrowCalls):
     """The library's search without setting aside the rows that repeat a bad row's value."""
 
     def _run_vectorized(
-        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int]
+        self, values: pa.Array, todo: np.ndarray, retried: dict[int, int], undeclared: dict[int, list[str]]
     ) -> tuple[tuple[np.ndarray, pa.Array], dict[int, dict[str, Any]]]:
         search = BadRowSearch(self, take_rows(values, todo), todo, retried, same_values=False)
         search.run()

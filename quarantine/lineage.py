@@ -18,6 +18,10 @@ stages are built (``quarantine validate`` and every run), naming the stage and t
 
 Where an input's type is not declared (a source column other than Kafka's, a stage
 type it does not know) nothing is guessed: that input is not checked.
+
+:func:`lost_fields` follows each top-level field a stage produces to the target and names
+the stage that leaves it out (a ``python`` stage with ``output: replace`` whose ``returns:``
+does not declare it): ``quarantine validate`` prints it and every run's summary says it.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from quarantine.columns import KAFKA_SOURCE_COLUMNS, VALUE
 from quarantine.errors import ConfigError
 from quarantine.schema import source_column_type
 from quarantine.stage import Declaration, Stage
+from quarantine.values.paths import field_path
+from quarantine.values.spark import type_name
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-__all__ = ["Produced", "check_lineage", "declared_result"]
+__all__ = ["LostFields", "Produced", "check_lineage", "declared_result", "lost_fields"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,100 @@ class Produced:
 
     by: str
     type: DataType | None
+
+
+@dataclass(frozen=True)
+class LostFields:
+    """Fields a stage produces that do not reach the target, and where they are left out.
+
+    Attributes:
+        fields: the top-level fields, in the order their stage produces them.
+        origin: the stage that first produces them (its input does not hold them).
+        by: the later stage on the way to the target whose result leaves them out; None when
+            ``origin`` is not on that way (the target is ``last``'s result, which does not read it).
+        last: the last stage (its result is the target's row).
+    """
+
+    fields: tuple[str, ...]
+    origin: str
+    by: str | None
+    last: str
+
+    def describe(self) -> str:
+        """``field 'referrer' of stage 'parse' does not reach the target: stage 'enrich' leaves it out``."""
+        one = len(self.fields) == 1
+        names = ", ".join(f"'{f}'" for f in self.fields)
+        verb = "does" if one else "do"
+        head = f"{'field' if one else 'fields'} {names} of stage '{self.origin}' {verb} not reach the target"
+        if self.by is not None:
+            return f"{head}: stage '{self.by}' leaves {'it' if one else 'them'} out"
+        return f"{head}: the target is the result of stage '{self.last}', which does not read stage '{self.origin}'"
+
+
+def lost_fields(stages: Sequence[Stage]) -> tuple[LostFields, ...]:
+    """Every top-level field a stage declares it produces that the target's row, as declared, does not hold.
+
+    A field is followed by name from the stage that first produces it (a ``json`` stage's schema, a
+    ``python`` stage's returned fields) along the stages that read it to the last stage; the first one
+    whose declared result does not hold it is where it is left out. Where a result's type is not
+    declared (known only once Spark runs) nothing is said past it. Pure: what ``quarantine validate``
+    prints and every run's summary says (no Spark).
+    """
+    from pyspark.sql.types import StructType
+
+    if not stages:
+        return ()
+    types, inputs, reads = _declared_types(stages)
+    last = stages[-1].name
+    way: list[str] = []  # the stages whose results the target's row is made from, first to last
+    at: str | None = last
+    while at in types:
+        way.append(at)
+        at = inputs[at]
+    way.reverse()
+    out: list[LostFields] = []
+    for stage in stages:
+        produced = types[stage.name]
+        if not isinstance(produced, StructType):
+            continue
+        read = reads[stage.name]
+        held = read.fieldNames() if isinstance(read, StructType) else []
+        new = [f for f in produced.fieldNames() if f not in held]
+        if stage.name in way:
+            for later in way[way.index(stage.name) + 1:]:
+                result = types[later]
+                if result is None or not new:
+                    break
+                kept = result.fieldNames() if isinstance(result, StructType) else []
+                left = tuple(f for f in new if f not in kept)
+                if left:
+                    out.append(LostFields(left, stage.name, later, last))
+                new = [f for f in new if f in kept]
+        elif types[last] is not None:
+            target = types[last]
+            kept = target.fieldNames() if isinstance(target, StructType) else []
+            left = tuple(f for f in new if f not in kept)
+            if left:
+                out.append(LostFields(left, stage.name, None, last))
+    return tuple(out)
+
+
+def _declared_types(
+    stages: Sequence[Stage],
+) -> tuple[dict[str, DataType | None], dict[str, str], dict[str, DataType | None]]:
+    """Per stage: its result type as declared (:meth:`Stage.produces`), the name of what it reads, and
+    that input's declared type."""
+    produced: dict[str, Produced] = {}
+    inputs: dict[str, str] = {}
+    reads: dict[str, DataType | None] = {}
+    previous: str | None = None
+    for stage in stages:
+        source = (stage.input if stage.input is not None else previous) or VALUE
+        inputs[stage.name] = source
+        reads[stage.name] = _input(source, produced).type
+        produced[stage.name] = Produced(stage.name, stage.produces(reads[stage.name]))
+        previous = stage.name
+    return {n: p.type for n, p in produced.items()}, inputs, reads
 
 
 def check_lineage(specs: Sequence[Declaration], stages: Sequence[Stage]) -> None:
@@ -110,21 +210,32 @@ def _check_stage(spec: Declaration, stage: Stage, source: str, read: Produced) -
 
 
 def _has_field(read: Produced, name: str, key: str, where: str) -> None:
-    """``read`` has the field ``name``, unless its type is not declared."""
+    """``read`` has the field ``name`` (a top-level name, or a path into nested structs:
+    ``device.screen_w``), unless its type is not declared."""
     from pyspark.sql.types import StructType
 
     if read.type is None:
         return
-    shown = read.type.simpleString()
     if not isinstance(read.type, StructType):
-        raise ConfigError(
-            key, name, f"an input with fields: {where} reads {read.by}, a {shown}, which has no fields"
-        )
-    names = read.type.fieldNames()
-    if name in names:
-        return
-    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean '{near[0]}'?" if near else ""
-    raise ConfigError(
-        key, name, f"a field of the input of {where}, which reads {read.by}: one of {', '.join(names)}{hint}"
-    )
+        shown = read.type.simpleString()
+        raise ConfigError(key, name, f"an input with fields: {where} reads {read.by}, a {shown}, which has no fields")
+    path = field_path(name, read.type)
+    struct: StructType = read.type
+    for depth, part in enumerate(path):
+        names = struct.fieldNames()
+        if part not in names:
+            near = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+            hint = f"; did you mean '{'.'.join((*path[:depth], near[0]))}'?" if near else ""
+            of = f"a field of {'.'.join(path[:depth])} in" if depth else "a field of"
+            raise ConfigError(
+                key, name, f"{of} the input of {where}, which reads {read.by}: one of {', '.join(names)}{hint}"
+            )
+        inner = struct[part].dataType
+        if depth + 1 < len(path) and not isinstance(inner, StructType):
+            shown = ".".join(path[: depth + 1])
+            raise ConfigError(
+                key, name, f"a path through structs: {shown} in the input of {where} is {type_name(inner)}, "
+                "which has no fields",
+            )
+        if isinstance(inner, StructType):
+            struct = inner

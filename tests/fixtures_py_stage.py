@@ -25,12 +25,20 @@ __all__ = [
     "amount_times_quantity_vectorized",
     "as_row",
     "as_tuple",
+    "enrich_forgetting_the_event",
+    "enrich_new_fields",
+    "enrich_new_fields_batch",
+    "enrich_restating_the_event",
+    "enrich_without_a_column_batch",
+    "event_area",
     "flaky",
     "parse_amount",
     "parse_amount_vectorized",
     "raise_without_message",
     "shout",
     "split_name",
+    "text_length",
+    "text_length_batch",
     "type_of",
     "type_of_batch",
     "wrong_length_vectorized",
@@ -163,3 +171,54 @@ def as_row(value: dict[str, Any]) -> Any:
 def as_tuple(value: dict[str, Any]) -> tuple[Any, ...]:
     """A struct result as a tuple in field order (for ``returns: "a INT, b STRING"``)."""
     return (value["a"], str(value["b"]))
+
+
+def enrich_new_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """The new fields only (for ``output: extend``); an event without a page gets an explicit None."""
+    return {"section": _section(event.get("page")), "tag_count": _count(event.get("tags"))}
+
+
+def _section(page: Any) -> str | None:
+    return page.split("/")[1] if isinstance(page, str) and page else None
+
+
+def _count(tags: Any) -> int:
+    return 0 if tags is None else len(tags)
+
+
+def enrich_forgetting_the_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The newcomer's function: the new fields, but not ``**event``, while ``returns:`` declares them all."""
+    return enrich_new_fields(event)
+
+
+def enrich_restating_the_event(event: dict[str, Any]) -> dict[str, Any]:
+    """``{**event, …}``, and one field changed without ``returns:`` declaring it (``page`` upper-cased)."""
+    out = {**event, **enrich_new_fields(event)}
+    if event.get("page") == "/shop/x":
+        out["page"] = "/SHOP/X"
+    return out
+
+
+def enrich_new_fields_batch(events: pd.DataFrame) -> pd.DataFrame:
+    """Vectorized: the batch with the new columns added (``DataFrame.assign`` keeps the input's columns)."""
+    return events.assign(section=events["page"].map(_section), tag_count=events["tags"].map(_count))
+
+
+def enrich_without_a_column_batch(events: pd.DataFrame) -> pd.DataFrame:
+    """Vectorized: a DataFrame without the ``tag_count`` column ``returns:`` declares."""
+    return pd.DataFrame({"section": events["page"].map(_section)})
+
+
+def event_area(event: dict[str, Any]) -> int:
+    """One scalar from a struct input (for ``output: extend``: a field named after the stage)."""
+    return len(event.get("tags") or [])
+
+
+def text_length(record: dict[str, Any]) -> dict[str, Any]:
+    """A new field and a changed one (``s`` trimmed); raises TypeError for a record whose ``s`` is NULL."""
+    return {"n": len(record["s"]), "s": record["s"].strip()}
+
+
+def text_length_batch(records: pd.DataFrame) -> pd.DataFrame:
+    """Vectorized :func:`text_length`: NaN (a NullResult) where ``s`` is NULL."""
+    return pd.DataFrame({"n": records["s"].str.len(), "s": records["s"].str.strip()})

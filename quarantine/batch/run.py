@@ -43,6 +43,7 @@ from quarantine.errorhandling.fail_on import conditions_held
 from quarantine.errorhandling.policy import Scope
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ConditionFailedError, ExpectationBreachError
+from quarantine.lineage import lost_fields
 from quarantine.listeners.events import BatchReport, Listeners, RunInfo, RunStatus
 from quarantine.metrics.cells import MetricNames, RunMetrics
 from quarantine.metrics.columns import stage_key
@@ -265,6 +266,7 @@ class Run:
             untranslated_expectations=verdicts.notes,
             finished_at=self.plan.clock(),
             stale_stages=tuple(s.name for s in chain if int(counts.get(stage_key("refresh", s.name)) or 0)),
+            field_notes=self._field_notes(batch),
         )
         self._warn(self.listeners.call("on_batch", report), f"on batch {batch_id}")
         if failure is not None:
@@ -305,6 +307,15 @@ class Run:
             plan.spark, "open_records", {"pipeline": plan.config.pipeline}, {"quarantine": plan.quarantine_table}
         ).agg(F.sum("records")).first()
         return int(rows[0] or 0) if rows is not None else 0
+
+    def _field_notes(self, batch: Batch) -> tuple[str, ...]:
+        """The summary's lines about fields: the target's new columns, the fields no stage brings to it."""
+        added = (
+            (f"target {self.plan.target_table}: added column(s) {', '.join(batch.added_columns)} (older rows read "
+             "NULL; target.schema_evolution: add_columns)",)
+            if batch.added_columns else ()
+        )
+        return added + tuple(lost.describe() for lost in lost_fields(self.plan.stages))
 
 
 def start_run(

@@ -188,6 +188,8 @@ class Batch:
     inserted: int | None = None
     #: a stream from a new checkpoint, still inside what the tables hold (:meth:`BatchMode.micro_batch`)
     overlap: OffsetWatermark | None = None
+    #: the columns the target gained before this batch's writes (``target.schema_evolution: add_columns``)
+    added_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -257,6 +259,7 @@ class BatchWriter:
                 pipeline, "target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change)
             )
             if change.added:
+                b.added_columns = tuple(c.name for c in change.added)
                 log.info(
                     "target %s: added column(s) %s (older rows read NULL; target.schema_evolution: add_columns)",
                     table, ", ".join(c.name for c in change.added),

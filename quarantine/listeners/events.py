@@ -97,6 +97,9 @@ class BatchReport:
             (:meth:`~quarantine.stage.Stage.refreshes`: a registry ``avro`` or ``protobuf``
             stage's schema ids not listed yet); a stream refreshes them before its next micro-batch.
         finished_at: when the batch's writes became durable.
+        field_notes: what became of fields on their way to the target: columns the target gained
+            (``target.schema_evolution: add_columns``), fields a stage produces that do not reach it
+            (:func:`quarantine.lineage.lost_fields`); each a line of the run's summary.
     """
 
     run: RunInfo
@@ -116,6 +119,7 @@ class BatchReport:
     sample_messages: tuple[Mapping[str, Any], ...] = ()
     finished_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     stale_stages: tuple[str, ...] = ()
+    field_notes: tuple[str, ...] = ()
 
 
 class RunListener(Protocol):
@@ -284,6 +288,7 @@ class RunSummary:
                 "or ConflictingDuplicate, each with its own row; errors.coordinates.reused says what to do"
             )
         lines += self._drift_lines()
+        lines += [f"  {note}" for note in dict.fromkeys(n for b in self.batches for n in b.field_notes)]
         untranslated = sorted({u for b in self.batches for u in b.untranslated_expectations})
         if untranslated:
             lines.append("  expectations validated by GX only (not per row): " + ", ".join(untranslated))

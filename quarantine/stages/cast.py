@@ -20,9 +20,10 @@ Options::
     columns: {created_at: TIMESTAMP, amount: "DECIMAL(10,2)"}   # field -> Spark type
     formats: {created_at: "yyyy-MM-dd HH:mm:ss"}                # DATE / TIMESTAMP fields only
 
-Failure is detected per listed field at its top level: casting a struct to a
-struct whose inner field does not convert yields a struct holding a NULL,
-which is not detected.
+A field of a nested struct is named by its path (``columns: {device.screen_w: INT}``): it is
+converted in place, the struct around it kept. Failure is detected per listed field: casting a
+whole struct to a struct whose inner field does not convert yields a struct holding a NULL,
+which is not detected, so list the inner field by its path instead.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from quarantine.stage import Declaration, Stage, StageContext, StageOptions, Sta
 from quarantine.values.options import (
     text_map,
 )
+from quarantine.values.paths import field_path, read_path, sql_path, with_path_type
 from quarantine.values.spark import parse_spark_type, render_value, type_name
 from quarantine.values.types import fail
 
@@ -62,7 +64,8 @@ class CastOptions(StageOptions):
     columns: Annotated[dict[str, str], text_map("a non-empty mapping of field: value", required=True)] = Field(
         examples=[{"created_at": "TIMESTAMP", "amount": "DECIMAL(10,2)"}]
     )
-    """Field to Spark type, e.g. {created_at: TIMESTAMP, amount: 'DECIMAL(10,2)'}."""
+    """Field (or path into nested structs: device.screen_w) to Spark type, e.g. {created_at: TIMESTAMP,
+    amount: 'DECIMAL(10,2)'}."""
     formats: Annotated[dict[str, Any], text_map("a mapping of field: value", required=False)] = Field(
         {}, examples=[{"created_at": "yyyy-MM-dd HH:mm:ss"}]
     )
@@ -142,15 +145,16 @@ class Cast(Stage):
             raise ConfigError(f"stage {self.name}: options.columns", {}, "at least one field: TYPE")
 
     def produces(self, input_type: DataType | None) -> DataType | None:
-        """The input struct with each converted field of its target type (unknown for any other input)."""
-        from pyspark.sql.types import StructField, StructType
+        """The input struct with each converted field (or nested field) of its target type (unknown for
+        any other input)."""
+        from pyspark.sql.types import StructType
 
         if not isinstance(input_type, StructType):
             return None
-        fields = {f.name: f for f in input_type.fields}
+        out = input_type
         for fc in self.fields:
-            fields[fc.field] = StructField(fc.field, fc.to)
-        return StructType(list(fields.values()))
+            out = with_path_type(out, field_path(fc.field, input_type), fc.to)
+        return out
 
     def fields_read(self) -> tuple[tuple[str, str], ...]:
         """Each converted field, named by its ``options.columns`` key."""
@@ -159,13 +163,15 @@ class Cast(Stage):
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
         from pyspark.sql import functions as F
 
+        input_type = ctx.type_of(value)
         result = value
         bad: list[Column] = []
-        for fc in self.fields:
-            original = value.getField(fc.field)
+        for i, fc in enumerate(self.fields):
+            path = field_path(fc.field, input_type)
+            original = read_path(value, path)
             # one conversion per row: the result, the failure test and the message read it
-            converted = ctx.once(f"to_{fc.field}", fc.convert(original))
-            result = result.withField(fc.field, converted)
+            converted = ctx.once(f"to{i}", fc.convert(original))
+            result = result.withField(sql_path(path), converted)
             bad.append(
                 F.when(
                     original.isNotNull() & converted.isNull(),

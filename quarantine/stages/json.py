@@ -38,8 +38,11 @@ the fields (the stage :class:`~quarantine.stage.ReportsDrift`).
 ``UndeclaredField`` naming them (never their values). Finding them costs a second,
 lighter scan of each record's top-level keys (``json_object_keys``).
 
-Field-level messages name top-level fields; a wrong type deep inside a nested
-struct is reported as ``record does not match the declared schema``. The value
+Field-level messages name the field by its path: a wrong type inside a struct is
+``field 'device.screen_w': expected INT, found "wide"`` (a field inside an array's or a
+map's elements is named by the array or the map). Type names keep the field names as
+written (``STRUCT<os: STRING, screen_w: INT>``). ``required`` takes paths too
+(``device.os``): a struct that is absent or NULL leaves its fields absent. The value
 of a field whose name looks like a credential (:func:`~quarantine.redaction.is_secret_key`:
 ``password``, ``api_key``…) is never quoted: ``field 'password': expected INT,
 found [redacted]``. Quoted payload (a malformed record's first characters) is
@@ -50,7 +53,7 @@ logs (:func:`~quarantine.sinks.redacted_error.redact_error`), which also catches
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -62,7 +65,8 @@ from quarantine.errors import ConfigError
 from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType, outcome
 from quarantine.values.options import NAMES
-from quarantine.values.spark import snippet
+from quarantine.values.paths import field_path, path_type, read_path
+from quarantine.values.spark import snippet, type_name
 from quarantine.values.types import TEXT, choice
 
 if TYPE_CHECKING:
@@ -112,8 +116,8 @@ class JsonOptions(StageOptions):
 
     schema_: Annotated[str, TEXT] = Field(alias="schema", examples=["order_id STRING, amount DOUBLE, currency STRING"])
     """The record's Spark DDL schema, e.g. 'order_id STRING, amount DOUBLE'."""
-    required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"]])
-    """Fields of the schema that must be present and non-null."""
+    required: Annotated[list[str], NAMES] = Field([], examples=[["order_id", "amount"], ["device.os"]])
+    """Fields of the schema that must be present and non-null; a field inside a struct by its path (device.os)."""
     strings: Annotated[Strings, choice(Strings)] = Strings.STRICT
     """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
     boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
@@ -129,7 +133,7 @@ class JsonParse(Stage):
     Attributes:
         name: stage name.
         schema: the declared struct (top-level fields).
-        required: fields that must be present and non-null.
+        required: fields that must be present and non-null (a nested one by its path: ``device.os``).
         input: the string column or stage (default: the previous stage).
         strings: :attr:`Strings.STRICT` (a top-level STRING field takes only a JSON string or
             null; anything else is a SchemaMismatch) or :attr:`Strings.COERCE` (any JSON value,
@@ -161,12 +165,12 @@ class JsonParse(Stage):
             raise ConfigError(
                 f"stage {self.name}: options.undeclared_fields", self.undeclared_fields, " | ".join(UndeclaredFields)
             )
-        missing = [r for r in self.required if r not in self.schema.fieldNames()]
+        missing = _not_in(self.schema, self.required)
         if missing:
             raise ConfigError(
                 f"stage {self.name}: options.required",
                 missing,
-                f"fields of the schema ({', '.join(self.schema.fieldNames())})",
+                f"fields of the schema, or paths into its structs ({', '.join(self.schema.fieldNames())})",
             )
 
     def _strict_strings(self) -> tuple[str, ...]:
@@ -208,7 +212,8 @@ class JsonParse(Stage):
             not_strings = ctx.once("not_strings", _any([wrong for wrong, _ in wrong_kind.values()]))
             mismatch = corrupt | not_strings
         result = F.struct(*[fields[f.name].alias(f.name) for f in self.schema.fields])
-        missing = [F.when(fields[r].isNull(), F.lit(r)) for r in self.required]
+        required = {r: read_path(parsed, field_path(r, self.schema)) for r in self.required}
+        missing = [F.when(required[r].isNull(), F.lit(r)) for r in self.required]
         missing_list = F.concat_ws(", ", *missing) if missing else F.lit("")
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
         # the top-level keys the schema does not declare (NULL when the value is no JSON object)
@@ -253,7 +258,7 @@ class JsonParse(Stage):
                 ),
             )
             .when(mismatch, self._mismatch_message(value, parsed, variant, wrong_kind, ctx))
-            .when(has_missing, self._missing_message(fields, variant))
+            .when(has_missing, self._missing_message(required, variant))
             .otherwise(self._undeclared_message(undeclared))
         )
         message = F.when(is_empty & (F.length(value) == 0), F.lit("empty value; expected a JSON object")).otherwise(
@@ -289,13 +294,37 @@ class JsonParse(Stage):
                 F.format_string(
                     "field '%s': expected %s, found %s",
                     F.lit(f.name),
-                    F.lit(f.dataType.simpleString().upper()),
+                    F.lit(type_name(f.dataType)),
                     # a field named like a credential never has its value quoted
                     F.lit(REDACTED) if is_secret_key(f.name) else snippet(found),
                 ),
             )
 
         parts = [part(f) for f in self.schema.fields]
+        leaves = _nested_leaves(self.schema)
+        if leaves:
+            # a field inside a struct: the struct parses, the field is NULL; read again with every
+            # field inside the structs as STRING (only for rows that failed) to name its path
+            nested_schema = StructType([
+                StructField(f.name, _as_text(f.dataType)) for f in self.schema.fields
+                if isinstance(f.dataType, StructType)
+            ])
+            nested = ctx.once(
+                "nested_text", F.when(parsed.getField(_CORRUPT).isNotNull(), F.from_json(value, nested_schema))
+            )
+            parts += [
+                F.when(
+                    read_path(nested, path).isNotNull() & read_path(parsed, path).isNull(),
+                    F.format_string(
+                        "field '%s': expected %s, found %s",
+                        F.lit(".".join(path)),
+                        F.lit(type_name(dtype)),
+                        F.lit(REDACTED) if is_secret_key(path[-1])
+                        else snippet(F.coalesce(F.to_json(_field(variant, *path)), read_path(nested, path))),
+                    ),
+                )
+                for path, dtype in leaves
+            ]
         joined = F.concat_ws("; ", *parts)
         return F.when(joined != "", joined).otherwise(F.lit("record does not match the declared schema"))
 
@@ -317,15 +346,15 @@ class JsonParse(Stage):
         declares = ", ".join(self.schema.fieldNames())
         return F.format_string(f"undeclared %s %s; the schema declares {declares.replace('%', '%%')}", noun, quoted)
 
-    def _missing_message(self, fields: Mapping[str, Column], variant: Column) -> Column:
+    def _missing_message(self, required: Mapping[str, Column], variant: Column) -> Column:
         """``required field 'x': expected a value, found null`` (or ``found no such field``)."""
         from pyspark.sql import functions as F
 
         parts = [
             F.when(
-                fields[r].isNull(),
+                required[r].isNull(),
                 F.when(
-                    _field(variant, r).isNull() & variant.isNotNull(),
+                    _field(variant, *field_path(r, self.schema)).isNull() & variant.isNotNull(),
                     F.lit(f"required field '{r}': expected a value, found no such field"),
                 ).otherwise(F.lit(f"required field '{r}': expected a value, found null")),
             )
@@ -363,12 +392,41 @@ def _not_a_string(token: Column) -> Column:
     )
 
 
-def _field(variant: Column, name: str) -> Column:
-    """A top-level field of a variant, as a variant (SQL NULL when absent)."""
+def _field(variant: Column, *path: str) -> Column:
+    """A field of a variant at ``path`` (one name per object level), as a variant (SQL NULL when absent)."""
     from pyspark.sql import functions as F
 
-    escaped = name.replace("\\", "\\\\").replace("'", "\\'")
-    return F.try_variant_get(variant, f"$['{escaped}']", "variant")
+    steps = "".join("['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']" for name in path)
+    return F.try_variant_get(variant, f"${steps}", "variant")
+
+
+def _not_in(schema: StructType, names: Sequence[str]) -> list[str]:
+    """The ``names`` that are neither a field of ``schema`` nor a path into its structs."""
+    return [r for r in names if path_type(schema, field_path(r, schema)) is None]
+
+
+def _nested_leaves(t: DataType, at: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], DataType]]:
+    """Every field inside the structs of ``t`` that is not a struct itself, with its path (depth two on)."""
+    from pyspark.sql.types import StructType
+
+    out: list[tuple[tuple[str, ...], DataType]] = []
+    if isinstance(t, StructType):
+        for f in t.fields:
+            path = (*at, f.name)
+            if isinstance(f.dataType, StructType):
+                out += _nested_leaves(f.dataType, path)
+            elif len(path) > 1:
+                out.append((path, f.dataType))
+    return out
+
+
+def _as_text(t: DataType) -> DataType:
+    """``t`` with every field inside its structs read as STRING (a struct stays a struct)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _as_text(f.dataType)) for f in t.fields])
+    return StringType()
 
 
 def _parse_schema(spec: Declaration, raw: object) -> StructType:
@@ -406,10 +464,11 @@ def from_spec(spec: Declaration, options: JsonOptions) -> JsonParse:
     """
     schema = _parse_schema(spec, options.schema_)
     required = options.required
-    not_in = [r for r in required if r not in schema.fieldNames()]
+    not_in = _not_in(schema, required)
     if not_in:
         raise ConfigError(
-            spec.key("options.required"), not_in, f"fields of options.schema ({', '.join(schema.fieldNames())})"
+            spec.key("options.required"), not_in,
+            f"fields of options.schema, or paths into its structs ({', '.join(schema.fieldNames())})",
         )
     return JsonParse(
         name=spec.name, schema=schema, required=tuple(required), input=spec.input, strings=options.strings,

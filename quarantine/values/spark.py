@@ -119,7 +119,20 @@ def _parse_with_spark(s: str, key: str) -> DataType:
 
 
 def type_name(t: DataType) -> str:
-    """The upper-case SQL name used in messages: ``TIMESTAMP``, ``DECIMAL(10,2)``."""
+    """A type as messages name it: SQL keywords upper-case, field names as written.
+
+    ``TIMESTAMP``, ``DECIMAL(10,2)``, ``ARRAY<INT>``, ``MAP<STRING, INT>``,
+    ``STRUCT<os: STRING, screen_w: INT>`` (a struct's field names are never upper-cased:
+    they are the names the data and the table hold).
+    """
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, StructType):
+        return "STRUCT<" + ", ".join(f"{f.name}: {type_name(f.dataType)}" for f in t.fields) + ">"
+    if isinstance(t, ArrayType):
+        return f"ARRAY<{type_name(t.elementType)}>"
+    if isinstance(t, MapType):
+        return f"MAP<{type_name(t.keyType)}, {type_name(t.valueType)}>"
     return t.simpleString().upper()
 
 

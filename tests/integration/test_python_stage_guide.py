@@ -90,24 +90,56 @@ def test_the_guides_example_runs_from_another_folder_without_pythonpath(spark: A
     _assert_the_guides_outcome(spark, target, quarantine, error_count=2)
 
 
+def _variant(folder: Path, key: str, name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Path]:
+    """The guide's pipeline with its last stage replaced by the block ``key``'s, writing to tables of its
+    own (``data/<name>``), as ``sensors/<name>.yml``; run from the folder above, without PYTHONPATH."""
+    raw = yaml.safe_load(block("python-guide-pipeline").body)
+    (stage,) = yaml.safe_load(textwrap.dedent(block(key).body))
+    assert stage["name"] == raw["stages"][-1]["name"]
+    raw["stages"][-1] = stage
+    raw["target"]["table"] = f"data/{name}"
+    raw["errors"]["deadletterqueue.table.name"] = f"data/{name}_quarantine"
+    conf = folder / f"{name}.yml"
+    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    monkeypatch.chdir(folder.parent)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    return raw, conf
+
+
 def test_the_vectorized_stage_gives_the_same_target_and_quarantine(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = _project(spark, tmp_path)
-    raw = yaml.safe_load(block("python-guide-pipeline").body)
-    (vectorized,) = yaml.safe_load(textwrap.dedent(block("python-guide-vectorized").body))
-    assert vectorized["name"] == raw["stages"][-1]["name"]
-    raw["stages"][-1] = vectorized
-    raw["target"]["table"] = "data/vectorized"
-    raw["errors"]["deadletterqueue.table.name"] = "data/vectorized_quarantine"
-    conf = folder / "vectorized.yml"
-    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
+    _variant(folder, "python-guide-vectorized", "vectorized", monkeypatch)
 
     assert main(["run", "--conf", "sensors/vectorized.yml"]) == 0
 
     _assert_the_guides_outcome(spark, folder / "data" / "vectorized", folder / "data" / "vectorized_quarantine")
+
+
+def test_output_replace_returns_every_field_and_validate_names_none_left_out(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guide's output: replace stage gives the same target; the one that leaves sensor out is named."""
+    folder = _project(spark, tmp_path)
+    raw, conf = _variant(folder, "python-guide-replace", "replaced", monkeypatch)
+    replace = raw["stages"][-1]
+    assert replace["options"]["output"] == "replace"
+
+    assert main(["validate", "--conf", "sensors/replaced.yml"]) == 0
+    assert "warning" not in capsys.readouterr().out
+    assert main(["run", "--conf", "sensors/replaced.yml"]) == 0
+    _assert_the_guides_outcome(spark, folder / "data" / "replaced", folder / "data" / "replaced_quarantine")
+
+    # the guide's warning: a replace stage whose returns: leaves a parsed field out
+    replace["options"]["returns"] = "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE"
+    conf.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["validate", "--conf", "sensors/replaced.yml"]) == 0
+    warned = capsys.readouterr().out
+    assert ("warning: field 'sensor' of stage 'parse' does not reach the target: stage 'enrich' leaves it out\n"
+            in warned)
+    assert warned.count("warning") == 1
 
 
 def test_what_the_function_is_given_and_may_return_in_each_mode(spark: Any) -> None:
@@ -119,17 +151,19 @@ def test_what_the_function_is_given_and_may_return_in_each_mode(spark: Any) -> N
         out = apply_stages(df, [DecodeUtf8("decode"), *stages]).orderBy("offset")
         return [r[stages[-1].name].result for r in out.collect()]
 
-    assert results(struct, parse, python_stage("t", fx.type_of, "STRING")) == ["dict[a,b]"] * 2
-    assert results(struct, parse, python_stage("t", fx.type_of_batch, "STRING", mode="vectorized")) == [
-        "DataFrame[a,b]"
-    ] * 2
+    assert results(struct, parse, python_stage("t", fx.type_of, "STRING", output="replace")) == ["dict[a,b]"] * 2
+    assert results(struct, parse, python_stage("t", fx.type_of_batch, "STRING", mode="vectorized",
+                                               output="replace")) == ["DataFrame[a,b]"] * 2
     scalar = kafka_df(spark, [b"12", b"x"])
     assert results(scalar, python_stage("t", fx.type_of, "STRING")) == ["str", "str"]
     assert results(scalar, python_stage("t", fx.type_of_batch, "STRING", mode="vectorized")) == ["Series", "Series"]
     # a struct result may be a Row or a tuple in field order as well as a dict
     for fn in (fx.as_row, fx.as_tuple):
-        rows = results(struct, parse, python_stage("t", fn, "a INT, b STRING"))
+        rows = results(struct, parse, python_stage("t", fn, "a INT, b STRING", output="replace"))
         assert [(r.a, r.b) for r in rows] == [(1, "2.5"), (None, "3.0")]
+    # output: extend (the default): the input's fields, the returned ones in place or after them
+    (extended, _) = results(struct, parse, python_stage("t", fx.as_row, "b STRING, c INT", missing_fields="as_null"))
+    assert extended.asDict() == {"a": 1, "b": "2.5", "c": None}
 
 
 def test_the_stages_page_shows_the_guides_last_stage() -> None:

@@ -126,7 +126,7 @@ def test_expr_rule_sees_the_staged_dataframe(spark: Any) -> None:
     assert ok.error is None
     assert (bad.error.error_class, bad.error.message) == (
         "expr",
-        "input: expected order.amount * order.quantity <= 100, found false",
+        "row: expected order.amount * order.quantity <= 100, found order.amount = 10.0, order.quantity = 11",
     )
 
 

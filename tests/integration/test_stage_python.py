@@ -76,8 +76,9 @@ def test_struct_input_is_a_dict_in_row_mode_and_a_dataframe_in_vectorized_mode(s
         parse,
         python_stage("total", fx.amount_times_quantity_vectorized, "DOUBLE", mode="vectorized"),
     )
-    assert [r.result for r in by_row] == [10.0, 3.0]
-    assert [r.result for r in by_batch] == [10.0, 3.0]
+    # a struct input is extended by one field named after the stage (output: extend, the default)
+    assert [(r.result.amount, r.result.total) for r in by_row] == [(2.5, 10.0), (1.0, 3.0)]
+    assert [r.result.asDict() for r in by_batch] == [r.result.asDict() for r in by_row]
 
 
 def test_struct_result_and_unicode(spark: Any) -> None:

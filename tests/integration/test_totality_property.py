@@ -2,7 +2,8 @@
 
 For any values of every Spark type (NULLs, NaN, ±inf, extremes, empty and huge
 strings, malformed UTF-8, deep JSON), with ANSI mode on, the job finishes and
-every row of every stage's column has exactly one of ``result`` and ``error``
+every row of every stage's column (fields named by a nested path among them, and a
+``python`` stage extending a struct of every type) has exactly one of ``result`` and ``error``
 (a ``nullable: true`` decode of a NULL input has neither, as documented).
 
 Each example is one DataFrame holding a fixed set of extreme rows plus the
@@ -105,6 +106,7 @@ _CASTS: list[dict[str, Any]] = [
                  "dt": "STRING", "f": "INT"}},
     {"columns": {"s": "TIMESTAMP", "u": "BIGINT", "dec": "DECIMAL(4,2)", "i64": "DOUBLE"},
      "formats": {"s": "dd/MM/yyyy HH:mm"}},
+    {"columns": {"st.a": "TINYINT", "st.b": "TIMESTAMP"}, "formats": {"st.b": "yyyy-MM-dd"}},  # nested, by path
 ]
 
 
@@ -190,15 +192,26 @@ STAGES: dict[str, Callable[[Path], list[Stage]]] = {
                               _spec("decode_opt", "decode_utf8", "b", {"nullable": True})],
     "avro": _avro,
     "protobuf": _protobuf,
-    "json": lambda _: [_spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a"]}),
+    "json": lambda _: [_spec("json_s", "json", "s", {"schema": _JSON_SCHEMA, "required": ["a", "k.x"]}),
                        _spec("json_u", "json", "u", {"schema": _JSON_SCHEMA})],
     "cast": lambda _: [_spec(f"cast{i}", "cast", "rec", opts) for i, opts in enumerate(_CASTS)],
     # one checks and one expectation stage per field: each stays a plan Spark optimises quickly
-    "checks": lambda _: [_spec(f"checks_{f}", "checks", "rec", {"rules": _rules(f)}) for f in _NAMES],
+    "checks": lambda _: [
+        *[_spec(f"checks_{f}", "checks", "rec", {"rules": _rules(f)}) for f in _NAMES],
+        _spec("checks_nested", "checks", "rec", {"rules": [
+            *_rules("st.a"), *_rules("st.b"), {"check": "expr", "expr": "rec.st.a > 0 OR rec.m['a'] = 1"},
+        ]}),
+    ],
     "python": lambda _: [
         _spec("python_row", "python", "s", {"function": "tests.fixtures_py_stage.parse_amount", "returns": "double"}),
         _spec("python_vectorized", "python", "s", {"function": "tests.fixtures_py_stage.parse_amount_vectorized",
                                                     "returns": "double", "mode": "vectorized"}),
+        # extending a struct of every type (output: extend, the default), in both modes
+        _spec("python_extend", "python", "rec",
+              {"function": "tests.fixtures_py_stage.text_length", "returns": "n INT, s STRING"}),
+        _spec("python_extend_vectorized", "python", "rec",
+              {"function": "tests.fixtures_py_stage.text_length_batch", "returns": "n INT, s STRING",
+               "mode": "vectorized"}),
     ],
     "expectation": lambda _: [
         ExpectationStage(name=f"expect_{f}", suite=parse_suite({"name": f, "expectations": _expectations(f)}),

@@ -60,6 +60,17 @@ def test_complex_types_are_checked_without_spark(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "3 stages" in proc.stdout, proc.stderr
 
 
+def test_nested_target_columns_are_shown_with_their_names_as_written(tmp_path: Path) -> None:
+    """Issue 60, C: field names inside a struct keep their case (the table holds os, not OS)."""
+    cfg = orders_config(tmp_path)
+    schema = "order_id STRING, device STRUCT<os: STRING, screenW: INT>, tags ARRAY<STRING>"
+    cfg["stages"][1]["options"]["schema"] = schema
+    proc = _validate(_write(tmp_path, cfg))
+    assert proc.returncode == 0, proc.stderr
+    assert ("target columns: order_id STRING, device STRUCT<os: STRING, screenW: INT>, tags ARRAY<STRING> "
+            "(the last stage's result: parse)") in proc.stdout
+
+
 @pytest.mark.parametrize(("stage", "key", "why"), [
     (1, "stages[1].options.schema", "expected '>' at position"),
     (2, "stages[2].options.columns.items", "unknown type 'STRUCTT'"),
@@ -135,9 +146,15 @@ def test_validate_names_the_target_columns_the_last_stage_gives(tmp_path: Path) 
     assert ("target columns: order_id STRING, amount DOUBLE (the last stage's result: parse) + _source_topic, "
             "_source_partition, _source_offset, _source_timestamp, _source_fingerprint\n") in proc.stdout
 
-    # a last python stage returning one DOUBLE: the target is that one column, named after the stage
+    # a last python stage returning one DOUBLE adds it to its input's fields, named after the stage (issue 60)
     config["stages"].append({"name": "fahrenheit", "type": "python",
                              "options": {"function": "math.fabs", "returns": "DOUBLE"}})
+    proc = _validate(_write(tmp_path, config))
+    assert proc.returncode == 0, proc.stderr
+    assert ("target columns: order_id STRING, amount DOUBLE, fahrenheit DOUBLE (the last stage's result: "
+            "fahrenheit) + _source_topic") in proc.stdout
+    # output: replace: the target is that one column, named after the stage
+    config["stages"][-1]["options"]["output"] = "replace"
     proc = _validate(_write(tmp_path, config))
     assert proc.returncode == 0, proc.stderr
     assert "target columns: fahrenheit DOUBLE (the last stage's result: fahrenheit) + _source_topic" in proc.stdout

@@ -114,7 +114,7 @@ def one_by_one(r: ArrowCalls, values: pa.Array, skip: list[bool]) -> list[dict[s
     out = []
     for i, skipped in enumerate(skip):
         if skipped:
-            out.append({"result": None, "error": None, "retries": 0})
+            out.append({"result": None, "error": None, "retries": 0, "undeclared": None})
         else:
             out.extend(rows(r.run(values.slice(i, 1), pa.array([False]))))
     return out
@@ -242,7 +242,7 @@ def test_a_clean_batch_is_one_call() -> None:
     calls = Calls(parse)
     out = rows(runner(calls).run(_poisoned(10_000, [], True), no_skip(10_000)))
     assert calls.count == 1
-    assert out[9_999] == {"result": 9999.5, "error": None, "retries": 0}
+    assert out[9_999] == {"result": 9999.5, "error": None, "retries": 0, "undeclared": None}
 
 
 @pytest.mark.parametrize(
@@ -374,3 +374,27 @@ def test_struct_results_and_wrong_lengths() -> None:
 
     out = rows(runner(wrong_length, returns).run(pa.array(["1", "2", "3", "4"]), no_skip(4)))
     assert [r["result"] for r in out] == [{"x": 1.0}, {"x": 2.0}, {"x": 3.0}, {"x": 4.0}]
+
+
+@pytest.mark.parametrize("mode", [PythonMode.ROW, PythonMode.VECTORIZED])
+def test_a_string_python_cannot_read_fails_its_row_alone_without_calling_the_function(mode: PythonMode) -> None:
+    """A STRING holding bytes that are not UTF-8 (Spark's CAST of BINARY does not check) cannot be
+    handed to the function: that row is an UnreadableInput error, the others run, the task does not fail."""
+    data = b"1.5\xff2"
+    offsets = pa.array([0, 3, 4, 5], type=pa.int32())
+    values = pa.Array.from_buffers(pa.string(), 3, [None, offsets.buffers()[1], pa.py_buffer(data)])
+    seen: list[Any] = []
+
+    def fn(x: Any) -> Any:
+        seen.append(x.tolist() if isinstance(x, pd.Series) else x)
+        return x.astype(float) if isinstance(x, pd.Series) else float(x)
+
+    r = runner(fn)
+    out = rows(ArrowCalls(**{**r.__dict__, "mode": mode}).run(values, no_skip(3)))
+    assert [o["result"] for o in out] == [1.5, None, 2.0]
+    error = out[1]["error"]
+    assert error["error_class"] == "UnreadableInput"
+    assert error["message"].startswith("the input cannot be handed to Python (") and "the function was not called" in (
+        error["message"]
+    )
+    assert all("\ufffd" not in str(s) for s in seen) and len(seen) >= 1

@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 
 from quarantine.config import parse_config
+from quarantine.ddl import parse_ddl_type
 from quarantine.errors import ConfigError
 from quarantine.stages import build_stages
 
 DECODE = {"name": "decode", "type": "decode_utf8"}
 PARSE = {"name": "parse", "type": "json", "options": {"schema": "id STRING, name STRING, qty INT"}}
+PARSE_TYPE = parse_ddl_type("id STRING, name STRING, qty INT")
 
 
 def _build(*stages: dict[str, Any]) -> list[Any]:
@@ -56,7 +58,8 @@ def test_a_checks_rule_on_a_column_no_stage_produces_is_refused_naming_the_stage
 
 def test_a_rule_on_a_named_input_is_checked_against_that_stages_output() -> None:
     py = {"name": "enrich", "type": "python",
-          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>"}}
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>",
+                      "output": "replace"}}
     assert len(_build(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"}, input="parse"))) == 4
     e = _refused(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"}))
     assert e.key == "stages[3].options.rules[0].column" and "stage 'enrich'" in str(e) and "a, b" in str(e)
@@ -81,10 +84,22 @@ def test_a_field_rule_on_an_input_that_is_not_a_struct_is_refused() -> None:
 
 def test_a_rule_after_a_python_stage_is_checked_against_its_returns_type() -> None:
     py = {"name": "enrich", "type": "python",
-          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>"}}
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "STRUCT<a: INT, b: STRING>",
+                      "output": "replace"}}
     assert len(_build(DECODE, PARSE, py, _checks({"column": "b", "check": "not_null"}))) == 4
     e = _refused(DECODE, PARSE, py, _checks({"column": "c", "check": "not_null"}))
     assert "stage 'enrich'" in str(e) and "a, b" in str(e)
+
+
+def test_a_rule_after_an_extending_python_stage_reads_its_input_and_its_returns() -> None:
+    """Issue 60, B: output: extend (the default) gives the input's fields and the returned ones."""
+    py = {"name": "enrich", "type": "python",
+          "options": {"function": "tests.fixtures_py_stage.split_name", "returns": "a INT, name BIGINT"}}
+    *_, enrich, _ = _build(DECODE, PARSE, py, _checks({"column": "qty", "check": "not_null"},
+                                                      {"column": "a", "check": "not_null"}))
+    assert enrich.produces(PARSE_TYPE).simpleString() == "struct<id:string,name:bigint,qty:int,a:int>"
+    e = _refused(DECODE, PARSE, py, _checks({"column": "c", "check": "not_null"}))
+    assert "one of id, name, qty, a" in str(e)
 
 
 def test_a_rule_after_an_avro_stage_is_checked_against_its_reader_schema(tmp_path: Path) -> None:
@@ -119,3 +134,38 @@ def test_a_json_stage_after_a_decode_stage_builds() -> None:
     assert len(_build(DECODE, PARSE)) == 2
     assert len(_build({"name": "key_text", "type": "decode_utf8", "input": "key"},
                       {**PARSE, "input": "key_text"})) == 2
+
+
+NESTED = {"name": "parse", "type": "json", "options": {
+    "schema": "event_id STRING, device STRUCT<os: STRING, screen_w: INT>, tags ARRAY<STRING>",
+    "required": ["event_id", "device.os"]}}
+
+
+def test_rules_casts_and_required_take_a_path_into_nested_structs() -> None:
+    """Issue 60, C: device.screen_w is a field of the struct device, wherever a field is named."""
+    cast = {"name": "convert", "type": "cast", "options": {"columns": {"device.screen_w": "BIGINT"}}}
+    rule = _checks({"column": "device.screen_w", "check": "range", "min": 1})
+    *_, converted, check = _build(DECODE, NESTED, cast, rule)
+    assert converted.produces(None) is None
+    assert check.fields_read() == (("options.rules[0].column", "device.screen_w"),)
+
+
+@pytest.mark.parametrize(("column", "why"), [
+    ("device.screen", "a field of device in the input of stage 'check'"),
+    ("device.os.name", "a path through structs: device.os in the input of stage 'check' (stages[2]) is STRING, which "
+                       "has no fields"),
+    ("tags.first", "a path through structs: tags in the input of stage 'check' (stages[2]) is ARRAY<STRING>"),
+    ("devices.os", "one of event_id, device, tags; did you mean 'device'?"),
+])
+def test_a_path_that_is_not_there_is_refused_naming_the_step(column: str, why: str) -> None:
+    e = _refused(DECODE, NESTED, _checks({"column": column, "check": "not_null"}))
+    assert e.key == "stages[2].options.rules[0].column" and e.value == column
+    assert why in str(e), str(e)
+    if column == "device.screen":
+        assert "one of os, screen_w; did you mean 'device.screen_w'?" in str(e)
+
+
+def test_a_required_path_the_schema_does_not_have_is_refused() -> None:
+    bad = {**NESTED, "options": {**NESTED["options"], "required": ["device.model"]}}
+    e = _refused(DECODE, bad)
+    assert e.key == "stages[1].options.required" and e.value == ["device.model"]

@@ -1,7 +1,8 @@
 """``checks``: native row checks; a record breaking any rule is quarantined.
 
-Each rule is a pure Column predicate over one field of the input struct (or
-over the input itself when ``column`` is omitted). All rules are evaluated in
+Each rule is a pure Column predicate over one field of the input struct, named by
+its path when it is nested (``device.screen_w``: :mod:`quarantine.values.paths`), or
+over the input itself when ``column`` is omitted. All rules are evaluated in
 one pass of Spark expressions — one ``CASE WHEN`` chain picks the error class,
 no UDFs. The result is the input, unchanged.
 
@@ -32,7 +33,11 @@ total over any field type, and the regex dialect: :mod:`quarantine.stages.checks
 ``expr`` rules are Spark SQL boolean expressions evaluated in the scope of the
 staged DataFrame: the source columns and every earlier stage's column, so a
 field of the ``parse_order`` stage is ``parse_order.result.amount``. A NULL
-outcome passes; the expression's text appears in the message.
+outcome passes. The message holds the expression's text and the values of the
+columns it reads (the names in it that resolve in the staged row, asked of Spark's
+analysis when the stage is applied; a field named like a credential is redacted)::
+
+    row: expected parse_order.result.amount > 0, found parse_order.result.amount = -3.0
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from quarantine.stages.checks.rules import (
     RegexRule,
     Rule,
     RuleOptions,
+    column_references,
 )
 from quarantine.values.types import config_error
 
@@ -157,7 +163,7 @@ class Checks(Stage):
 
         input_type = ctx.type_of(value)
         rules = [
-            r if isinstance(r, ExprRule) else r.for_type(_field_type(input_type, r.column))
+            r.reading(_reads(r.expr, ctx)) if isinstance(r, ExprRule) and r.column is None else r.for_input(input_type)
             for r in self.rules
         ]
         # each rule's verdict once per row: the failure test, the class and the message read it
@@ -178,14 +184,27 @@ class Checks(Stage):
         return outcome(value, failed, self.error(error_class, F.concat_ws("; ", *parts)))
 
 
-def _field_type(input_type: DataType | None, column: str | None) -> DataType | None:
-    from pyspark.sql.types import StructType
+#: Names an expression may hold that are literals, never columns.
+_LITERALS = frozenset({"null", "true", "false"})
 
-    if column is None:
-        return input_type
-    if isinstance(input_type, StructType) and column in input_type.fieldNames():
-        return input_type[column].dataType
-    return None
+
+def _reads(expr: str, ctx: StageContext) -> tuple[str, ...]:
+    """The names in ``expr`` that are columns or fields of the staged row (analysis only, no job);
+    empty when the row's types are not known (the stage evaluated outside ``apply_stages``)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    out: list[str] = []
+    for name in column_references(expr):
+        if name.lower() in _LITERALS:
+            continue
+        try:
+            resolved = ctx.type_of(F.expr(name))
+        except AnalysisException:  # a keyword, a lambda's variable, a name the row does not have
+            continue
+        if resolved is not None:
+            out.append(name)
+    return tuple(out)
 
 
 _RULE_LIST: TypeAdapter[list[Any]] = TypeAdapter(Annotated[list[RuleOptions], Field(min_length=1)])

@@ -34,7 +34,8 @@ is built, so that a broken pattern is a config error. The dialects differ at the
 ``\\A(?:pattern)\\z``); ``match: search`` means the pattern occurs anywhere
 (Java ``find()``, Spark's ``rlike``).
 
-An ``expr`` rule's NULL outcome passes; the expression's text appears in the message.
+An ``expr`` rule's NULL outcome passes; the message holds the expression's text and the
+values of the columns it reads (:func:`column_references` that resolve in the staged row).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, Tag, field_validator, model_validator
 
+from quarantine.redaction import REDACTED, is_secret_key
 from quarantine.stage import StageOptions
 from quarantine.unlogged import unlogged_analysis
 from quarantine.values.options import BOUND, FIELD, VALUES, const, tagged
+from quarantine.values.paths import FieldPath, field_path, path_type, read_path
 from quarantine.values.spark import (
     as_text,
     compare,
@@ -77,6 +80,7 @@ __all__ = [
     "RegexRule",
     "Rule",
     "RuleOptions",
+    "column_references",
 ]
 
 
@@ -101,21 +105,28 @@ class Rule(StageOptions):
     ``check`` (each rule's one constant) is also the error class of a row it fails.
     """
 
-    column: Annotated[str | None, FIELD] = Field(None, examples=["amount"])
-    """The struct field checked; omit it to check the stage's input itself."""
+    column: Annotated[str | None, FIELD] = Field(None, examples=["amount", "device.screen_w"])
+    """The struct field checked, or a path into nested structs (device.screen_w); omit it to check the
+    stage's input itself."""
     check: str
     _value_type: DataType | None = PrivateAttr(None)
+    _path: FieldPath | None = PrivateAttr(None)
 
-    def for_type(self, value_type: DataType | None) -> Self:
-        """This rule built for a checked value of ``value_type`` (set by :class:`Checks` when it
-        is evaluated): it makes the rule total (see the module doc)."""
+    def for_input(self, input_type: DataType | None) -> Self:
+        """This rule built for an input of ``input_type`` (set by :class:`Checks` when it is
+        evaluated): the checked field's path in it, and its type, which makes the rule total
+        (see the module doc)."""
         typed = self.model_copy()
-        typed._value_type = value_type
+        if self.column is None:
+            typed._value_type = input_type
+        else:
+            typed._path = field_path(self.column, input_type)
+            typed._value_type = path_type(input_type, typed._path)
         return typed
 
     @property
     def value_type(self) -> DataType | None:
-        """The checked value's Spark type, once :meth:`for_type` gave it."""
+        """The checked value's Spark type, once :meth:`for_input` gave it."""
         return self._value_type
 
     def passes(self, value: Column) -> Column:
@@ -131,8 +142,10 @@ class Rule(StageOptions):
         return render_value(value)
 
     def target(self, value: Column) -> Column:
-        """The checked value: the field ``column`` of the input, or the input."""
-        return value.getField(self.column) if self.column is not None else value
+        """The checked value: the field (or nested field) ``column`` of the input, or the input."""
+        if self.column is None:
+            return value
+        return read_path(value, self._path or field_path(self.column))
 
     def message(self, value: Column) -> Column:
         """``field 'amount': expected between 0 and 10000, found 15000.5``."""
@@ -381,6 +394,15 @@ class ExprRule(Rule):
         _check_sql(text)
         return text
 
+    _reads: tuple[str, ...] = PrivateAttr(())
+
+    def reading(self, names: tuple[str, ...]) -> Self:
+        """This rule, its message showing the values of ``names``: the columns and fields of the staged
+        row its expression reads (:func:`column_references` that resolve there; set by :class:`Checks`)."""
+        typed = self.model_copy()
+        typed._reads = names
+        return typed
+
     def passes(self, value: Column) -> Column:
         from pyspark.sql import functions as F
 
@@ -389,12 +411,28 @@ class ExprRule(Rule):
     def expected(self) -> str:
         return self.expr
 
-    def found(self, value: Column) -> Column:
+    def message(self, value: Column) -> Column:
+        """``row: expected order.amount > 0, found order.amount = -3.0`` (each value the expression reads)."""
         from pyspark.sql import functions as F
 
-        if self.column is None:
+        if self.column is not None:
+            return super().message(value)
+        return F.concat(F.lit(f"row: expected {self.expected()}, found "), self.found(value))
+
+    def found(self, value: Column) -> Column:
+        """The values of the columns the expression reads (``order.amount = -3.0, order.quantity = 2``);
+        a field named like a credential shows ``[redacted]``; ``false`` when none is known."""
+        from pyspark.sql import functions as F
+
+        if self.column is not None:
+            return render_value(value)
+        if not self._reads:
             return F.lit("false")
-        return render_value(value)
+        parts: list[Column] = []
+        for i, name in enumerate(self._reads):
+            shown = F.lit(REDACTED) if is_secret_key(name.rsplit(".", 1)[-1].strip("`")) else render_value(F.expr(name))
+            parts += [F.lit(f"{', ' if i else ''}{name} = "), shown]
+        return F.concat(*parts)
 
 
 #: Check name of a ``checks`` rule → its model: THE list of rules (the JSON Schema's and the reference's).
@@ -419,6 +457,31 @@ RuleOptions = Annotated[
     | Annotated[ExprRule, Tag("check=expr")],
     tagged("check", tuple(RULES)),
 ]
+
+
+_SQL_TOKEN = re.compile(
+    r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|((?:`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)"""
+    r"""(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*))*)(\s*\()?"""
+)
+
+
+def column_references(text: str) -> tuple[str, ...]:
+    """The names in a SQL expression that may be columns, each once, in order: dotted names
+    (``order.amount``, ```a b`.c``) outside string literals, not followed by ``(`` (a function).
+
+    Keywords (``AND``, ``NULL``) and a lambda's variables are among them: only Spark can tell
+    which resolve in the staged row (:meth:`quarantine.stages.checks.Checks.evaluate` asks it).
+    """
+    seen: dict[str, None] = {}
+    for m in _SQL_TOKEN.finditer(text):
+        name, call = m.group(1), m.group(2)
+        if name is None or call is not None:
+            continue
+        start = m.start(1)
+        if start and (text[start - 1].isdigit() or text[start - 1] == "."):  # 1e5, 1.5d: part of a number
+            continue
+        seen.setdefault(re.sub(r"\s*\.\s*", ".", name), None)
+    return tuple(seen)
 
 
 def _check_sql(text: str) -> None:

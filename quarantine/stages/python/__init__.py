@@ -40,11 +40,27 @@ column per field in vectorized mode. A NULL input is passed as ``None``
 (row mode) or as a row of nulls.
 
 Results: ``returns`` is a Spark DDL type (``INT``, ``DECIMAL(10,2)``,
-``a INT, b STRING`` for a struct). A struct result is a ``dict`` per row, or
-(vectorized) a ``pd.DataFrame`` with those columns. A result that is None
-(or NaN in pandas) is an error ``NullResult`` unless ``nullable: true``; a
-result that does not convert to ``returns`` is an error ``ResultTypeMismatch``.
+``a INT, b STRING`` for a struct). A struct result is a ``dict`` (or a named
+``Row``, or a tuple in field order) per row, or (vectorized) a ``pd.DataFrame``
+with those columns. A result that is None (or NaN in pandas) is an error
+``NullResult`` unless ``nullable: true``; a result that does not convert to
+``returns`` is an error ``ResultTypeMismatch``; a struct result that leaves out a
+field ``returns`` declares is an error ``MissingResultField`` naming them (unless
+``missing_fields: as_null``: NULL), an explicit None being a NULL; a returned field
+``returns`` does not declare is not in the result, and is reported per row as the
+stage's schema drift (:class:`quarantine.stage.ReportsDrift`; under extend, an input
+field handed back unchanged is not). An input Python cannot be given (a STRING that
+is not UTF-8) is an error ``UnreadableInput`` and the function is not called.
 Naive ``datetime`` results for TIMESTAMP are read as UTC.
+
+Output: ``output: extend`` (the default) over a struct input makes the stage's result
+the input's fields with each returned field set on them (replaced in place, with its
+declared type, or added after them; a scalar ``returns`` is one field named after the
+stage), so ``returns`` declares only what the function adds or changes, and a field an
+earlier stage gains reaches later stages without touching this one. Over any other
+input, and with ``output: replace``, the result is what the function returns alone.
+The merge is Spark's (the UDF returns only the declared fields): :func:`extended`
+is its type, which :mod:`quarantine.lineage` reads before Spark runs.
 
 Chaining: Spark evaluates a UDF on every row before any ``CASE WHEN`` around it,
 so the stage passes :attr:`StageContext.skip` into the UDF and never calls the
@@ -67,6 +83,8 @@ Options::
     function: mypkg.orders.enrich        # or mypkg.orders:enrich
     returns: "DECIMAL(10,2)"
     mode: row | vectorized               # default row
+    output: extend | replace             # default extend (a struct input's fields + the returned)
+    missing_fields: quarantine | as_null # a declared field the result leaves out; default quarantine
     nullable: false                      # None results are errors unless true
     retriable: [requests.Timeout]        # exception classes marked retriable
     path: lib                            # the module's folder; default the config file's
@@ -86,7 +104,8 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 from pydantic import ConfigDict, Field
 
@@ -94,19 +113,32 @@ from quarantine.columns import ErrorKind
 from quarantine.errorhandling.retry import RetryPolicy
 from quarantine.errors import ConfigError
 from quarantine.stage import HIDDEN_PREFIX, Declaration, Stage, StageContext, StageOptions, StageType
-from quarantine.stages.python.arrow_batch import ArrowCalls, PythonErrorClass, PythonMode, arrow_type, call_struct
+from quarantine.stages.python.arrow_batch import (
+    RETRIES,
+    UNDECLARED,
+    ArrowCalls,
+    MissingFields,
+    PythonErrorClass,
+    PythonMode,
+    PythonOutput,
+    arrow_type,
+    call_struct,
+)
 from quarantine.values.options import EXCEPTIONS, MODULE_FOLDER
 from quarantine.values.spark import parse_spark_type
-from quarantine.values.types import BOOL, TEXT, choice
+from quarantine.values.types import BOOL, TEXT, choice, member
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = [
+    "MissingFields",
     "PythonErrorClass",
     "PythonMode",
+    "PythonOutput",
     "PythonStage",
+    "extended",
     "from_spec",
     "python_stage",
     "resolve_callable",
@@ -120,17 +152,21 @@ class PythonOptions(StageOptions):
     paths: ClassVar[tuple[str, ...]] = ("path",)
 
     model_config = ConfigDict(json_schema_extra={"examples": [
+        {"function": "sensors.to_fahrenheit", "returns": "fahrenheit DOUBLE"},
         {"function": "mypkg.scoring.score", "returns": "DOUBLE", "mode": "vectorized"},
-        {"function": "sensors.enrich", "returns": "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE"},
+        {"function": "sensors.enrich", "returns": "reading_id BIGINT, celsius DOUBLE, fahrenheit DOUBLE",
+         "output": "replace"},
     ]})
 
     function: Annotated[str, TEXT] = Field(examples=["sensors.enrich"])
     """The function's dotted path (module.fn, pkg.module.fn or pkg.module:Class.method); the module is
     imported from path (default the config's folder) first, then from the installed packages."""
-    returns: Annotated[str, TEXT] = Field(examples=["DECIMAL(10,2)", "reading_id BIGINT, celsius DOUBLE"])
-    """The result's Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field list
-    ('reading_id BIGINT, celsius DOUBLE') or STRUCT<...>. The last stage's result is the target's row: a
-    struct's fields become its columns, any other type one column named after the stage."""
+    returns: Annotated[str, TEXT] = Field(examples=["fahrenheit DOUBLE", "DECIMAL(10,2)"])
+    """What the function returns, as a Spark type: DOUBLE, 'DECIMAL(10,2)', ARRAY<INT>, or a struct as a DDL field
+    list ('fahrenheit DOUBLE, band STRING') or STRUCT<...>. With output: extend (the default) over a struct input,
+    the fields the function adds (or changes); with output: replace, every field the result holds. The last stage's
+    result is the target's row: a struct's fields become its columns, any other type one column named after the
+    stage."""
     mode: Annotated[PythonMode, choice(PythonMode)] = PythonMode.ROW
     """row: fn(value) per row (a struct is a dict, the result a value or dict); vectorized: fn(pandas.Series
     or, for a struct, pandas.DataFrame) per Arrow batch, returning a Series (or DataFrame) of the same length."""
@@ -138,6 +174,14 @@ class PythonOptions(StageOptions):
     """A None result is a success (NULL result) instead of a NullResult error."""
     retriable: Annotated[Any, EXCEPTIONS] = Field(None, examples=[["TimeoutError", "mypkg.errors.Throttled"]])
     """Exception classes whose errors are marked retriable (builtins or dotted paths)."""
+    output: Annotated[PythonOutput, choice(PythonOutput)] = PythonOutput.EXTEND
+    """extend: a struct input's fields plus the returned ones (each returned field set on the input: replaced in
+    place or added after it; a scalar returns is one field named after the stage), so returns declares only what
+    the function adds or changes; over an input that is not a struct, as replace. replace: the function's result
+    alone (the input's fields it does not return are not in it)."""
+    missing_fields: Annotated[MissingFields, choice(MissingFields)] = MissingFields.QUARANTINE
+    """A struct result (a dict, a Row, a DataFrame) that leaves out a field returns declares: quarantine (the record
+    fails, MissingResultField naming the fields) or as_null (the field is NULL). An explicit None is NULL either way."""
     path: Annotated[str | None, MODULE_FOLDER] = Field(None, validate_default=True, examples=["lib"])
     """The folder the function's module is imported from first (a relative one is read from the config's
     folder); default the config file's folder. A module found there is shipped to Spark's Python workers with
@@ -157,6 +201,8 @@ class PythonStage(Stage):
         nullable: whether a None result is a success (NULL result) or an error.
         retriable: exception classes whose errors are marked ``retriable``.
         kind: ``transform``.
+        output: ``extend`` (a struct input's fields plus the returned ones) or ``replace``.
+        missing_fields: what a struct result leaving out a declared field does (``quarantine``, ``as_null``).
     """
 
     name: str
@@ -167,10 +213,19 @@ class PythonStage(Stage):
     nullable: bool = False
     retriable: tuple[type[BaseException], ...] = ()
     kind: ErrorKind = field(default=ErrorKind.TRANSFORM)
+    output: PythonOutput = PythonOutput.EXTEND
+    missing_fields: MissingFields = MissingFields.QUARANTINE
 
     def produces(self, input_type: DataType | None) -> DataType | None:
-        """The declared ``returns`` type."""
-        return self.returns
+        """The result's type: ``returns``, or under ``output: extend`` over a struct input, that input
+        with the returned fields (:func:`extended`); None when an extended input's type is not known."""
+        from pyspark.sql.types import StructType
+
+        if self.output is PythonOutput.REPLACE:
+            return self.returns
+        if isinstance(input_type, StructType):
+            return extended(input_type, self.returns, self.name)
+        return None if input_type is None else self.returns
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -178,8 +233,12 @@ class PythonStage(Stage):
         arrow_type(self.returns, f"stage {self.name}: returns")
 
     def evaluate(self, value: Column, ctx: StageContext) -> Column:
+        from pyspark.sql import functions as F
         from pyspark.sql.pandas.functions import arrow_udf
+        from pyspark.sql.types import StructType
 
+        input_type = ctx.type_of(value)
+        extend = self.output is PythonOutput.EXTEND and isinstance(input_type, StructType)
         runner = ArrowCalls(
             stage=self.name,
             kind=self.kind.value,
@@ -190,20 +249,62 @@ class PythonStage(Stage):
             stacktrace=ctx.stacktrace,
             retriable=self.retriable,
             retry=_stage_policy(ctx.retry, self.retriable),
+            output=PythonOutput.EXTEND if extend else PythonOutput.REPLACE,
+            missing_fields=self.missing_fields,
         )
         # The type hints of ArrowCalls.run (pa.Array, pa.Array -> pa.Array) make it a SCALAR Arrow UDF.
         factory: Any = arrow_udf  # its stubs insist on functionType; hints are preferred at runtime
         udf = factory(runner.run, call_struct(self.returns))
-        # computed once per row (its result, error and retries are read separately)
+        # computed once per row (its result, error, retries and undeclared fields are read separately)
         call = ctx.once(_CALL, udf(value, ctx.skip))
-        out: Column = call.dropFields("retries")  # one reference: the UDF runs once per row even unhoisted
-        return out
+        if not extend:
+            out: Column = call.dropFields(RETRIES, UNDECLARED)  # one reference: the UDF runs once per row unhoisted
+            return out
+        assert isinstance(input_type, StructType)
+        result, error = call.getField("result"), call.getField("error")
+        merged = F.struct(*[
+            _extended_field(name, value, result, self.returns, self.name).alias(name)
+            for name in extended(input_type, self.returns, self.name).fieldNames()
+        ])
+        return F.struct(F.when(error.isNull(), merged).alias("result"), error.alias("error"))
 
     def retries(self, column: Column) -> Column:
         """Retries of this row's successful call (see :class:`quarantine.stage.ReportsRetries`)."""
         from pyspark.sql import functions as F
 
-        return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField("retries")
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField(RETRIES)
+
+    def undeclared(self, column: Column) -> Column:
+        """The fields this row's result returned that ``returns:`` does not declare, and which are
+        therefore not in the stage's result (see :class:`quarantine.stage.ReportsDrift`)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        if not isinstance(self.returns, StructType):  # a scalar result has no fields to leave out
+            return F.lit(None).cast("array<string>")
+        return F.col(f"{HIDDEN_PREFIX}{self.name}_{_CALL}").getField(UNDECLARED)
+
+
+def extended(input_type: StructType, returns: DataType, stage: str) -> StructType:
+    """The result type of ``output: extend``: ``input_type``'s fields, each returned field of ``returns``
+    in place of the input's of that name (its declared type) or after them; a ``returns`` that is not a
+    struct is one field named after the ``stage``."""
+    from pyspark.sql.types import StructField, StructType
+
+    added = returns.fields if isinstance(returns, StructType) else [StructField(stage, returns)]
+    fields = {f.name: f for f in input_type.fields}
+    for f in added:
+        fields[f.name] = StructField(f.name, f.dataType)
+    return StructType(list(fields.values()))
+
+
+def _extended_field(name: str, value: Column, result: Column, returns: DataType, stage: str) -> Column:
+    """One field of an extended result: the returned one when ``returns`` declares it, else the input's."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(returns, StructType):
+        return result.getField(name) if name in returns.fieldNames() else value.getField(name)
+    return result if name == stage else value.getField(name)
 
 
 _CALL = "call"
@@ -348,6 +449,8 @@ def python_stage(
     *,
     nullable: bool = False,
     retriable: tuple[type[BaseException], ...] = (),
+    output: PythonOutput | str = PythonOutput.EXTEND,
+    missing_fields: MissingFields | str = MissingFields.QUARANTINE,
 ) -> PythonStage:
     """A Python-function stage for notebooks (the same stage YAML's ``type: python`` builds).
 
@@ -359,26 +462,42 @@ def python_stage(
         input: the column or stage read (default: the previous stage).
         nullable: a None result is a success (NULL result) instead of ``NullResult``.
         retriable: exception classes whose errors are marked retriable.
+        output: ``"extend"`` (default: a struct input's fields plus the returned ones) or ``"replace"``.
+        missing_fields: ``"quarantine"`` (default: a struct result leaving out a declared field fails the
+            record) or ``"as_null"``.
 
     Raises:
-        ConfigError: ``fn`` is not callable, or ``returns``/``mode`` is not valid.
+        ConfigError: ``fn`` is not callable, or ``returns``/``mode``/``output``/``missing_fields`` is not valid.
     """
     from pyspark.sql.types import DataType
 
     rtype = returns if isinstance(returns, DataType) else parse_spark_type(returns, "returns")
-    try:
-        m = PythonMode(str(mode))
-    except ValueError:
-        raise ConfigError("mode", mode, "row | vectorized") from None
     return PythonStage(
         name=name,
         fn=fn,
         returns=rtype,
-        mode=m,
+        mode=_choice(PythonMode, mode, "mode"),
         input=input,
         nullable=nullable,
         retriable=tuple(retriable),
+        output=_choice(PythonOutput, output, "output"),
+        missing_fields=_choice(MissingFields, missing_fields, "missing_fields"),
     )
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _choice(enum: type[_E], value: object, key: str) -> _E:
+    """``value`` as a member of ``enum`` (:func:`~quarantine.values.types.member`, as the config reads it).
+
+    Raises:
+        ConfigError: naming ``key`` and the allowed values.
+    """
+    found = member(enum, value)
+    if found is None:
+        raise ConfigError(key, value, " | ".join(enum))
+    return found
 
 
 def from_spec(spec: Declaration, options: PythonOptions) -> PythonStage:
@@ -398,6 +517,8 @@ def from_spec(spec: Declaration, options: PythonOptions) -> PythonStage:
         input=spec.input,
         nullable=options.nullable,
         retriable=_exception_classes(options.retriable, spec.key("options.retriable"), options.path),
+        output=options.output,
+        missing_fields=options.missing_fields,
     )
 
 

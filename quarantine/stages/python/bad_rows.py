@@ -54,8 +54,9 @@ class VectorizedCalls(Protocol):
     def _attempt(self, operation: Callable[[], Any]) -> RetryOutcome[Any]:
         """Run one call: retried under the policy when there is one, else once."""
 
-    def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> pa.Array:
-        """One call of the function on ``arg`` (``n`` rows); raises when any row did not work out."""
+    def _call_vectorized(self, arg: pd.Series | pd.DataFrame, n: int) -> tuple[pa.Array, list[str]]:
+        """One call of the function on ``arg`` (``n`` rows): its results and the returned fields
+        ``returns:`` does not declare; raises when any row did not work out."""
 
     def _error(self, exc: BaseException, attempt: RetryOutcome[Any] | None = None) -> dict[str, Any]:
         """The error struct of a failed call, as a dict."""
@@ -83,13 +84,17 @@ class BadRowSearch:
         retried: dict[int, int],
         *,
         same_values: bool = True,
+        batch: pd.Series | pd.DataFrame | None = None,
     ) -> None:
         self.runner = runner
         self.inputs = inputs
         self.todo = todo
         self.retried = retried
         self.same_values = same_values
+        self._converted = batch
         self.errors: dict[int, dict[str, Any]] = {}
+        #: the rows whose successful call returned fields ``returns:`` does not declare, and those fields
+        self.undeclared: dict[int, list[str]] = {}
         self.ok_pos: list[np.ndarray] = []
         self.ok_val: list[pa.Array] = []
         self.streams: deque[np.ndarray] = deque()
@@ -101,7 +106,7 @@ class BadRowSearch:
         m = len(self.todo)
         if not m:
             return
-        self.batch = to_pandas(self.inputs)
+        self.batch = self._converted if self._converted is not None else to_pandas(self.inputs)
         whole = np.arange(m)
         failed = self.call(whole)
         if failed is None:
@@ -118,14 +123,19 @@ class BadRowSearch:
         if attempt.error is None:
             if attempt.attempts > 1:  # one call retried: its retries count once, on its first row
                 self.retried[first] = self.retried.get(first, 0) + attempt.attempts - 1
-            self.ok_pos.append(self.todo[local] if n < len(self.todo) else self.todo)
-            self.ok_val.append(attempt.value)
+            positions = self.todo[local] if n < len(self.todo) else self.todo
+            assert attempt.value is not None  # a call that succeeded returned its results
+            values, extra = attempt.value
+            self.ok_pos.append(positions)
+            self.ok_val.append(values)
+            if extra:
+                self.undeclared.update(dict.fromkeys(positions.tolist(), extra))
             return None
         if n == 1:
             self.errors[first] = self.runner._error(attempt.error, attempt)
         return attempt
 
-    def _call_once(self, local: np.ndarray) -> pa.Array:
+    def _call_once(self, local: np.ndarray) -> tuple[pa.Array, list[str]]:
         assert self.batch is not None
         # a new object per attempt: whatever fn does to its argument, the batch and a retry do not see it
         return self.runner._call_vectorized(_subset(self.batch, local), len(local))
