@@ -90,6 +90,12 @@ def test_the_guides_example_runs_from_another_folder_without_pythonpath(spark: A
     _assert_the_guides_outcome(spark, target, quarantine, error_count=2)
 
 
+@pytest.fixture(scope="module")
+def guide(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The guide's project, built once for the variants run in-process (each writes tables of its own)."""
+    return _project(spark, tmp_path_factory.mktemp("guide"))
+
+
 def _variant(folder: Path, key: str, name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Path]:
     """The guide's pipeline with its last stage replaced by the block ``key``'s, writing to tables of its
     own (``data/<name>``), as ``sensors/<name>.yml``; run from the folder above, without PYTHONPATH."""
@@ -107,9 +113,9 @@ def _variant(folder: Path, key: str, name: str, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_vectorized_stage_gives_the_same_target_and_quarantine(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, guide: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = _project(spark, tmp_path)
+    folder = guide
     _variant(folder, "python-guide-vectorized", "vectorized", monkeypatch)
 
     assert main(["run", "--conf", "sensors/vectorized.yml"]) == 0
@@ -118,10 +124,10 @@ def test_the_vectorized_stage_gives_the_same_target_and_quarantine(
 
 
 def test_output_replace_returns_every_field_and_validate_names_none_left_out(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spark: Any, guide: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The guide's output: replace stage gives the same target; the one that leaves sensor out is named."""
-    folder = _project(spark, tmp_path)
+    folder = guide
     raw, conf = _variant(folder, "python-guide-replace", "replaced", monkeypatch)
     replace = raw["stages"][-1]
     assert replace["options"]["output"] == "replace"
