@@ -11,6 +11,7 @@ from quarantine.commands.configured import load
 from quarantine.commands.invocation import Invocation
 from quarantine.commands.options import parse_since
 from quarantine.ops.report_data import write_report
+from quarantine.ops.report_model import counted_target
 from quarantine.ops.report_page import require_plotly
 from quarantine.spark.session import get_spark
 
@@ -31,7 +32,7 @@ def handle(call: Invocation) -> int:
     spark = get_spark(f"quarantine:report:{config.pipeline}", config.spark_conf, read_only=True)
     data = write_report(
         spark, call.args.out, pipeline=config.pipeline, quarantine_table=config.errors.dlq_table_name,
-        metrics_table=config.metrics.table, since=when,
+        metrics_table=config.metrics.table, since=when, target_table=counted_target(config),
     )
     print("\n".join(data.summary_lines()))
     print(f"wrote the report to {call.args.out}")

@@ -33,7 +33,7 @@ def handle(call: Invocation) -> int | None:
     since = call.args.since
     when = parse_since(since) if since else None
     require_plotly()
-    if spark_reason(config, ("quarantine", "metrics")) is not None:
+    if spark_reason(config, ("quarantine", "metrics", "target")) is not None:
         return None
     try:
         data = collect_report_data(config, since=when)

@@ -36,7 +36,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
 from quarantine.errors import DeltaRsUnreadableError, QuarantineError
 
-__all__ = ["ArrowStream", "read_delta"]
+__all__ = ["ArrowStream", "read_delta", "row_count"]
 
 
 class ArrowStream(Protocol):
@@ -133,6 +133,31 @@ def read_delta(path: str, role: str) -> ArrowStream:
             "newer reader feature): an instant after 2262 would come back wrong"
         )
     return cast("ArrowStream", table.scan().read_all())
+
+
+def row_count(path: str, role: str) -> int:
+    """How many rows the Delta table at ``path`` holds now, from its data files' Parquet footers (no row read).
+
+    Exact while no deletion vector hides rows of a file (the tables this library writes have
+    none); otherwise delta-rs's file statistics cannot say it exactly.
+
+    Raises:
+        QuarantineError: no Delta table at ``path``.
+        DeltaRsUnreadableError: delta-rs cannot open it, or deletion vectors are on (Spark counts it).
+    """
+    import pyarrow.parquet as pq
+
+    folder = str(Path(path).expanduser().absolute())
+    try:
+        table = DeltaTable(folder)
+    except TableNotFoundError:
+        raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
+    except DeltaError as exc:
+        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+    if "deletionVectors" in set(table.protocol().reader_features or []):
+        raise DeltaRsUnreadableError(f"the {role} table at {path} has deletion vectors: its files' row counts "
+                                     "are not its rows")
+    return sum(pq.read_metadata(_local(uri)).num_rows for uri in table.file_uris())
 
 
 def _int96(table: DeltaTable) -> bool:

@@ -197,7 +197,8 @@ def spark_reason(config: PipelineConfig, tables: tuple[str, ...]) -> str | None:
         return "on Databricks"
     if os.environ.get(_REMOTE_ENV) or "spark.remote" in config.spark_conf:
         return "Spark Connect"
-    names = {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table}
+    names = {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table,
+             "target": config.target.table}
     for role in tables:
         name = names.get(role)
         if name and (not is_path(name) or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:", name)):

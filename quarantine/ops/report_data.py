@@ -201,6 +201,7 @@ def collect_report_data(
     metrics_table: str | None,
     since: dt.datetime | None = None,
     now: dt.datetime | None = None,
+    target_table: str | None = None,
 ) -> ReportData:
     """Aggregate both tables in Spark and collect the figures' rows.
 
@@ -214,6 +215,8 @@ def collect_report_data(
         metrics_table: ``metrics.table``, or None when the config has none.
         since: keep only records first seen, breaches recorded and rows resolved at or after it.
         now: the report's time stamp (injected for tests).
+        target_table: ``target.table``, whose rows are counted (Delta answers a count from its
+            log) for :attr:`ReportData.records`; None, or ``since`` given: not counted.
 
     Raises:
         ConfigError: ``quarantine_table`` is not a quarantine table.
@@ -251,6 +254,8 @@ def collect_report_data(
         in_runs = (F.col(METRIC) == MetricNames.RECORDS_IN.value) & pipeline_runs()
         total = m.where(in_runs).agg(F.sum(METRIC_VALUE)).first()
         data["records_in"] = int(total[0]) if total is not None and total[0] is not None else 0
+    if target_table is not None and since is None:
+        data["in_target"] = read_table_pinned(spark, target_table).count() if table_exists(spark, target_table) else 0
     return ReportData(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,
         metrics_table=metrics_table, since=since, **data,
@@ -266,6 +271,7 @@ def write_report(
     metrics_table: str | None,
     since: dt.datetime | None = None,
     now: dt.datetime | None = None,
+    target_table: str | None = None,
 ) -> ReportData:
     """Aggregate in Spark, render and write the page to ``out`` (its folders created); the data it shows.
 
@@ -275,7 +281,7 @@ def write_report(
     require_plotly()
     data = collect_report_data(
         spark, pipeline=pipeline, quarantine_table=quarantine_table, metrics_table=metrics_table,
-        since=since, now=now,
+        since=since, now=now, target_table=target_table,
     )
     write_page(data, out)
     return data

@@ -37,6 +37,7 @@ from quarantine.columns import (
 from quarantine.config import PipelineConfig
 from quarantine.errors import DeltaRsUnreadableError, QuarantineError
 from quarantine.metrics.cells import MetricNames
+from quarantine.ops.delta_arrow import row_count
 from quarantine.ops.duck import Session
 from quarantine.ops.report_model import (
     LATEST,
@@ -46,6 +47,7 @@ from quarantine.ops.report_model import (
     TOP_ERROR_CLASSES,
     ReportData,
     Rows,
+    counted_target,
     missing_metrics,
     missing_quarantine,
     time_unit,
@@ -75,7 +77,8 @@ def collect_report_data(
     """Aggregate ``config``'s path tables on DuckDB: the data ``quarantine report`` draws.
 
     Args:
-        config: the pipeline config (its pipeline, quarantine table and ``metrics.table``, paths).
+        config: the pipeline config (its pipeline, quarantine table, ``metrics.table`` and target, paths;
+            the target's rows are counted from its files' footers, :func:`~quarantine.ops.delta_arrow.row_count`).
         since: keep only records first seen, breaches recorded and rows resolved at or after it.
         now: the report's time stamp (injected for tests).
 
@@ -119,6 +122,14 @@ def collect_report_data(
             data["missing"]["breaches"] = missing_metrics(metrics_table)
         else:
             data |= _metrics_figures(rows, since)
+    target = counted_target(config)
+    if target is not None and since is None:
+        try:
+            data["in_target"] = row_count(target, "target")
+        except DeltaRsUnreadableError:
+            raise
+        except QuarantineError:  # no target yet
+            data["in_target"] = 0
     return ReportData(
         pipeline=pipeline, generated_at=at, quarantine_table=quarantine_table,
         metrics_table=metrics_table, since=since, **data,

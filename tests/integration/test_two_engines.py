@@ -30,6 +30,7 @@ from quarantine.config import load_config
 from quarantine.ops import replay_duck, report_duck
 from quarantine.ops.duck import ENGINE_ENV
 from quarantine.ops.report_data import collect_report_data
+from quarantine.ops.report_model import counted_target
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import select_replay
 from quarantine.sql import catalogue
@@ -164,7 +165,7 @@ def test_the_report_is_the_same_on_spark_and_duckdb(
             # the data the page is drawn from
             on_spark = collect_report_data(
                 spark, pipeline=PIPELINE, quarantine_table=config.errors.dlq_table_name,
-                metrics_table=config.metrics.table, since=when, now=at,
+                metrics_table=config.metrics.table, since=when, now=at, target_table=counted_target(config),
             )
             on_duckdb = report_duck.collect_report_data(config, since=when, now=at)
             if on_spark != on_duckdb:
@@ -227,6 +228,11 @@ def test_replay_dry_runs_selection_is_the_same_on_spark_and_duckdb(
         on_duckdb = _run(capsys, monkeypatch, "auto", args)
         if on_spark[0] != 0 or on_spark != on_duckdb:
             differ.append((extra, on_spark, on_duckdb))
+        if where is not None:  # discard --dry-run: the same selection, said as what a discard would close
+            args = ["discard", "--conf", str(conf), *extra]
+            on_spark, on_duckdb = _run(capsys, monkeypatch, "spark", args), _run(capsys, monkeypatch, "auto", args)
+            if on_spark[0] != 0 or on_spark != on_duckdb or not on_spark[1].startswith("discard --dry-run"):
+                differ.append((args, on_spark, on_duckdb))
     assert not differ, "\n\n".join(f"{c}\nspark:  {s}\nduckdb: {d}" for c, s, d in differ)
     if not empty:  # what the selections hold
         out = _run(capsys, monkeypatch, "auto", ["replay", "--conf", str(conf), *DRY_RUNS[0]])[1].splitlines()
