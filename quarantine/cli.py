@@ -298,7 +298,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
     "run": ("quarantine.commands.run",),
     "validate": ("quarantine.commands.validate",),
     "replay": ("quarantine.commands.replay_local", "quarantine.commands.replay"),
-    "discard": ("quarantine.commands.discard",),
+    "discard": ("quarantine.commands.discard_local", "quarantine.commands.discard"),
     "rebuild-target": ("quarantine.commands.rebuild_target",),
     "maintain": ("quarantine.commands.maintain",),
     "report": ("quarantine.commands.report_local", "quarantine.commands.report"),

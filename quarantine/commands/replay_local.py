@@ -19,14 +19,31 @@ import sys
 from quarantine.commands.configured import load
 from quarantine.commands.invocation import Invocation
 from quarantine.commands.options import predicate
+from quarantine.config import PipelineConfig
+from quarantine.dry_run import ReplaySelection
 from quarantine.errors import DeltaRsUnreadableError, QuarantineError
 from quarantine.ops.duck import spark_reason
 from quarantine.ops.replay_duck import select_replay
 
-__all__ = ["handle"]
+__all__ = ["duckdb_selection", "handle"]
 
 #: The module whose ``dry_run_outcomes`` runs the stages on Spark: imported when the selection is not empty.
 _ON_SPARK = "quarantine.commands.replay"
+
+
+def duckdb_selection(config: PipelineConfig, where: str | None) -> ReplaySelection | None:
+    """The open rows ``where`` selects over ``config``'s path quarantine table, read on DuckDB; None:
+    Spark selects (no table yet, which Spark says; delta-rs or DuckDB cannot read the table, or
+    DuckDB cannot take ``where``: one line on stderr says why)."""
+    try:
+        return select_replay(config, where)
+    except DeltaRsUnreadableError as exc:
+        print(f"quarantine: reading with Spark: {exc}", file=sys.stderr)
+    except QuarantineError:  # no table yet: Spark says so, as it always has
+        pass
+    except ValueError as exc:
+        print(f"quarantine: selecting with Spark: DuckDB cannot take --where {where}: {exc}", file=sys.stderr)
+    return None
 
 
 def handle(call: Invocation) -> int | None:
@@ -41,15 +58,8 @@ def handle(call: Invocation) -> int | None:
     where = predicate(call.args.where)
     if spark_reason(config, ("quarantine",)) is not None or not config.target.source_columns:
         return None
-    try:
-        selection = select_replay(config, where)
-    except DeltaRsUnreadableError as exc:
-        print(f"quarantine: reading with Spark: {exc}", file=sys.stderr)
-        return None
-    except QuarantineError:  # no table yet: Spark says so, as it always has
-        return None
-    except ValueError as exc:
-        print(f"quarantine: selecting with Spark: DuckDB cannot take --where {where}: {exc}", file=sys.stderr)
+    selection = duckdb_selection(config, where)
+    if selection is None:
         return None
     print(selection.render(), flush=True)
     if selection.selected:
