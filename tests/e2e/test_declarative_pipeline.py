@@ -437,8 +437,9 @@ def test_a_python_stage_whose_module_sits_beside_the_config_runs_in_the_update(
 
     done = _pipelines_run(connect, project)
 
-    assert done.returncode == 0 and "Run is COMPLETED" in done.stdout + done.stderr, done.stderr[-4000:]
-    assert "ModuleNotFoundError" not in done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Run is COMPLETED" in out, out[-4000:]
+    assert "ModuleNotFoundError" not in out
     warehouse = root / "spark-warehouse"
     target = spark.read.format("delta").load(str(warehouse / "orders_python"))
     quarantine = spark.read.format("delta").load(str(warehouse / "orders_python_quarantine"))
