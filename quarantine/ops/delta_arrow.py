@@ -95,6 +95,22 @@ def _files(table: DeltaTable) -> ArrowStream:
     return cast("ArrowStream", pa.concat_tables(parts) if parts else schema.empty_table())
 
 
+def _open(path: str, role: str) -> DeltaTable:
+    """delta-rs's current snapshot of the Delta table at ``path`` (``~`` expanded, relative to the working folder).
+
+    Raises:
+        QuarantineError: no Delta table at ``path``.
+        DeltaRsUnreadableError: delta-rs cannot open it.
+    """
+    folder = str(Path(path).expanduser().absolute())
+    try:
+        return DeltaTable(folder)
+    except TableNotFoundError:
+        raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
+    except DeltaError as exc:
+        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+
+
 def read_delta(path: str, role: str) -> ArrowStream:
     """The current snapshot of the Delta table at ``path``, as an Arrow table (PyCapsule interface).
 
@@ -110,13 +126,7 @@ def read_delta(path: str, role: str) -> ArrowStream:
         QuarantineError: no Delta table at ``path``.
         DeltaRsUnreadableError: delta-rs cannot read it (the message says why, in one line).
     """
-    folder = str(Path(path).expanduser().absolute())
-    try:
-        table = DeltaTable(folder)
-    except TableNotFoundError:
-        raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
-    except DeltaError as exc:
-        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+    table = _open(path, role)
     if _plain(table):
         return _files(table)
     unreadable = f"delta-rs cannot read the {role} table at {path}"
@@ -147,13 +157,7 @@ def row_count(path: str, role: str) -> int:
     """
     import pyarrow.parquet as pq
 
-    folder = str(Path(path).expanduser().absolute())
-    try:
-        table = DeltaTable(folder)
-    except TableNotFoundError:
-        raise QuarantineError(f"no {role} table at {path} yet; a pipeline run creates it on its first batch") from None
-    except DeltaError as exc:
-        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+    table = _open(path, role)
     if "deletionVectors" in set(table.protocol().reader_features or []):
         raise DeltaRsUnreadableError(f"the {role} table at {path} has deletion vectors: its files' row counts "
                                      "are not its rows")

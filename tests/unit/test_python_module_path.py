@@ -83,11 +83,7 @@ def test_a_module_found_beside_the_config_unpickles_where_it_cannot_be_imported(
     payload = cloudpickle.dumps(stage.fn)  # as pyspark ships a UDF to its Python workers
 
     # a worker: another interpreter, another folder, no PYTHONPATH; it cannot import the module
-    code = "import pickle, sys; fn = pickle.loads(sys.stdin.buffer.read()); print(fn('xy'))"
-    worker = subprocess.run(
-        [sys.executable, "-c", code], input=payload, capture_output=True, cwd=tmp_path / "project" / "..",
-        env={"PATH": "/usr/bin:/bin"}, timeout=120,
-    )
+    worker = _unpickles_elsewhere(payload, tmp_path, "fn('xy')")
     assert worker.returncode == 0, worker.stderr.decode()
     assert worker.stdout.decode().strip() == "xyxy"
 
