@@ -52,7 +52,8 @@ def write_declarative_project(out: str | Path) -> Path:
     root = Path(out).resolve()
     (root / "transformations").mkdir(parents=True, exist_ok=True)
     packaged = resources.files("quarantine.demo").joinpath("conf", "declarative")
-    spec, config = (packaged.joinpath(name).read_text(encoding="utf-8") for name in PROJECT_FILES)
+    config = packaged.joinpath("orders.yml").read_text(encoding="utf-8")
+    spec = packaged.joinpath("spark-pipeline.yml").read_text(encoding="utf-8")
     storage = (root / "storage").as_uri()
     (root / "spark-pipeline.yml").write_text(_STORAGE.sub(lambda _: f"storage: {storage}", spec), encoding="utf-8")
     comment = f"# yaml-language-server: $schema={PROJECT_SCHEMA}"
