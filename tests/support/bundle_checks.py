@@ -525,7 +525,8 @@ def user_code_problems(root: Path, target: str) -> list[str]:
     task installs (``libraries: - whl:``, or its serverless environment's ``dependencies``) or
     the pipeline does (``environment.dependencies``). Run after the artifacts are built.
     """
-    from quarantine.cli import _overrides, _parser
+    from quarantine.cli import _parser
+    from quarantine.commands.options import overrides
     from quarantine.config import load_config
     from quarantine.declarative import pipeline_overrides
 
@@ -546,7 +547,7 @@ def user_code_problems(root: Path, target: str) -> list[str]:
             entries = [lib["whl"] for lib in task.get("libraries", []) if "whl" in lib]
             entries += list(environments.get(task.get("environment_key"), {}).get("dependencies", []))
             wheels = _installed(path, entries, where, problems)
-            config = load_config(args.conf, _overrides(args.set))
+            config = load_config(args.conf, overrides(args.set))
             problems += _stage_problems(config, Path(args.conf), wheels, where)
     for name, (path, pipe) in bundle.pipelines().items():
         where = f"{path.name}: pipeline {name} (target {target})"
