@@ -4,8 +4,9 @@ A replay's dry run prints two parts: the selection (:class:`ReplaySelection`: th
 ``--where`` selects, by their quarantined stage and error class: one read on either engine,
 :func:`quarantine.ops.reads.replay_selection`),
 then the outcomes through the current stages (:class:`~quarantine.runners.replay.Preview`),
-which run on Spark. Both parts draw their groups with :func:`group_lines`. This module
-imports no engine.
+which run on Spark. A discard's dry run is the same selection and nothing more
+(:meth:`ReplaySelection.discard_lines`): the rows a discard would close. Both draw their
+groups with :func:`group_lines`. This module imports no engine.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def group_lines(groups: tuple[ErrorGroup, ...]) -> list[str]:
 
 @dataclass(frozen=True)
 class ReplaySelection:
-    """The open rows a replay would take now, by their quarantined failure; nothing was written.
+    """The open rows a replay (or a discard) would take now, by their quarantined failure; nothing was written.
 
     Attributes:
         selected: the pipeline's open rows the predicate selects.
@@ -72,4 +73,9 @@ class ReplaySelection:
     def render(self) -> str:
         """The dry run's first lines: the count, then the largest groups."""
         head = f"replay --dry-run (nothing written): {self.selected:,} open record(s) selected"
+        return "\n".join([head + (":" if self.groups else ""), *group_lines(self.groups)])
+
+    def discard_lines(self) -> str:
+        """``discard --dry-run``'s answer: the count a discard would close, then the largest groups."""
+        head = f"discard --dry-run (nothing written): {self.selected:,} open record(s) would be discarded"
         return "\n".join([head + (":" if self.groups else ""), *group_lines(self.groups)])

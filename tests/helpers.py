@@ -128,14 +128,16 @@ def put_mlflow_store(template: Path, folder: Path) -> str:
 
 
 def spark_report_data(spark: Any, *, pipeline: str, quarantine_table: str, metrics_table: str | None,
-                      **kw: Any) -> Any:
+                      target_table: str | None = None, **kw: Any) -> Any:
     """The report's data read on Spark (:func:`quarantine.ops.reads.report_data` over a
-    :class:`~quarantine.ops.spark_reads.SparkEngine`), its views dropped after."""
+    :class:`~quarantine.ops.spark_reads.SparkEngine`), its views dropped after; ``target_table``:
+    the target whose rows it counts (None: not counted)."""
     from quarantine.ops.reads import Reads, report_data
     from quarantine.ops.spark_reads import SparkEngine
 
     engine = SparkEngine(spark)
+    tables = {"quarantine": quarantine_table, "metrics": metrics_table, "target": target_table}
     try:
-        return report_data(Reads(engine, {"quarantine": quarantine_table, "metrics": metrics_table}), pipeline, **kw)
+        return report_data(Reads(engine, tables), pipeline, **kw)
     finally:
         engine.close()

@@ -1,4 +1,10 @@
-"""``quarantine discard``: open quarantine rows marked discarded, with the reason (kept, not deleted)."""
+"""``quarantine discard``: open quarantine rows marked discarded, with the reason (kept, not deleted).
+
+A dry run is ``replay --dry-run``'s selection (:func:`quarantine.ops.reads.replay_selection`:
+the pipeline's open rows ``--where`` selects, by their quarantined stage and error class, on
+DuckDB over path tables, no JVM) said as what a discard would close
+(:meth:`~quarantine.dry_run.ReplaySelection.discard_lines`); that is its whole answer.
+"""
 
 from __future__ import annotations
 
@@ -19,16 +25,24 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 def _handle(call: Invocation) -> int:
     """Discard the open rows ``--where`` selects, with ``--reason``; ``--dry-run`` says which it would."""
+    if not call.args.where.strip():
+        call.usage_error("discard needs a --where predicate; refusing to discard every open row")
     if not call.args.dry_run and not (call.args.reason or "").strip():
         call.usage_error("discard needs --reason: why, kept in each discarded row's resolution (--dry-run does not)")
     from quarantine.commands.configured import load
-    from quarantine.pipeline import Pipeline
-    from quarantine.runners.replay import discard, preview_discard
 
     config = load(call)
     if call.args.dry_run:
-        print(preview_discard(Pipeline.from_config(config, listeners=[]), call.args.where).render())
+        from quarantine.ops.reads import answer, replay_selection
+
+        where = call.args.where
+        selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, where),
+                           app=f"discard:{config.pipeline}")
+        print(selection.discard_lines())
         return 0
+    from quarantine.pipeline import Pipeline
+    from quarantine.runners.replay import discard
+
     n = discard(Pipeline.from_config(config), call.args.where, call.args.reason)
     print(f"discarded {n:,} open record(s) (run_kind discard)")
     return 0

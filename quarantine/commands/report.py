@@ -1,6 +1,7 @@
 """``quarantine report``: a self-contained HTML page of a pipeline's quarantine and metrics tables.
 
-Its figures are the reads of :func:`quarantine.ops.reads.report_data`, on DuckDB over path
+Its figures are the reads of :func:`quarantine.ops.reads.report_data` (and the target's rows,
+counted without reading them: the records, apart from the runs' reads), on DuckDB over path
 tables (no JVM) or on Spark; Plotly draws the page (:mod:`quarantine.ops.report_page`).
 """
 
@@ -36,8 +37,8 @@ def _handle(call: Invocation) -> int:
     config = load(call)
     when = parse_time(call.args.since, "--since") if call.args.since else None
     require_plotly()
-    data = answer(config, ("quarantine", "metrics"), lambda reads: report_data(reads, config.pipeline, since=when),
-                  app=f"report:{config.pipeline}")
+    data = answer(config, ("quarantine", "metrics", "target"),
+                  lambda reads: report_data(reads, config.pipeline, since=when), app=f"report:{config.pipeline}")
     write_page(data, call.args.out)
     print("\n".join(data.summary_lines()))
     print(f"wrote the report to {call.args.out}")

@@ -1,8 +1,9 @@
 """A Delta table given as a path, read without a JVM: delta-rs's snapshot, its rows as Arrow.
 
 The JVM-free engine of the reads (:mod:`quarantine.ops.duck`) reads the quarantine and metrics
-tables here (:func:`read_delta`). delta-rs (the ``deltalake`` package) opens the table and
-lists its current snapshot's data files. Two ways to its rows:
+tables here (:func:`read_delta`), and counts a target's rows from its files' Parquet footers
+without reading them (:func:`row_count`, the report's records). delta-rs (the ``deltalake``
+package) opens the table and lists its current snapshot's data files. Two ways to its rows:
 
 * a table whose rows are exactly its files' rows (no deletion vectors, column mapping,
   partitions or newer reader features: the tables this library writes) is read file by file
@@ -36,7 +37,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
 from quarantine.errors import DeltaRsUnreadableError
 
-__all__ = ["ArrowStream", "read_delta"]
+__all__ = ["ArrowStream", "read_delta", "row_count"]
 
 
 class ArrowStream(Protocol):
@@ -95,6 +96,22 @@ def _files(table: DeltaTable) -> ArrowStream:
     return cast("ArrowStream", pa.concat_tables(parts) if parts else schema.empty_table())
 
 
+def _open(path: str, role: str) -> DeltaTable | None:
+    """delta-rs's current snapshot of the Delta table at ``path`` (``~`` expanded, relative to the working
+    folder); None: no Delta table there.
+
+    Raises:
+        DeltaRsUnreadableError: delta-rs cannot open it.
+    """
+    folder = str(Path(path).expanduser().absolute())
+    try:
+        return DeltaTable(folder)
+    except TableNotFoundError:
+        return None
+    except DeltaError as exc:
+        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+
+
 def read_delta(path: str, role: str) -> ArrowStream | None:
     """The current snapshot of the Delta table at ``path``, as an Arrow table (PyCapsule interface).
 
@@ -109,13 +126,9 @@ def read_delta(path: str, role: str) -> ArrowStream | None:
     Raises:
         DeltaRsUnreadableError: delta-rs cannot read it (the message says why, in one line).
     """
-    folder = str(Path(path).expanduser().absolute())
-    try:
-        table = DeltaTable(folder)
-    except TableNotFoundError:
+    table = _open(path, role)
+    if table is None:
         return None
-    except DeltaError as exc:
-        raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
     if _plain(table):
         return _files(table)
     unreadable = f"delta-rs cannot read the {role} table at {path}"
@@ -132,6 +145,27 @@ def read_delta(path: str, role: str) -> ArrowStream | None:
             "newer reader feature): an instant after 2262 would come back wrong"
         )
     return cast("ArrowStream", table.scan().read_all())
+
+
+def row_count(path: str, role: str) -> int | None:
+    """How many rows the Delta table at ``path`` holds now, from its data files' Parquet footers (no row
+    read); None: no Delta table there.
+
+    Exact while no deletion vector hides rows of a file (the tables this library writes have
+    none); otherwise delta-rs's file statistics cannot say it exactly.
+
+    Raises:
+        DeltaRsUnreadableError: delta-rs cannot open it, or deletion vectors are on (Spark counts it).
+    """
+    import pyarrow.parquet as pq  # the Parquet reader, without the pandas pyarrow.dataset would import
+
+    table = _open(path, role)
+    if table is None:
+        return None
+    if "deletionVectors" in set(table.protocol().reader_features or []):
+        raise DeltaRsUnreadableError(f"the {role} table at {path} has deletion vectors: its files' row counts "
+                                     "are not its rows")
+    return sum(int(pq.read_metadata(_local(uri)).num_rows) for uri in table.file_uris())
 
 
 def _int96(table: DeltaTable) -> bool:

@@ -3,7 +3,8 @@
 For tables given as paths (the local default, CI, a mounted volume) the reads
 (:mod:`quarantine.ops.reads`) run here: delta-rs reads the quarantine and metrics tables
 into Arrow (:mod:`quarantine.ops.delta_arrow`) and DuckDB queries them in this process, as
-views named by role: no JVM, no Spark session, no pandas. :func:`spark_reason` says when
+views named by role; the report's target is counted from its files' Parquet footers, no row
+read: no JVM, no Spark session, no pandas. :func:`spark_reason` says when
 Spark answers instead: a table the read needs is a catalog name or a URI (``s3://…``,
 ``dbfs:/…``), on Databricks, with Spark Connect (``spark.remote`` in the config's
 ``spark_conf`` or ``$QUARANTINE_SPARK_REMOTE``), or ``$QUARANTINE_READ_ENGINE`` is ``spark``.
@@ -32,7 +33,8 @@ import duckdb
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
 from quarantine.config import PipelineConfig
 from quarantine.errors import ConfigError, DeltaRsUnreadableError
-from quarantine.ops.delta_arrow import read_delta
+from quarantine.ops.delta_arrow import read_delta, row_count
+from quarantine.ops.report_model import counted_target
 from quarantine.spark.runtime import on_databricks
 from quarantine.table_names import is_local_path
 
@@ -159,7 +161,8 @@ def spark_reason(config: PipelineConfig, tables: tuple[str, ...]) -> str | None:
         return "on Databricks"
     if os.environ.get(_REMOTE_ENV) or "spark.remote" in config.spark_conf:
         return "Spark Connect"
-    names = {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table}
+    names = {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table,
+             "target": counted_target(config)}
     for role in tables:
         name = names.get(role)
         if name and not is_local_path(name):
@@ -218,6 +221,15 @@ class DuckEngine:
             return "*"
         return (f"* REPLACE (list_transform({HEADERS}, lambda h: struct_pack({HEADER_KEY} := encode(h.{HEADER_KEY}), "
                 f"{HEADER_VALUE} := h.{HEADER_VALUE})) AS {HEADERS})")
+
+    def row_count(self, role: str, table: str) -> int | None:
+        """How many rows ``table`` (a path) holds now, from its files' Parquet footers; None: no Delta table there.
+
+        Raises:
+            DeltaRsUnreadableError: delta-rs cannot open it, or deletion vectors hide rows of its
+                files (Spark counts it).
+        """
+        return row_count(table, role)
 
     def check_condition(self, where: str) -> None:
         """Check that ``where`` (Spark SQL) is a boolean condition DuckDB binds over the quarantine view.

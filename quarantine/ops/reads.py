@@ -1,9 +1,11 @@
 """Each operator read written once, as SQL over views named by role, and run by either engine.
 
-``inspect``, ``stats``, ``sql``, the report's figures and ``replay --dry-run``'s selection are
-SQL files (the library, ``quarantine/sql/*.sql``, and the reads, ``quarantine/sql/reads/``):
-Spark SQL over two views, ``quarantine`` and ``metrics``. An engine (:class:`Engine`) only
-registers those views over each table's current snapshot and runs the text:
+``inspect``, ``stats``, ``sql``, the report's figures and ``replay --dry-run``'s selection
+(which is all of ``discard --dry-run``) are SQL files (the library, ``quarantine/sql/*.sql``,
+and the reads, ``quarantine/sql/reads/``): Spark SQL over two views, ``quarantine`` and
+``metrics``. An engine (:class:`Engine`) only registers those views over each table's current
+snapshot and runs the text (and counts the target's rows without reading them, the report's
+records: :meth:`Reads.row_count`):
 
 * DuckDB over the Arrow rows delta-rs reads (:mod:`quarantine.ops.duck`: path tables, no JVM;
   it translates the text by rules, :func:`~quarantine.ops.duck.duckdb_sql`);
@@ -29,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from quarantine.config import PipelineConfig
 from quarantine.dry_run import ErrorGroup, ReplaySelection, largest_first
 from quarantine.errors import DeltaRsUnreadableError, MissingTableError
-from quarantine.ops.report_model import LATEST, TOP_ERROR_CLASSES, ReportData, Rows, time_unit
+from quarantine.ops.report_model import LATEST, TOP_ERROR_CLASSES, ReportData, Rows, counted_target, time_unit
 from quarantine.ops.triage_output import ALL, RecordFilter, record_json
 from quarantine.schema import check_quarantine_columns
 from quarantine.sql import Query, bind, bind_values, read_sources
@@ -79,6 +81,11 @@ class Engine(Protocol):
     def rows(self, sql: str) -> Table:
         """Run ``sql`` (Spark SQL over the views); its column names and rows."""
 
+    def row_count(self, role: str, table: str) -> int | None:
+        """How many rows ``table`` holds now, counted without reading them (Delta's log, or the data
+        files' Parquet footers); None: no such table.
+        """
+
     def check_condition(self, where: str) -> None:
         """Check that ``where`` (Spark SQL) is a boolean condition over the quarantine view; run nothing.
 
@@ -110,8 +117,10 @@ class Reads:
 
     @classmethod
     def of(cls, engine: Engine, config: PipelineConfig) -> Reads:
-        """The reads of ``config``'s quarantine and metrics tables."""
-        return cls(engine, {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table})
+        """The reads of ``config``'s quarantine and metrics tables, and the target the report counts
+        (:func:`~quarantine.ops.report_model.counted_target`)."""
+        return cls(engine, {"quarantine": config.errors.dlq_table_name, "metrics": config.metrics.table,
+                            "target": counted_target(config)})
 
     def table(self, role: str) -> str | None:
         """The table ``role`` names (None: the config has none)."""
@@ -140,6 +149,16 @@ class Reads:
         for role in roles:
             if not self.has(role):
                 raise MissingTableError(role, self._tables.get(role))
+
+    def row_count(self, role: str) -> int | None:
+        """How many rows ``role``'s table holds now, counted without reading them; None: the config
+        names none, or it does not exist yet.
+
+        Raises:
+            DeltaRsUnreadableError: DuckDB's engine cannot count it exactly (Spark counts it instead).
+        """
+        name = self._tables.get(role)
+        return self._engine.row_count(role, name) if name else None
 
     def run(self, sql: str, *roles: str) -> Table:
         """Spark SQL text over the views of ``roles`` (registered first)."""
@@ -265,9 +284,15 @@ def report_data(reads: Reads, pipeline: str, *, since: dt.datetime | None = None
     """``pipeline``'s report: each figure's rows (:class:`~quarantine.ops.report_model.ReportData`).
 
     Each table is read at one snapshot, so the figures agree with each other while a pipeline writes.
+    The records (:attr:`~quarantine.ops.report_model.ReportData.records`) and the reads (``records_in``)
+    are apart: the records are the target's rows, counted without reading them, and the quarantine
+    rows not replayed, each record once; the reads are the runs' records in, where a re-run reads
+    the open records again. The target is not counted with ``since`` (its rows have no first-seen
+    time) nor when it is ``shared``.
 
     Args:
-        reads: the reads (the quarantine table may not exist yet; the metrics table may not be configured).
+        reads: the reads (the quarantine table may not exist yet; the metrics table and the counted
+            target may not be configured).
         pipeline: the pipeline whose rows are reported.
         since: keep only records first seen, breaches recorded and rows resolved at or after it.
         now: the report's time stamp (injected for tests).
@@ -303,6 +328,8 @@ def report_data(reads: Reads, pipeline: str, *, since: dt.datetime | None = None
             "resolution_runs": _naive(reads.read("resolution_runs", **mine)[1]),
             "records_in": int(total) if total is not None else 0,
         }
+    if since is None and reads.table("target") is not None:
+        data["in_target"] = reads.row_count("target") or 0  # no target yet: every record is in quarantine
     return ReportData(
         pipeline=pipeline, generated_at=now or dt.datetime.now(dt.UTC), quarantine_table=quarantine,
         metrics_table=metrics, since=since, **data,

@@ -40,6 +40,8 @@ class Rebuild:
         records_ok: source records the run wrote to the target.
         replayed: reopened records replayed from the quarantine table's raw bytes.
         still_failing: reopened records that fail the current stages: open again.
+        refused: (dry run) why a rebuild would refuse now, before it writes anything (the
+            target exists); None: it would go ahead.
     """
 
     dry_run: bool
@@ -47,13 +49,18 @@ class Rebuild:
     records_ok: int = 0
     replayed: int = 0
     still_failing: int = 0
+    refused: str | None = None
 
     def render(self) -> str:
+        """What was done, or (a dry run) what a rebuild would do now."""
         if self.dry_run:
+            then = "with it moved away, " if self.refused else ""
             return (
-                f"rebuild-target --dry-run (nothing written): {self.reopened:,} replayed record(s) would be "
-                "reopened and written to the new target from the quarantine table's raw bytes (through the "
-                "current stages); then the source would be run again. Open and discarded records stay as they are."
+                "rebuild-target --dry-run (nothing written): "
+                + (f"a rebuild would refuse now: {self.refused}; " if self.refused else "")
+                + f"{then}{self.reopened:,} replayed record(s) would be reopened and written to the new target "
+                "from the quarantine table's raw bytes (through the current stages); then the source would be "
+                "run again. Open and discarded records stay as they are."
             )
         return (
             f"rebuild-target: {self.reopened:,} replayed record(s) reopened; the source run wrote "
@@ -65,9 +72,13 @@ class Rebuild:
 def rebuild_target(pipe: Pipeline, *, dry_run: bool = False) -> Rebuild:
     """Build a new target from the source and the quarantine table (see the module doc).
 
+    A dry run writes nothing and refuses nothing a rebuild would refuse for the tables' state:
+    it says why a rebuild would refuse now (:attr:`Rebuild.refused`) and what it would do then.
+
     Raises:
         TablesDisagreeError: the target exists and no rebuild is under way (move or
-            delete it first: this writes a new one), or there is no quarantine table.
+            delete it first: this writes a new one; not for a dry run), or there is no
+            quarantine table.
         ConfigError: ``target.written_by`` is ``pipeline`` (a full refresh of the pipeline
             rebuilds its tables).
     """
@@ -79,14 +90,15 @@ def rebuild_target(pipe: Pipeline, *, dry_run: bool = False) -> Rebuild:
             f"the quarantine table {quarantine} does not exist: nothing to rebuild from; `quarantine run` "
             "writes the target from the source"
         )
+    refused = None
     if table_exists(spark, config.target.table) and not rebuilding(spark, config):
-        raise TablesDisagreeError(
-            f"the target {config.target.table} exists: rebuild-target writes a new target, so move or delete "
-            "this one first (nothing was written)"
-        )
+        refused = (f"the target {config.target.table} exists: rebuild-target writes a new target, so move or "
+                   "delete it first")
+        if not dry_run:
+            raise TablesDisagreeError(f"{refused} (nothing was written)")
     n = replayed_records(spark, config)
     if dry_run:
-        return Rebuild(dry_run=True, reopened=n)
+        return Rebuild(dry_run=True, reopened=n, refused=refused)
     if n:
         def reopen() -> None:
             spark.sql(

@@ -296,7 +296,9 @@ def render_html(data: ReportData) -> str:
     tiles = [(s, f"{data.count(s):,}") for s in STATUSES]
     tiles.insert(0, ("quarantined", f"{sum(int(n) for _, n in data.statuses):,}"))
     if data.records_in is not None:
-        tiles.insert(0, ("records in", f"{data.records_in:,}"))
+        tiles.insert(0, ("reads", f"{data.records_in:,}"))
+    if data.records is not None:
+        tiles.insert(0, ("records", f"{data.records:,}"))
     tiles.append(("error-limit breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is None):,}"))
     tiles.append(("expectation breaches", f"{sum(int(r[2]) for r in data.breaches if r[3] is not None):,}"))
     summary = "".join(f"<li><b>{v}</b>{html.escape(k)}</li>" for k, v in tiles)

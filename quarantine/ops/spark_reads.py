@@ -5,7 +5,8 @@ For catalog names, Spark Connect, Databricks, a table delta-rs cannot read and
 table is read at its current version (pinned: every read of a command sees the same
 snapshot, as DuckDB's Arrow rows do) and registered as the temporary view ``quarantine`` or
 ``metrics``, which the reads' Spark SQL names; the rows are collected with every instant in
-UTC (:func:`~quarantine.instants.collect_utc`). The views are dropped when the command is done.
+UTC (:func:`~quarantine.instants.collect_utc`). The report's target is only counted, which
+Delta answers from its log. The views are dropped when the command is done.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class SparkEngine:
         """``sql``'s column names and rows, every instant an aware UTC datetime."""
         df = self.spark.sql(sql)
         return df.columns, [list(r) for r in collect_utc(df)]
+
+    def row_count(self, role: str, table: str) -> int | None:
+        """How many rows ``table`` holds at its current version (Delta answers from its log); None: no such table."""
+        del role
+        return read_table_pinned(self.spark, table).count() if table_exists(self.spark, table) else None
 
     def check_condition(self, where: str) -> None:
         """Check ``where`` over the quarantine table's columns (:func:`~quarantine.runners.replay.check_predicate`).

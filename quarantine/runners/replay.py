@@ -17,9 +17,10 @@ open, runs again, adds nothing to the target and is closed (once).
 
 Replay and discard are runs of their own kind (:class:`~quarantine.columns.RunKind`):
 their listeners (the metrics table with ``run_kind``, MLflow with the
-``quarantine.run_kind`` tag) hear of them like of a pipeline run. A dry run
-(:func:`preview_replay`, :func:`preview_discard`) says what either would do and
-writes nothing.
+``quarantine.run_kind`` tag) hear of them like of a pipeline run. A replay's dry run
+(:func:`preview_replay`) says what its selection would do through the current stages and
+writes nothing; the selection itself, and a discard's dry run, which is that selection,
+are one read on either engine (:func:`quarantine.ops.reads.replay_selection`).
 
 A ``--where`` predicate is checked against the quarantine table's columns before
 anything is read (:func:`check_predicate`): an unknown column or bad SQL is a
@@ -67,7 +68,6 @@ __all__ = [
     "check_predicate",
     "discard",
     "open_records",
-    "preview_discard",
     "preview_replay",
     "replay",
     "replay_outcomes",
@@ -102,35 +102,25 @@ class ReplayResult:
 
 @dataclass(frozen=True)
 class Preview:
-    """What a replay or a discard would do now; nothing was written.
+    """What a replay would do now with its selection (its dry run's second part); nothing was written.
 
     Attributes:
-        kind: ``replay`` or ``discard``.
         selected: the open rows the predicate selects.
-        would_pass: (replay) the selected records that pass the current stages now:
-            a replay would write them to the target and close them; 0 for a discard.
-        groups: (replay) the records that would still fail, by their *new* failure;
-            (discard) the records that would be discarded, by their current failure.
-            Largest first.
+        would_pass: the selected records that pass the current stages now: a replay would
+            write them to the target and close them.
+        groups: the records that would still fail, by their *new* failure, largest first.
     """
 
-    kind: RunKind
     selected: int
     would_pass: int
     groups: tuple[ErrorGroup, ...]
 
     def render(self) -> str:
-        """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`).
-
-        A replay's are the dry run's second part, after its selection
-        (:class:`~quarantine.dry_run.ReplaySelection`).
-        """
-        if self.kind is RunKind.REPLAY:
-            failing = self.selected - self.would_pass
-            head = (f"through the current stages: {self.would_pass:,} would be replayed to the target, "
-                    f"{failing:,} would still fail")
-        else:
-            head = f"discard --dry-run (nothing written): {self.selected:,} open record(s) would be discarded"
+        """A few lines: the counts, then the largest groups (at most :data:`SHOWN_GROUPS`); printed after
+        the selection (:class:`~quarantine.dry_run.ReplaySelection`)."""
+        failing = self.selected - self.would_pass
+        head = (f"through the current stages: {self.would_pass:,} would be replayed to the target, "
+                f"{failing:,} would still fail")
         return "\n".join([head + (":" if self.groups else ""), *group_lines(self.groups)])
 
 
@@ -235,17 +225,7 @@ def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None 
     groups = _groups(outcomes, "new_stage", "new_error_class", "new_message")
     passing = sum(n for n, g in groups if g.stage is None and g.error_class is None)
     failing = [(n, g) for n, g in groups if not (g.stage is None and g.error_class is None)]
-    return Preview(
-        kind=RunKind.REPLAY, selected=sum(n for n, _ in groups), would_pass=passing, groups=_largest_first(failing)
-    )
-
-
-def preview_discard(pipe: Plan, where: str) -> Preview:
-    """What :func:`discard` would close now (``quarantine discard --dry-run``): nothing is written."""
-    _check_discard(where, "dry run")
-    groups = _groups(open_records(pipe, where, version=_version(pipe)), "stage", "error_class", "message")
-    return Preview(kind=RunKind.DISCARD, selected=sum(n for n, _ in groups), would_pass=0,
-                   groups=_largest_first(groups))
+    return Preview(selected=sum(n for n, _ in groups), would_pass=passing, groups=_largest_first(failing))
 
 
 def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = None) -> ReplayResult:

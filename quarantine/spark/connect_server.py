@@ -6,6 +6,13 @@ connect-server --port 15002`` starts a ``local[2]`` server with the jars and set
 local session (:func:`quarantine.spark.session.local_settings`) and keeps it up until Ctrl-C or
 SIGTERM. Clients present the token the server was started with:
 ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, set in the server's environment and in theirs.
+
+Its catalog is Spark's in-memory one, as a classic local session's: it forgets every name
+when the server stops, while the tables stay in its warehouse folder. Before it answers a
+client, the server gives each Delta table there its name again
+(:func:`quarantine.tables.register_warehouse_tables`), so a restarted server serves the
+tables a declarative pipeline's earlier updates wrote (an update would otherwise try to
+create them again over their files: ``DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION``).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from collections.abc import Callable, Mapping
 
 from quarantine.errors import ConfigError
 from quarantine.spark.session import local_settings, require_connect
+from quarantine.tables import register_warehouse_tables
 
 __all__ = ["TOKEN_ENV", "serve"]
 
@@ -42,6 +50,8 @@ def serve(
         ready: called with one line once the server listens.
         stop: set to stop the server (a test's handle); by default a signal stops it.
 
+    The tables in the server's warehouse folder keep their names across restarts (the module doc).
+
     Raises:
         MissingDependencyError: ``pyspark[connect]``'s packages are missing (the ``connect`` extra).
         ConfigError: ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` is not set (a server without a
@@ -51,13 +61,17 @@ def serve(
     if not os.environ.get(TOKEN_ENV):
         raise ConfigError(TOKEN_ENV, None, "a token the server and its clients share: export it in the "
                                           "server's shell and in each client's")
+    from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-
 
     # a declarative pipeline's tables take the default format: Delta, as on Databricks
     settings = local_settings({"spark.sql.sources.default": "delta", **(conf or {})})
     settings["spark.connect.grpc.binding.port"] = str(port)
     RemoteSparkSession._start_connect_server("local[2]", settings)
+    # the server's own session, in this process: its catalog is the one every client's session shares
+    served = SparkSession.getActiveSession()
+    assert served is not None  # _start_connect_server made it the active one
+    register_warehouse_tables(served)
     _wait_until_it_answers(port)
     done = stop or threading.Event()
     if stop is None and threading.current_thread() is threading.main_thread():

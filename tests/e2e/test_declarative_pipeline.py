@@ -43,8 +43,17 @@ def _code(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+def _spec_lines(text: str) -> tuple[list[str], str]:
+    """A spec's code lines but ``storage:``, and its ``storage:`` value."""
+    lines = _code(text)
+    (storage,) = [ln for ln in lines if ln.startswith("storage: ")]
+    return [ln for ln in lines if ln != storage], storage.removeprefix("storage: ")
+
+
 def test_the_pages_blocks_are_the_projects_files() -> None:
-    assert _code(block("sdp-spec").body) == _code((PROJECT / "spark-pipeline.yml").read_text(encoding="utf-8"))
+    page, storage = _spec_lines(block("sdp-spec").body)
+    assert page == _spec_lines((PROJECT / "spark-pipeline.yml").read_text(encoding="utf-8"))[0]
+    assert storage == "file:///home/me/pipelines/orders/storage"  # what init-demo writes, run from /home/me
     source = (PROJECT / "transformations" / "orders.py").read_text(encoding="utf-8")
     assert block("sdp-source").body == source
     conf = yaml.safe_load((PROJECT / "orders.yml").read_text(encoding="utf-8"))
@@ -59,17 +68,28 @@ class _Server:
         assert lines[0].split("#")[0].strip() == "export SPARK_CONNECT_AUTHENTICATE_TOKEN=$(openssl rand -hex 16)"
         argv = block("sdp-run").commands()[0]
         assert argv[:2] == ["quarantine", "connect-server"] and argv[-1] == "&", argv
+        self.argv = argv[1:-1]
+        self.cwd = cwd
         self.port = int(argv[argv.index("--port") + 1])
         self.token = secrets.token_hex(16)
         self.env = {**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token, "PYTHONPATH": str(REPO),
                     "PYSPARK_PYTHON": sys.executable}
         self.env.pop("QUARANTINE_SPARK_REMOTE", None)
         self.log = cwd / "server.log"
-        self.proc = subprocess.Popen([str(BIN / "quarantine"), *argv[1:-1]], cwd=cwd, env=self.env,
-                                     stdout=subprocess.PIPE, stderr=self.log.open("wb"), text=True)
+        self._start()
+
+    def _start(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen([str(BIN / "quarantine"), *self.argv], cwd=self.cwd, env=self.env,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert f"listening on sc://localhost:{self.port}" in line, line + self.log.read_text(errors="replace")[-3000:]
+
+    def restart(self) -> None:
+        """Stop the server and start it again in the same folder, on the same port, with the same token."""
+        self.close()
+        self._start()
 
     def close(self) -> None:
         self.proc.terminate()
@@ -97,6 +117,10 @@ def _project(root: Path, name: str, *, written: bool = False, **errors: Any) -> 
     if not written:
         shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("data", "__pycache__"))
     # the page's spec and source file are what runs (the project's own are the same, above)
+    if written:  # init-demo's spec: the page's, its storage the project's own folder
+        page, _ = _spec_lines(block("sdp-spec").body)
+        assert _spec_lines((project / "spark-pipeline.yml").read_text(encoding="utf-8")) == (
+            page, (project / "storage").resolve().as_uri())
     (project / "spark-pipeline.yml").write_text(
         re.sub(r"(?m)^storage: .*$", f"storage: file://{project / 'storage'}", block("sdp-spec").body),
         encoding="utf-8")
@@ -124,7 +148,10 @@ def _pipelines_run(server: _Server, project: Path) -> subprocess.CompletedProces
     assert "PYSPARK_PYTHON=$(which python) spark-pipelines" in line  # server.env sets it: this interpreter
     argv = line[line.index("spark-pipelines"):].split()
     assert argv[:2] == ["spark-pipelines", "run"] and argv[-1] == f"sc://localhost:{server.port}", argv
-    return subprocess.run([str(BIN / "spark-pipelines"), *argv[1:]], cwd=project, env=server.env,
+    # as the page runs it: no PYTHONPATH (spark-pipelines then puts the folder it runs in on the
+    # client's sys.path, and only there); the library is installed in this interpreter
+    env = {k: v for k, v in server.env.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(BIN / "spark-pipelines"), *argv[1:]], cwd=project, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
 
 
@@ -391,3 +418,74 @@ def test_a_staged_table_runs_the_stages_once_and_gives_the_same_tables(
     assert "INVALID_HANDLE.SESSION_CLOSED" not in logged and " ERROR " not in logged, logged[-3000:]
     counts = [table(f"orders_staged{t}").count() for t in ("_staged", "", "_quarantine")]
     assert counts == [RECORDS, ok, bad]  # the runtime's checkpoints: nothing read twice
+
+
+def test_a_python_stage_whose_module_sits_beside_the_config_runs_in_the_update(
+    spark: Any, server: tuple[_Server, Path]
+) -> None:
+    """The page's python stage: its module beside ``orders.yml`` only (not on the server's
+    ``PYTHONPATH``, which holds the repository alone), shipped with the stage by ``declare``."""
+    connect, root = server
+    project = _project(root, "orders_python", tolerance="all")
+    (project / "orders_enrich.py").write_text(block("sdp-python-module").body, encoding="utf-8")
+    conf = project / "orders.yml"
+    cfg = yaml.safe_load(conf.read_text(encoding="utf-8"))
+    (stage,) = yaml.safe_load(block("sdp-python-stage").body)
+    cfg["stages"].append(stage)
+    conf.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    write_demo_source(spark, str(project / "data" / "source"), RECORDS, poison_rate=0.1, seed=43)
+
+    done = _pipelines_run(connect, project)
+
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Run is COMPLETED" in out, out[-4000:]
+    assert "ModuleNotFoundError" not in out
+    warehouse = root / "spark-warehouse"
+    target = spark.read.format("delta").load(str(warehouse / "orders_python"))
+    quarantine = spark.read.format("delta").load(str(warehouse / "orders_python_quarantine"))
+    assert "amount_cents" in target.columns
+    assert target.where("amount_cents IS NULL OR amount_cents <> round(amount * 100)").count() == 0
+    assert target.where("quantity >= 7").count() == 0
+    landed = target.select(*[target[f"_source_{c}"].alias(c) for c in COORDINATES]).unionByName(
+        quarantine.select(*COORDINATES))
+    assert landed.count() == landed.distinct().count() == RECORDS  # each record once
+    bulk = quarantine.where("stage = 'enrich'")
+    assert bulk.count() > 0 and {r.error_class for r in bulk.select("error_class").distinct().collect()} == {
+        "BulkOrder"}
+    assert bulk.where("message NOT LIKE '% items: ship in parts'").count() == 0
+    source = spark.read.format("delta").load(str(project / "data" / "source"))
+    joined = bulk.alias("q").join(source.alias("s"), COORDINATES)  # the raw bytes, byte for byte
+    assert joined.where("q.key <=> s.key AND q.value <=> s.value AND q.headers <=> s.headers").count() == bulk.count()
+
+
+def test_a_restarted_server_finds_the_tables_of_earlier_updates(
+    spark: Any, server: tuple[_Server, Path], first_update: _FirstUpdate
+) -> None:
+    """Last in the module: the server that served every update above stops and starts again in
+    its folder; its in-memory catalog knew the tables' names only while it ran."""
+    connect, root = server
+    project = first_update.project
+    assert first_update.done.returncode == 0, first_update.done.stderr[-4000:]
+    warehouse = root / "spark-warehouse"
+
+    def counts() -> list[int]:
+        return [spark.read.format("delta").load(str(warehouse / t)).count() for t in ("orders", "orders_quarantine")]
+
+    before = counts()
+    connect.restart()
+
+    again = _pipelines_run(connect, project)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" not in again.stdout + again.stderr
+    assert counts() == before  # the tables of the update before the restart; nothing read twice
+
+    # records the source gains after the restart land once, beside the earlier ones
+    more = orders_source(spark, 300, poison_rate=0.1, seed=44, topic="orders-more", partitions=1)
+    more.write.format("delta").mode("append").save(str(project / "data" / "source"))
+    grown = _pipelines_run(connect, project)
+    assert grown.returncode == 0, (grown.stdout + grown.stderr)[-4000:]
+    assert sum(counts()) == sum(before) + 300
+    env = {**connect.env, "QUARANTINE_SPARK_REMOTE": f"sc://localhost:{connect.port}"}
+    stats = subprocess.run([str(BIN / "quarantine"), "stats", "--conf", str(project / "orders.yml")], cwd=root,
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert stats.returncode == 0 and "check_order" in stats.stdout, stats.stdout + stats.stderr[-3000:]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 from pyspark.sql import functions as F
 
@@ -91,3 +92,24 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     statuses = {r[0] for r in after.select("status").distinct().collect()}
     assert statuses == {"open"}
     assert quarantine.where(F.col("stage") == "check_order").count() > 0
+
+
+def test_init_demo_declarative_keeps_each_projects_state_inside_its_folder(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two projects written by ``init-demo --format declarative``: each one's ``storage:`` (the
+    runtime's checkpoints) is its own folder's, an absolute URI as ``spark-pipelines`` needs, and
+    its config's editor comment names a schema file the project has."""
+    monkeypatch.chdir(tmp_path)
+    specs = {}
+    for out in ("one/orders", "two/orders"):
+        assert main(["init-demo", "--format", "declarative", "--out", out, "--records", "20"]) == 0
+        project = (tmp_path / out).resolve()
+        spec = yaml.safe_load((project / "spark-pipeline.yml").read_text(encoding="utf-8"))
+        assert spec["storage"] == (project / "storage").as_uri(), spec
+        specs[out] = spec["storage"]
+        conf = project / "orders.yml"
+        schemas = re.findall(r"^# yaml-language-server: \$schema=(\S+)$", conf.read_text(encoding="utf-8"), re.M)
+        assert all((project / s).is_file() for s in schemas), schemas  # none points outside the project
+        assert load_config(conf).target.table == "orders"
+    assert len(set(specs.values())) == 2  # not one folder shared by every project on the machine

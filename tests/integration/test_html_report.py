@@ -167,3 +167,34 @@ def test_records_in_counts_the_pipelines_runs_not_what_replays_and_discards_sele
     # closed nothing, the report said "replays and discards 1")
     assert data.resolution_runs == [("discard", 1), ("replay", 2)]
     assert "  replays and discards   3 run(s): replay 2, discard 1" in data.summary_lines()
+
+
+def test_the_headline_says_records_and_reads_apart(
+    spark: Any, run_conf: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report run's source holds 9 records; its runs read 16 (run 2 read the 7 open ones again).
+    The headline says both, each named for what it is, on either engine."""
+    config = load_config(run_conf)
+    source = sum(len(v) for v in REPORT_SOURCE.values())
+    target = spark.read.format("delta").load(config.target.table).count()
+    quarantine = spark.read.format("delta").load(config.errors.dlq_table_name)
+    held = quarantine.where("status <> 'replayed'").count()
+    assert (target, held) == (4, 5)  # 2 passed run 1, 2 were replayed; 3 open and 2 discarded
+    metrics = spark.read.format("delta").load(config.metrics.table)
+    (reads,) = metrics.where("metric = 'records-in' AND run_kind = 'run'").groupBy().agg({"value": "sum"}).first()
+    assert reads == 16 > source
+    for engine in ("spark", "auto"):  # the Spark path, then the JVM-free one (path tables)
+        monkeypatch.setenv("QUARANTINE_READ_ENGINE", engine)
+        assert main(["report", "--conf", str(run_conf), "--out", str(tmp_path / f"{engine}.html")]) == 0
+        printed = capsys.readouterr().out
+        assert re.search(rf"^  records +{source} +\(4 in the target, 5 in quarantine: open or discarded\)$",
+                         printed, re.M), printed
+        assert re.search(r"^  reads +16 +\(", printed, re.M), printed
+        assert "records in" not in printed
+        page = (tmp_path / f"{engine}.html").read_text(encoding="utf-8")
+        assert f"<li><b>{source}</b>records</li>" in page and "<li><b>16</b>reads</li>" in page
+    data = _data(spark, run_conf, target_table=config.target.table)
+    assert (data.records, data.records_in) == (source, 16)
+    # --since: the target's rows have no time to cut by, so records are not counted
+    assert _data(spark, run_conf, target_table=config.target.table, since=dt.datetime(2020, 1, 1,
+                                                                                   tzinfo=dt.UTC)).records is None

@@ -257,6 +257,31 @@ def test_a_run_into_a_deleted_target_is_refused_before_any_write_and_rebuild_tar
     assert again.records_ok == 0 and len(_target(spark, table_dir)) == 9
 
 
+def test_a_dry_run_of_rebuild_target_while_the_target_exists_says_what_would_happen_and_exits_0(
+    spark: Any, table_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run answers the question "what would a rebuild do": here, refuse until the target is
+    moved away, then reopen and write the 2 replayed records. Nothing is written either way; the
+    rebuild itself still refuses (exit 1) with the same words."""
+    from quarantine.cli import main
+
+    _settled_target(spark, table_dir)
+    conf = table_dir / "rebuild.yml"
+    conf.write_text(yaml.safe_dump(_amounts_config(table_dir, "DOUBLE")))
+    q_version = _quarantine_version(spark, table_dir)
+    t_version = spark.sql(f"DESCRIBE HISTORY delta.`{table_dir / 'target'}`").count()
+
+    assert main(["rebuild-target", "--conf", str(conf), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("rebuild-target --dry-run (nothing written): ")
+    assert f"the target {table_dir / 'target'} exists" in out and "move or delete it first" in out
+    assert "2 replayed record(s) would be reopened" in out
+    assert main(["rebuild-target", "--conf", str(conf)]) == 1
+    assert f"the target {table_dir / 'target'} exists" in capsys.readouterr().err
+    assert _quarantine_version(spark, table_dir) == q_version
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{table_dir / 'target'}`").count() == t_version
+
+
 @pytest.mark.parametrize("how", ["deleted and written again", "create or replace"])
 def test_a_target_rebuilt_by_other_means_is_refused_before_any_write(spark: Any, table_dir: Path, how: str) -> None:
     """A target rebuilt from the source alone by a plain Spark job exists, but lacks the 2

@@ -236,6 +236,11 @@ def test_replay_dry_runs_selection_is_the_same_on_spark_and_duckdb(
         on_duckdb = _run(capsys, monkeypatch, "auto", args)
         if on_spark[0] != 0 or on_spark != on_duckdb:
             differ.append((extra, on_spark, on_duckdb))
+        if where is not None:  # discard --dry-run: the same selection, said as what a discard would close
+            args = ["discard", "--conf", str(conf), *extra]
+            on_spark, on_duckdb = _run(capsys, monkeypatch, "spark", args), _run(capsys, monkeypatch, "auto", args)
+            if on_spark[0] != 0 or on_spark != on_duckdb or not on_spark[1].startswith("discard --dry-run"):
+                differ.append((args, on_spark, on_duckdb))
     assert not differ, "\n\n".join(f"{c}\nspark:  {s}\nduckdb: {d}" for c, s, d in differ)
     if not empty:  # what the selections hold
         out = _run(capsys, monkeypatch, "auto", ["replay", "--conf", str(conf), *DRY_RUNS[0]])[1].splitlines()

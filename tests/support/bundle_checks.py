@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "schema_problems",
     "substitute",
     "target_variables",
+    "user_code_problems",
     "variable_problems",
     "wheel_parameter_problems",
 ]
@@ -462,7 +464,101 @@ def wheel_parameter_problems(root: Path, target: str) -> list[str]:
                 if not _is_catalog_name(table):
                     problems.append(f"{where}: {key} is {table!r}, not a Unity Catalog catalog.schema.table")
             checkpoint = config.target.checkpoint
-            root_path = variables["checkpoint_root"].rstrip("/") + "/"
-            if checkpoint is not None and not checkpoint.startswith(root_path):
+            if checkpoint is not None and not checkpoint.startswith(variables["checkpoint_root"].rstrip("/") + "/"):
                 problems.append(f"{where}: target.checkpoint {checkpoint} is not under checkpoint_root")
+    return problems
+
+
+# --------------------------------------------------------------------------- a user's own code
+
+
+#: ``declare("…")`` in a declarative pipeline's source file: the config it declares.
+_DECLARE = re.compile(r"""\bdeclare\(\s*["']([^"']+)["']""")
+
+
+def _wheel_modules(wheel: Path) -> set[str]:
+    """The top-level packages and modules a wheel installs."""
+    with zipfile.ZipFile(wheel) as whl:
+        tops = {name.split("/", 1)[0] for name in whl.namelist()}
+    return {t.removesuffix(".py") for t in tops if not t.endswith((".dist-info", ".data"))}
+
+
+def _installed(resource: Path, entries: list[Any], where: str, problems: list[str]) -> dict[str, set[str]]:
+    """The wheels ``entries`` name (paths or globs relative to ``resource``'s folder, as the bundle
+    reads them) by file name, each with what it installs; a glob no built wheel matches is a problem."""
+    wheels: dict[str, set[str]] = {}
+    for entry in entries:
+        if not str(entry).endswith(".whl"):
+            continue  # a PyPI requirement: what it installs is not known here
+        found = sorted(resource.parent.glob(str(entry)))
+        if not found:
+            problems.append(f"{where}: {entry} matches no built wheel (build the bundle's artifacts first)")
+        wheels |= {w.name: _wheel_modules(w) for w in found}
+    return wheels
+
+
+def _stage_problems(config: Any, conf: Path, wheels: Mapping[str, set[str]], where: str) -> list[str]:
+    """Each python stage of ``config`` whose module is neither beside it (its ``path`` option, the
+    config's folder by default: files the bundle syncs) nor in one of ``wheels``."""
+    problems = []
+    for spec in config.stages:
+        if spec.type != "python":
+            continue
+        top = str(spec.options["function"]).split(":", 1)[0].split(".", 1)[0]
+        folder = Path(spec.options.get("path") or conf.parent)
+        if (folder / f"{top}.py").is_file() or (folder / top).is_dir():
+            continue
+        if any(top in modules for modules in wheels.values()):
+            continue
+        shipped = ", ".join(sorted(wheels)) or "none"
+        problems.append(f"{where}: stage {spec.name}'s module {top} is neither beside {conf.name} (in {folder}) "
+                        f"nor in a wheel it installs ({shipped})")
+    return problems
+
+
+def user_code_problems(root: Path, target: str) -> list[str]:
+    """Every python stage's module reaches where its task or pipeline runs, as ``target`` deploys it.
+
+    A wheel task's config (its ``--conf`` and ``--set``) and a pipeline's (``declare("…")`` in its
+    source files, from its ``root_path``, with its ``quarantine.set.*`` settings) are loaded; each
+    python stage's module must be beside the config (the bundle syncs it) or in a built wheel the
+    task installs (``libraries: - whl:``, or its serverless environment's ``dependencies``) or
+    the pipeline does (``environment.dependencies``). Run after the artifacts are built.
+    """
+    from quarantine.cli import _parser
+    from quarantine.commands.options import overrides
+    from quarantine.config import load_config
+    from quarantine.declarative import pipeline_overrides
+
+    bundle = Bundle.load(root)
+    variables = target_variables(root, target)
+    problems: list[str] = []
+    for name, (path, job) in bundle.jobs().items():
+        environments = {e["environment_key"]: e.get("spec", {}) for e in job.get("environments", [])}
+        for task in job.get("tasks", []):
+            wheel = task.get("python_wheel_task")
+            if wheel is None:
+                continue
+            where = f"{path.name}: job {name} task {task['task_key']} (target {target})"
+            argv = [substitute(str(p), root, target, variables, {}) for p in wheel.get("parameters", [])]
+            args = _parser().parse_args(argv)
+            if getattr(args, "conf", None) is None:
+                continue
+            entries = [lib["whl"] for lib in task.get("libraries", []) if "whl" in lib]
+            entries += list(environments.get(task.get("environment_key"), {}).get("dependencies", []))
+            wheels = _installed(path, entries, where, problems)
+            config = load_config(args.conf, overrides(args.set))
+            problems += _stage_problems(config, Path(args.conf), wheels, where)
+    for name, (path, pipe) in bundle.pipelines().items():
+        where = f"{path.name}: pipeline {name} (target {target})"
+        wheels = _installed(path, list(pipe.get("environment", {}).get("dependencies", [])), where, problems)
+        configured = pipe.get("configuration", {})
+        settings = {k: substitute(str(v), root, target, variables, {}) for k, v in configured.items()}
+        pipeline_root = path.parent / pipe.get("root_path", ".")
+        for lib in pipe.get("libraries", []):
+            source = (path.parent / lib.get("file", {}).get("path", "")).read_text(encoding="utf-8")
+            for declared in _DECLARE.findall(source):
+                conf = (pipeline_root / declared).resolve()
+                config = load_config(conf, pipeline_overrides(settings))
+                problems += _stage_problems(config, conf, wheels, where)
     return problems

@@ -49,3 +49,10 @@ def test_discard_needs_a_reason_but_its_dry_run_does_not(tmp_path: Path, capsys:
     assert main(["discard", *where, "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "missing.yml" in err and "--reason" not in err
+    # a blank --where would select every open row: refused before the config is read, dry run or not
+    for dry_run in ([], ["--dry-run"]):
+        with pytest.raises(SystemExit) as info:
+            main(["discard", "--conf", str(tmp_path / "missing.yml"), "--where", "  ", "--reason", "x", *dry_run])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "discard needs a --where predicate" in err and "missing.yml" not in err

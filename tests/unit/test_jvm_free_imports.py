@@ -3,8 +3,8 @@
 Each command runs in a fresh interpreter (``python -c``: the CLI's ``main``) and the child
 prints the top-level packages it imported:
 
-* ``inspect``, ``stats``, ``sql``, ``views --print``, ``report`` and ``replay --dry-run``'s
-  selection over path tables (a Delta table written
+* ``inspect``, ``stats``, ``sql``, ``views --print``, ``report``, ``replay --dry-run``'s
+  selection and ``discard --dry-run`` over path tables (a Delta table written
   here by delta-rs, no JVM in this tier) import delta-rs and DuckDB and none of pyspark (its
   Python modules included: py4j, ``pyspark.sql``), pandas, Great Expectations or MLflow.
   Loading the config validates its stages against the stage table, whose modules declare
@@ -77,6 +77,7 @@ def _quarantine(path: Path) -> None:
     ["report", "--out", "{tmp}/r.html"], ["report", "--out", "{tmp}/r.html", "--since", "2026-11-01"],
     # a selection of none: a selection of some prints itself, then starts Spark for the stages' outcomes
     ["replay", "--dry-run", "--where", "stage = 'parse' AND `offset` > 1"],
+    ["discard", "--dry-run", "--where", "stage = 'decode'"],  # the selection is the whole answer
 ])
 def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlflow(
     tmp_path: Path, command: list[str]
@@ -97,6 +98,11 @@ def test_a_read_only_command_over_path_tables_imports_no_spark_pandas_gx_or_mlfl
         assert "Plotly.newPlot(" in (tmp_path / "r.html").read_text(encoding="utf-8")
     if command[0] == "replay":
         assert report["stdout"].splitlines()[0] == "replay --dry-run (nothing written): 0 open record(s) selected"
+    if command[0] == "discard":
+        assert report["stdout"].splitlines()[:2] == [
+            "discard --dry-run (nothing written): 1 open record(s) would be discarded:",
+            "           1  decode / InvalidUtf8: bad",
+        ]
     assert not set(ENGINES) & set(report["modules"]), sorted(set(ENGINES) & set(report["modules"]))
 
 

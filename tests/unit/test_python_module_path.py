@@ -83,11 +83,7 @@ def test_a_module_found_beside_the_config_unpickles_where_it_cannot_be_imported(
     payload = cloudpickle.dumps(stage.fn)  # as pyspark ships a UDF to its Python workers
 
     # a worker: another interpreter, another folder, no PYTHONPATH; it cannot import the module
-    code = "import pickle, sys; fn = pickle.loads(sys.stdin.buffer.read()); print(fn('xy'))"
-    worker = subprocess.run(
-        [sys.executable, "-c", code], input=payload, capture_output=True, cwd=tmp_path / "project" / "..",
-        env={"PATH": "/usr/bin:/bin"}, timeout=120,
-    )
+    worker = _unpickles_elsewhere(payload, tmp_path, "fn('xy')")
     assert worker.returncode == 0, worker.stderr.decode()
     assert worker.stdout.decode().strip() == "xyxy"
 
@@ -145,3 +141,48 @@ def test_a_missing_import_inside_the_module_is_named_as_the_modules_own(tmp_path
     assert f"importing {module} raised ModuleNotFoundError: No module named 'no_such_dependency_54'" in str(
         raised.value
     )
+
+
+def _unpickles_elsewhere(payload: bytes, cwd: Path, call: str) -> subprocess.CompletedProcess[bytes]:
+    """``payload`` unpickled in a Python worker's shoes: another interpreter, another folder, no PYTHONPATH."""
+    code = f"import pickle, sys; fn = pickle.loads(sys.stdin.buffer.read()); print({call})"
+    return subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, cwd=cwd,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+def test_a_module_beside_the_config_is_shipped_even_when_its_folder_is_on_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``spark-pipelines run`` (as ``spark-submit`` runs any Python file) puts the folder it runs in,
+    a declarative project's root, on ``sys.path``: its Spark Connect server's workers do not have it."""
+    module = _module_name()
+    conf = _project(tmp_path / "project", module)
+    monkeypatch.syspath_prepend(str(tmp_path / "project"))
+    monkeypatch.chdir(tmp_path / "project")
+
+    stage = build_stages(load_config(conf).stages)[-1]
+
+    assert isinstance(stage, PythonStage)
+    worker = _unpickles_elsewhere(cloudpickle.dumps(stage.fn), tmp_path, "fn('xy')")
+    assert worker.returncode == 0, worker.stderr.decode()
+    assert worker.stdout.decode().strip() == "xyxy"
+
+
+def test_a_sibling_module_the_function_imports_from_its_folder_is_shipped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module beside the config imports a helper module beside it: the workers get both."""
+    module = _module_name()
+    conf = _project(tmp_path / "project", module)
+    helper = f"{module}_helpers"
+    (tmp_path / "project" / f"{helper}.py").write_text("def twice(v):\n    return v * 2\n", encoding="utf-8")
+    (tmp_path / "project" / f"{module}.py").write_text(
+        f"from {helper} import twice\n\ndef double_it(value):\n    return twice(value)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+
+    stage = build_stages(load_config(conf).stages)[-1]
+
+    assert isinstance(stage, PythonStage)
+    worker = _unpickles_elsewhere(cloudpickle.dumps(stage.fn), tmp_path, "fn('ab')")
+    assert worker.returncode == 0, worker.stderr.decode()
+    assert worker.stdout.decode().strip() == "abab"

@@ -91,10 +91,11 @@ Options::
 
 Finding the function: a config file's stage imports its module from ``path`` first (by
 default the config file's folder, so ``sensors.py`` beside ``pipeline.yml`` needs no
-``PYTHONPATH``), then from ``sys.path``. A module found in that folder is pickled by value
-with the UDF (cloudpickle), so Spark's Python workers run it without importing it (tested on
-local Spark; a cluster or Spark Connect gets the same pickle). Its own imports are by
-reference: what it imports must be installed where the workers run (see :func:`resolve_callable`).
+``PYTHONPATH``), then from ``sys.path``. A module found in that folder, and the modules
+beside it that it imports, are pickled by value with the UDF (cloudpickle), so Spark's Python
+workers run it without importing it (local Spark, a Spark Connect server, a cluster). Its
+other imports are by reference: they must be installed where the workers run (see
+:func:`resolve_callable`).
 """
 
 from __future__ import annotations
@@ -329,8 +330,9 @@ def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Ca
 
     A module found in ``folder`` (a python stage's ``path`` option: by default the config
     file's folder) is imported with that folder first on ``sys.path``, then registered with
-    cloudpickle to be pickled by value: the function and the module's code travel with the
-    UDF, so Spark's Python workers need not import it.
+    cloudpickle to be pickled by value, with every module this import loaded from that folder
+    (``_import``): the function and those modules' code travel with the UDF, so Spark's
+    Python workers need not import them.
     Anything else is imported from ``sys.path`` (installed packages, ``PYTHONPATH``) and
     pickled by reference, so it must be importable where the workers run.
 
@@ -399,23 +401,31 @@ def resolve_callable(path: object, key: str, *, folder: str | None = None) -> Ca
 
 
 def _import(module_name: str, folder: str | None) -> Any:
-    """``module_name`` imported with ``folder`` first on ``sys.path``; pickled by value when found there."""
+    """``module_name`` imported with ``folder`` first on ``sys.path``; what it brought from there pickled by value.
+
+    Every module this import loaded from ``folder`` (the one named, and the modules beside it that
+    it imports) is registered with cloudpickle, whether or not ``folder`` was on ``sys.path``
+    already: the driver's ``sys.path`` says nothing of Spark's Python workers' (``spark-pipelines``
+    and ``spark-submit`` put the folder they run in on the driver's alone).
+    """
     from pyspark import cloudpickle
 
     if folder is None:
         return importlib.import_module(module_name)
     folder = os.path.abspath(folder)
-    on_path = folder in {os.path.abspath(p or os.curdir) for p in sys.path}
+    before = set(sys.modules)
     importlib.invalidate_caches()
     sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     finally:
         sys.path.remove(folder)
-    top = sys.modules[module_name.split(".")[0]]
-    origin = getattr(top, "__file__", None)
-    if not on_path and origin is not None and os.path.abspath(origin).startswith(folder + os.sep):
-        cloudpickle.register_pickle_by_value(top)  # type: ignore[no-untyped-call]  # workers get its code
+    new_tops = {name.split(".")[0] for name in set(sys.modules) - before} | {module_name.split(".")[0]}
+    for name in sorted(new_tops):
+        top = sys.modules.get(name)
+        origin = getattr(top, "__file__", None)
+        if top is not None and origin is not None and os.path.abspath(origin).startswith(folder + os.sep):
+            cloudpickle.register_pickle_by_value(top)  # type: ignore[no-untyped-call]  # workers get its code
     return module
 
 
