@@ -46,6 +46,11 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "--reason \"producer bug, resent\"",
         "quarantine discard --conf data/demo/orders_demo.yml --where \"stage = 'decode'\" --dry-run",
     )),
+    "forget": ("erase the bytes and messages of the quarantine rows an erasure request names (identity kept)", (
+        "quarantine forget --conf data/demo/orders_demo.yml --key customer-42 --dry-run",
+        "quarantine forget --conf data/demo/orders_demo.yml --where \"offset IN (17, 18)\" "
+        "--reason \"request 2026-113\" --purge",
+    )),
     "rebuild-target": ("write a new target from the source and the quarantine table's replayed records", (
         "quarantine rebuild-target --conf data/demo/orders_demo.yml --dry-run",
         "quarantine rebuild-target --conf data/demo/orders_demo.yml",
@@ -145,6 +150,22 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("--where", required=True, help="SQL predicate over quarantine columns")
     dis.add_argument("--reason", default=None, help="why, kept in the rows' resolution (not needed with --dry-run)")
     dis.add_argument("--dry-run", action="store_true", help="say what would be discarded; write nothing")
+    fgt = command("forget")
+    fgt.add_argument("--conf", required=True, help="the pipeline config (YAML)")
+    fgt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    fgt.add_argument("--where", default=None, help="SQL predicate over quarantine columns (open or closed rows)")
+    fgt.add_argument("--key", default=None, metavar="KEY",
+                     help="only rows whose record key is KEY: its text, or hex:<hex digits> for its bytes")
+    fgt.add_argument("--all", action="store_true",
+                     help="every row of the pipeline, or a --where that matches them all (refused without it)")
+    fgt.add_argument("--reason", default=None, help="kept in the resolution of the open rows it closes")
+    fgt.add_argument("--dry-run", action="store_true", help="count the rows it would erase; write nothing")
+    fgt.add_argument("--purge", action="store_true",
+                     help="then REORG (deletion vectors) and VACUUM the table; say when the old bytes are gone")
+    fgt.add_argument("--retain-hours", type=float, default=None, metavar="HOURS",
+                     help="--purge's VACUUM retention (default: errors.deadletterqueue.vacuum.retention.hours); "
+                          "below the table's only with spark.databricks.delta.retentionDurationCheck.enabled=false")
+    fgt.add_argument("--pipeline", default=None, help="the pipeline the config must be (a guard for jobs)")
     reb = command("rebuild-target")
     reb.add_argument("--conf", required=True, help="the pipeline config (YAML)")
     reb.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
@@ -299,6 +320,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
     "validate": ("quarantine.commands.validate",),
     "replay": ("quarantine.commands.replay_local", "quarantine.commands.replay"),
     "discard": ("quarantine.commands.discard",),
+    "forget": ("quarantine.commands.forget",),
     "rebuild-target": ("quarantine.commands.rebuild_target",),
     "maintain": ("quarantine.commands.maintain",),
     "report": ("quarantine.commands.report_local", "quarantine.commands.report"),

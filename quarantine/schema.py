@@ -23,6 +23,7 @@ from quarantine.columns import (
     CHECK_INPUT_PREFIX,
     CLOSING,
     DRIFT_PREFIX,
+    ENCRYPTION_KEY_ID,
     ERROR,
     ERROR_CLASS,
     ERROR_COUNT,
@@ -91,6 +92,7 @@ __all__ = [
     "CHECK_INPUT_PREFIX",
     "CLOSING",
     "DRIFT_PREFIX",
+    "ENCRYPTION_KEY_ID",
     "ERROR",
     "ERROR_CLASS",
     "ERROR_COUNT",
@@ -267,6 +269,9 @@ def _spark_types() -> dict[str, DataType]:
         # the record's content (quarantine.identity.fingerprint); NULL in rows written before it
         # existed (computed from their raw bytes when read) and in rows a custom sink reported
         StructField(QUARANTINE_FINGERPRINT, LongType()),
+        # the id of the key key, value and the header values are encrypted under (quarantine.encryption);
+        # NULL: stored as read
+        StructField(ENCRYPTION_KEY_ID, StringType()),
     ])
     metrics = StructType([
         StructField(PIPELINE, StringType(), False),

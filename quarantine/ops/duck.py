@@ -57,6 +57,7 @@ from quarantine.columns import (
 from quarantine.config import PipelineConfig, load_config
 from quarantine.display import print_json
 from quarantine.errors import ConfigError, DeltaRsUnreadableError
+from quarantine.keyring import KeyRing
 from quarantine.ops.delta_arrow import ArrowStream, read_delta
 from quarantine.ops.triage_output import (
     ALL,
@@ -358,7 +359,8 @@ def _inspect(args: argparse.Namespace, config: PipelineConfig, session: Session)
         f'ORDER BY "{LAST_SEEN_AT}" DESC, "{TOPIC}", "{PARTITION}", "{OFFSET}" LIMIT {int(f.limit)}',
         params,
     )
-    records = [record_json(dict(zip(names, row, strict=True))) for row in rows]
+    keys = KeyRing.from_errors(config.errors)
+    records = [record_json(dict(zip(names, row, strict=True)), keys) for row in rows]
     if args.json:
         print_json(records)
         return 0
@@ -402,5 +404,5 @@ def _sql(args: argparse.Namespace, config: PipelineConfig, query: Query, session
         raise ConfigError("--limit", args.limit, "a positive number of rows")
     session.need("quarantine", *query.tables)
     names, rows = session.rows(f"SELECT * FROM ({duckdb_sql(text)}) LIMIT {int(args.limit) + 1}")
-    print_sql(query, names, rows, args.limit, as_json=args.json)
+    print_sql(query, names, rows, args.limit, as_json=args.json, keys=KeyRing.from_errors(config.errors))
     return 0

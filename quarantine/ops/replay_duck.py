@@ -3,7 +3,8 @@
 The selection (:class:`~quarantine.dry_run.ReplaySelection`) of
 :func:`quarantine.runners.replay.select_replay`, counted over a path quarantine table read
 by delta-rs into Arrow: the pipeline's ``open`` rows that ``--where`` selects, by their
-quarantined stage and error class with the smallest message as the example. ``--where``
+quarantined stage and error class with the smallest message as the example (opened where its key
+is readable here, else ``encrypted (N bytes)``). ``--where``
 is Spark SQL; it is translated (:func:`quarantine.ops.duck.duckdb_predicate`) and bound by
 DuckDB, or refused with the reason (Spark then selects).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from quarantine.columns import ERROR_CLASS, MESSAGE, PIPELINE, STAGE, STATUS, QuarantineStatus
 from quarantine.config import PipelineConfig
 from quarantine.dry_run import ErrorGroup, ReplaySelection, largest_first
+from quarantine.keyring import KeyRing
 from quarantine.ops.duck import Session, duckdb_predicate
 
 __all__ = ["select_replay"]
@@ -42,5 +44,7 @@ def select_replay(config: PipelineConfig, where: str | None) -> ReplaySelection:
         + f" GROUP BY {STAGE}, {ERROR_CLASS}",
         {"pipeline": config.pipeline},
     )
-    groups = [ErrorGroup(stage, error_class, int(n), example) for stage, error_class, n, example in rows]
+    keys = KeyRing.from_errors(config.errors)
+    groups = [ErrorGroup(stage, error_class, int(n), keys.open_text(example))
+              for stage, error_class, n, example in rows]
     return ReplaySelection(selected=sum(g.records for g in groups), groups=largest_first(groups))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from quarantine.display import print_json
 from quarantine.errors import ConfigError, QuarantineError
 from quarantine.instants import collect_utc
+from quarantine.keyring import KeyRing
 from quarantine.ops.triage_output import (
     ALL,
     COMMANDS,
@@ -181,7 +182,8 @@ def _quarantine(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 
 def _inspect(config: PipelineConfig, f: RecordFilter, *, as_json: bool) -> int:
     df = select_records(_quarantine(_spark("inspect", config), config), f)
-    records = [record_json(r.asDict()) for r in collect_utc(df)]
+    keys = KeyRing.from_errors(config.errors)
+    records = [record_json(r.asDict(), keys) for r in collect_utc(df)]
     if as_json:
         print_json(records)
         return 0
@@ -212,7 +214,8 @@ def _sql(args: argparse.Namespace, config: PipelineConfig) -> int:
     spark = _spark("sql", config)
     _quarantine(spark, config)  # a clear message when there is no table yet
     df = spark.sql(text).limit(args.limit + 1)  # one more row than shown: whether the output is cut
-    print_sql(query, df.columns, [list(r) for r in collect_utc(df)], args.limit, as_json=args.json)
+    print_sql(query, df.columns, [list(r) for r in collect_utc(df)], args.limit, as_json=args.json,
+              keys=KeyRing.from_errors(config.errors))
     return 0
 
 

@@ -47,10 +47,12 @@ from quarantine.dry_run import (
     group_lines,
     largest_first,
 )
-from quarantine.errors import ConfigError, QuarantineError, describe_failure
+from quarantine.encryption import open_payload, unreadable
+from quarantine.errors import ConfigError, KeyUnavailableError, QuarantineError, describe_failure
 from quarantine.listeners.events import BatchReport, RunKind, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import (
+    ENCRYPTION_KEY_ID,
     ERROR,
     ERROR_CLASS,
     FINGERPRINT,
@@ -79,6 +81,7 @@ __all__ = [
     "open_records",
     "preview_discard",
     "preview_replay",
+    "readable_records",
     "replay",
     "replay_outcomes",
     "select_replay",
@@ -193,6 +196,24 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
     return df.where(where) if where else df
 
 
+def readable_records(pipe: Plan, selected: DataFrame, what: str) -> DataFrame:
+    """``selected`` quarantine rows with their raw bytes opened (:func:`quarantine.encryption.open_payload`).
+
+    Raises:
+        KeyUnavailableError: some are encrypted under a key this process cannot read; one job
+            counts them by key, before anything is written; the message names each key and why.
+    """
+    keys = pipe.key_ring()
+    if ENCRYPTION_KEY_ID in selected.columns:
+        found = selected.where(unreadable(keys)).groupBy(ENCRYPTION_KEY_ID).count().collect()
+        if found:
+            said = "; ".join(f"{int(r['count']):,} record(s) under {keys.why_not(r[ENCRYPTION_KEY_ID])}"
+                             for r in sorted(found, key=lambda r: r[ENCRYPTION_KEY_ID]))
+            raise KeyUnavailableError(f"{what} refused, nothing was written: the selected records' bytes are "
+                                      f"encrypted and cannot be opened here: {said}")
+    return open_payload(selected, keys)
+
+
 def _needs_source_columns(pipe: Plan) -> None:
     if not pipe.config.target.source_columns:
         raise QuarantineError(
@@ -215,7 +236,8 @@ def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None
         *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
         row_fingerprint(selected).alias(f"_old_{FINGERPRINT}"),
     )
-    split = pipe.split_frame(prepare(pipe, selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
+    readable = readable_records(pipe, selected, "replay --dry-run")
+    split = pipe.split_frame(prepare(pipe, readable.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
     new = split.select(
         *SOURCE_KEY, FINGERPRINT,
         F.col(ERROR).isNull().alias("would_pass"),
@@ -230,11 +252,14 @@ def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None
     )
 
 
-def _groups(df: DataFrame, stage: str, error_class: str, message: str) -> list[tuple[int, ErrorGroup]]:
+def _groups(pipe: Plan, df: DataFrame, stage: str, error_class: str, message: str) -> list[tuple[int, ErrorGroup]]:
+    """Rows by stage and error class, each group's smallest message its example (opened where its key
+    is readable here, else ``encrypted (N bytes)``)."""
     rows = df.groupBy(F.col(stage).alias("s"), F.col(error_class).alias("c")).agg(
         F.count(F.lit(1)).alias("n"), F.min(message).alias("m")
     ).collect()
-    return [(int(r["n"]), ErrorGroup(r["s"], r["c"], int(r["n"]), r["m"])) for r in rows]
+    keys = pipe.key_ring()
+    return [(int(r["n"]), ErrorGroup(r["s"], r["c"], int(r["n"]), keys.open_text(r["m"]))) for r in rows]
 
 
 def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ...]:
@@ -245,7 +270,7 @@ def select_replay(pipe: Plan, where: str | None = None, *, version: int | None =
     """The open rows :func:`replay` would take now, by their quarantined failure (``replay --dry-run``'s
     first part; path tables are counted without a JVM by :mod:`quarantine.ops.replay_duck`, to the same)."""
     _needs_source_columns(pipe)
-    groups = _groups(open_records(pipe, where, version=version), "stage", "error_class", "message")
+    groups = _groups(pipe, open_records(pipe, where, version=version), "stage", "error_class", "message")
     return ReplaySelection(selected=sum(n for n, _ in groups), groups=_largest_first(groups))
 
 
@@ -257,7 +282,7 @@ def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None 
     by their new stage and error class.
     """
     outcomes = replay_outcomes(pipe, where, version=version)
-    groups = _groups(outcomes, "new_stage", "new_error_class", "new_message")
+    groups = _groups(pipe, outcomes, "new_stage", "new_error_class", "new_message")
     passing = sum(n for n, g in groups if g.stage is None and g.error_class is None)
     failing = [(n, g) for n, g in groups if not (g.stage is None and g.error_class is None)]
     return Preview(
@@ -268,7 +293,7 @@ def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None 
 def preview_discard(pipe: Plan, where: str) -> Preview:
     """What :func:`discard` would close now (``quarantine discard --dry-run``): nothing is written."""
     _check_discard(where, "dry run")
-    groups = _groups(open_records(pipe, where, version=_version(pipe)), "stage", "error_class", "message")
+    groups = _groups(pipe, open_records(pipe, where, version=_version(pipe)), "stage", "error_class", "message")
     return Preview(kind=RunKind.DISCARD, selected=sum(n for n, _ in groups), would_pass=0,
                    groups=_largest_first(groups))
 
@@ -300,6 +325,8 @@ def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = No
         ConfigError: ``where`` is not a condition over the quarantine columns (before any job),
             or the config's tables are a declarative pipeline's (``target.written_by:
             pipeline``: :func:`quarantine.declarative.replay_queue.queue_replay` queues its records).
+        KeyUnavailableError: selected records are encrypted under a key this process cannot read
+            (:func:`readable_records`), before anything is written.
     """
     refuse_pipeline_tables(pipe, "a replay that writes the target")
     _needs_source_columns(pipe)
@@ -308,7 +335,7 @@ def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = No
     if now is not None:
         pipe = replace(pipe, clock=lambda: now)
     selected = open_records(pipe, where, version=_version(pipe))
-    source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+    source = readable_records(pipe, selected, "replay").select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
     run = start_run(pipe, kind=RunKind.REPLAY)
     run.begin()
     try:
