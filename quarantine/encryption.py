@@ -104,9 +104,11 @@ def seal_rows(rows: DataFrame, keys: KeyRing, *, fingerprint: Column) -> DataFra
 
 
 def unreadable(keys: KeyRing) -> Column:
-    """True for a quarantine row whose bytes are encrypted under a key ``keys`` cannot open here."""
+    """True for a quarantine row holding bytes encrypted under a key ``keys`` cannot open here (a row
+    ``maintain`` stripped keeps its key id, and no bytes)."""
     kid = F.col(ENCRYPTION_KEY_ID)
-    return kid.isNotNull() & ~kid.isin(*sorted(keys.keys)) if keys.keys else kid.isNotNull()
+    held = F.col(KEY).isNotNull() | F.col(VALUE).isNotNull() | F.col(HEADERS).isNotNull()
+    return held & kid.isNotNull() & (~kid.isin(*sorted(keys.keys)) if keys.keys else F.lit(True))
 
 
 def open_payload(rows: DataFrame, keys: KeyRing) -> DataFrame:

@@ -21,11 +21,12 @@ refused without ``--all``.
 An UPDATE leaves the old bytes in files older versions read (time travel), in the Change Data
 Feed's files of the update, and, with deletion vectors, in files the current version still
 reads with rows marked deleted. :func:`purge` removes them: ``REORG TABLE … APPLY (PURGE)`` on a
-table with deletion vectors, then ``VACUUM``, which deletes a file only once it has been out of
-the table for the retention (``errors.deadletterqueue.vacuum.retention.hours``, at least the
-table's ``delta.deletedFileRetentionDuration`` and Delta's 168 hours; shorter only with Delta's
-documented override, ``spark.databricks.delta.retentionDurationCheck.enabled=false``). Its result
-says when the bytes are gone from every file: now, or after which time (a VACUUM then:
+table with the deletion vectors feature (it rewrites the files with deletion vectors), then ``VACUUM``, which
+deletes a file only once it has been out of the table for the retention
+(``errors.deadletterqueue.vacuum.retention.hours``, at least the table's
+``delta.deletedFileRetentionDuration`` and Delta's 168 hours; shorter only with Delta's
+documented override, ``spark.databricks.delta.retentionDurationCheck.enabled=false``). Its
+result says when the bytes are gone from every file: now, or after which time (a VACUUM then:
 ``quarantine forget --purge`` again, or ``quarantine maintain``). The table's log keeps no
 record content when Delta's statistics leave the content columns out
 (:func:`quarantine.sinks.quarantine.stats_columns`, set on tables created since); on an older
@@ -80,7 +81,7 @@ from quarantine.sinks.quarantine import (
 )
 from quarantine.tables import read_table_pinned, table_column, table_exists, table_ref
 
-__all__ = ["RETENTION_CHECK", "Forgotten", "Purge", "forget", "parse_key", "purge"]
+__all__ = ["RETENTION_CHECK", "Forgotten", "Purge", "forget", "parse_key", "purge", "purge_retention"]
 
 #: Delta's session setting that keeps a VACUUM from retaining less than the table's retention.
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -113,8 +114,8 @@ class Purge:
 
     Attributes:
         table: the quarantine table.
-        reorganized: data files ``REORG … APPLY (PURGE)`` rewrote (the table has deletion vectors), else 0.
-        deletion_vectors: whether the table has deletion vectors on.
+        reorganized: data files ``REORG … APPLY (PURGE)`` rewrote (those with rows a deletion vector marks).
+        deletion_vectors: whether the table has the deletion vectors feature (then REORG ran).
         vacuum_hours: the retention the VACUUM kept.
         gone_at: when files holding bytes no longer in the table are all past the retention (a
             VACUUM after that time deletes them); None: this VACUUM deleted them, nothing is left.
@@ -325,17 +326,12 @@ def _stats_note(spark: SparkSession, name: str, *, dry_run: bool) -> tuple[str, 
             "messages from now on (an older table's log files keep them until its log retention: --purge says when)",)
 
 
-def purge(plan: Plan, *, hours: float | None = None, now: dt.datetime | None = None) -> Purge:
-    """Remove the bytes older versions of ``plan``'s quarantine table hold (see the module doc).
-
-    Args:
-        plan: the pipeline (its quarantine table and ``errors.deadletterqueue.vacuum.retention.hours``).
-        hours: the retention to VACUUM with (None: :func:`~quarantine.ops.maintain.vacuum_hours`); below
-            the table's retention only where the session has :data:`RETENTION_CHECK` off.
-        now: the current time (injected for tests).
+def purge_retention(plan: Plan, hours: float | None = None) -> float:
+    """The retention :func:`purge`'s VACUUM keeps: ``hours``, or :func:`~quarantine.ops.maintain.vacuum_hours`.
 
     Raises:
-        ConfigError: ``hours`` is below the table's retention and Delta's check is on (nothing was done).
+        ConfigError: ``hours`` is below the table's retention and Delta's check (:data:`RETENTION_CHECK`)
+            is on: said before anything is erased or purged.
         QuarantineError: no quarantine table.
     """
     spark, name = plan.spark, plan.quarantine_table
@@ -351,7 +347,27 @@ def purge(plan: Plan, *, hours: float | None = None, now: dt.datetime | None = N
             f"set {RETENTION_CHECK}=false in the config's spark.conf (Delta's documented override: readers of "
             "older versions and running streams may fail)",
         )
-    dv = str(properties.get("delta.enableDeletionVectors", "false")).lower() == "true"
+    return keep
+
+
+def purge(plan: Plan, *, hours: float | None = None, now: dt.datetime | None = None) -> Purge:
+    """Remove the bytes older versions of ``plan``'s quarantine table hold (see the module doc).
+
+    Args:
+        plan: the pipeline (its quarantine table and ``errors.deadletterqueue.vacuum.retention.hours``).
+        hours: the retention to VACUUM with (:func:`purge_retention`).
+        now: the current time (injected for tests).
+
+    Raises:
+        ConfigError: ``hours`` is below the table's retention and Delta's check is on (nothing was done).
+        QuarantineError: no quarantine table.
+    """
+    spark, name = plan.spark, plan.quarantine_table
+    keep = purge_retention(plan, hours)
+    properties = table_properties(spark, name)
+    # the table feature, not the property: files keep their deletion vectors after the property is turned off
+    detail = spark.sql(f"DESCRIBE DETAIL {table_ref(name)}").select("tableFeatures").first()
+    dv = detail is not None and "deletionVectors" in (detail[0] or [])
     rewritten = 0
     if dv:
         metrics = spark.sql(f"REORG TABLE {table_ref(name)} APPLY (PURGE)").select("metrics.numFilesRemoved").first()

@@ -183,7 +183,8 @@ def test_inspect_and_sql_rows_show_encrypted_values_opened_with_the_key_and_as_t
     monkeypatch.setenv("Q_KEY_1", KEY_1)
     opened = record_json(row, KeyRing.from_errors(_encrypted(tmp_path).errors))
     assert opened["value"] == {"text": SECRET_TEXT, "encoding": "utf-8"} and opened["message"] == f"found {SECRET_TEXT}"
-    assert opened["key"]["text"] == "customer-42" and opened["headers"][0]["value"] == {"text": "ff00", "encoding": "hex"}
+    assert opened["key"]["text"] == "customer-42"
+    assert opened["headers"][0]["value"] == {"text": "ff00", "encoding": "hex"}
 
     query = get_query("top_errors")
     cells = [["p", "parse", "SchemaMismatch", 1, 1, row["message"], None, None]]
@@ -203,7 +204,8 @@ def test_error_context_lines_of_an_encrypted_pipeline_carry_no_message(
     config = _encrypted(tmp_path, **{"log.enable": True})
     log = ErrorContextLogger.from_config(config.errors, config=config.redacted(), secrets=config.secrets())
     row = {"stage": "parse", "kind": "deserialize", "error_class": "ValueError", "attempts": 1,
-           "topic": "t", "partition": 0, "offset": 3, "message": f"could not read {SECRET_TEXT} (a Python stage's words)"}
+           "topic": "t", "partition": 0, "offset": 3,
+           "message": f"could not read {SECRET_TEXT} (a Python stage's words)"}
     with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         assert log.log_batch([row], pipeline="p", run_id="r", batch_id=0) == 1
     assert SECRET_TEXT not in caplog.text and "keeps it encrypted" in caplog.text
@@ -237,4 +239,5 @@ def test_forget_and_purge_say_what_was_erased_what_was_kept_and_when_the_bytes_a
     assert "gone from every data and change-data file of the table now" in now.render()
     assert len(now.render().splitlines()) == 1
     dry = Forgotten(table="/q", pipeline="orders", matched={"open": 1}, erased_before=1, reason="x", dry_run=True)
-    assert dry.render().startswith("forget --dry-run (nothing written): 1 row(s)") and "0 would be erased" in dry.render()
+    said = dry.render()
+    assert said.startswith("forget --dry-run (nothing written): 1 row(s)") and "0 would be erased" in said
