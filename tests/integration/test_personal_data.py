@@ -29,9 +29,9 @@ from quarantine.identity import fingerprint
 from quarantine.ops.duck import ENGINE_ENV
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
-from quarantine.schema import KAFKA_SOURCE_SCHEMA
+from quarantine.schema import ERROR, KAFKA_SOURCE_SCHEMA
 from quarantine.sinks.dlq_topic import dlq_records
-from tests.helpers import kafka_rows
+from tests.helpers import email_orders_config, files_holding, kafka_rows, logged, uncompressed_parquet
 from tests.support.crash import write_conf
 
 N = 100
@@ -72,46 +72,26 @@ def source_rows(start: int = 0, count: int = N) -> list[tuple[Any, ...]]:
 
 
 def config(d: Path, *, required: tuple[str, ...] = ("order_id",), **errors: Any) -> dict[str, Any]:
-    return {
-        "pipeline": "private",
-        "source": {"format": "delta", "path": str(d / "source")},
-        "target": {"table": str(d / "target")},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"),
-                   "deadletterqueue.context.stacktrace.enable": True, "log.enable": True, **errors},
-        "stages": [
-            {"name": "decode", "type": "decode_utf8"},
-            {"name": "parse", "type": "json", "options": {
-                "schema": "order_id STRING, amount DOUBLE, email STRING", "required": list(required)}},
-        ],
-    }
-
-
-def files_holding(folder: Path, wanted: list[bytes]) -> dict[str, list[bytes]]:
-    """Every file under ``folder`` (read byte for byte) that holds one of ``wanted``, with what it holds."""
-    found: dict[str, list[bytes]] = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        hits = [w for w in wanted if w in data]
-        if hits:
-            found[str(path.relative_to(folder))] = hits
-    return found
+    return email_orders_config(d, "private", required=required, **{"log.enable": True, **errors})
 
 
 @pytest.fixture(scope="module")
 def encrypted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Tables a pipeline kept encrypted: a run, a checkpoint every other commit, a re-run over the same
-    source and a replay that fails again (the Change Data Feed holds their updates); the config file."""
+    """Tables a pipeline kept encrypted (written uncompressed: a byte is in a file as written): a run, a
+    checkpoint every other commit, a re-run over the same source and a replay that fails again (the
+    Change Data Feed holds their updates); the config file."""
     d = tmp_path_factory.mktemp("encrypted")
-    spark.createDataFrame(source_rows(), KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
     raw = config(d, **ENCRYPTED)
     os.environ["PD_KEY_1"] = KEY_1
     try:
-        first = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
-        q = str(d / "quarantine")
-        spark.sql(f"ALTER TABLE delta.`{q}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
-        rows_after_first = spark.read.format("delta").load(q).count()
-        second = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
-        again = replay(Pipeline.from_config(parse_config(raw), spark, listeners=[]))
+        with uncompressed_parquet(spark):
+            spark.createDataFrame(source_rows(), KAFKA_SOURCE_SCHEMA).write.format("delta").save(str(d / "source"))
+            first = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+            q = str(d / "quarantine")
+            spark.sql(f"ALTER TABLE delta.`{q}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+            rows_after_first = spark.read.format("delta").load(q).count()
+            second = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+            again = replay(Pipeline.from_config(parse_config(raw), spark, listeners=[]))
     finally:
         del os.environ["PD_KEY_1"]
     yield {"dir": d, "raw": raw, "conf": write_conf(raw, d / "private.yml"), "first": first, "second": second,
@@ -133,7 +113,9 @@ def test_an_encrypted_quarantine_table_holds_no_plaintext_in_any_file(spark: Any
     assert {(r[0], r[1]) for r in q.select("offset", "fingerprint").collect()} <= expected
 
     wanted = [n for i in range(N) for n in needles(i)]
-    assert files_holding(d / "source", wanted), "the source holds the plaintext: the needles are real"
+    plain = [needles(i)[0] for i in range(N)]
+    in_source = {w for hits in files_holding(d / "source", plain).values() for w in hits}
+    assert in_source == set(plain), "the scan sees each record's plaintext where it is: in the source"
     folder = d / "quarantine"
     kinds = {p.parent.name if p.parent != folder else "data" for p in folder.rglob("*.parquet")}
     assert {"_change_data", "_delta_log", "data"} <= kinds, kinds  # data, checkpoints and change data to read
@@ -147,7 +129,7 @@ def test_the_dlq_topic_and_the_error_context_log_carry_no_record_content(
     monkeypatch.setenv("PD_KEY_1", KEY_1)
     pipe = Pipeline.from_config(parse_config(encrypted["raw"]), spark, listeners=[])
     source = spark.read.format("delta").load(str(d / "source"))
-    failed = pipe.split_frame(source).where(F.col("_q_error").isNotNull())
+    failed = pipe.split_frame(source).where(F.col(ERROR).isNotNull())
     rows = pipe.quarantine_writer().rows(failed, run_id="r", batch_id=0, now=dt.datetime.now(dt.UTC))
     # what a DLQ topic would be sent (the same rows the table gets, produced after the table's write)
     records = [json.dumps(r.asDict(recursive=True), default=lambda b: bytes(b).hex())
@@ -158,8 +140,9 @@ def test_the_dlq_topic_and_the_error_context_log_carry_no_record_content(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="quarantine.errors"):
         Pipeline.from_config(parse_config(encrypted["raw"]), spark, listeners=[]).run()
-    assert "error context" in caplog.text and "keeps it encrypted" in caplog.text
-    assert not [w for w in wanted if w in caplog.text]
+    lines = logged(caplog)
+    assert "error context" in lines and "keeps it encrypted" in lines
+    assert not [w for w in wanted if w in lines]
 
 
 @pytest.mark.parametrize("engine", ["spark", "auto"])
