@@ -99,8 +99,7 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     assert run.data.metrics["records_quarantined"] == float(n_bad)
     # MLflow holds nothing of a record: params (the config), metrics (counts), tags, breaches' artifacts
     assert _record_content(list(Path(config.source.path).rglob("*"))), "the source holds them: the pattern is real"
-    artifacts = Path(urlparse(run.info.artifact_uri).path)
-    assert [p for p in artifacts.rglob("*.json")], "the demo's breaches are artifacts to read"
+    artifacts = Path(urlparse(run.info.artifact_uri).path)  # the breaches' GX results, if the sample breached
     assert _record_content([tmp_path / "mlflow.db", *artifacts.rglob("*")]) == {}
 
     # Nothing was fixed: every replayed row fails again and stays open; the target is unchanged.

@@ -197,8 +197,14 @@ def test_forget_by_key_opens_encrypted_keys_and_refuses_without_them(
     rows = {r["offset"]: r for r in spark.read.format("delta").load(q).collect()}
     assert rows[9]["value"] is None and rows[9]["status"] == "discarded" and rows[9]["resolution"] == "forgotten: r"
     assert rows[8]["value"] is not None and rows[8]["encryption_key_id"] == "2026-12"
+    version = _version(spark, q)
+    # a second request: the key is gone with the rest, so it matches nothing and writes nothing; by
+    # its coordinates the row is found, already erased
     again = forget(Pipeline.from_config(parse_config(raw), spark, listeners=[]), key=b"cust-00009")
-    assert again.matched == {"discarded": 1} and again.erased_before == 1  # a second request changes nothing
+    assert again.matched == {} and again.total == 0
+    by_offset = forget(Pipeline.from_config(parse_config(raw), spark, listeners=[]), where="offset = 9")
+    assert by_offset.matched == {"discarded": 1} and by_offset.erased_before == 1
+    assert _version(spark, q) == version
 
 
 def test_the_log_keeps_no_statistics_of_messages_and_an_older_table_is_told_when_its_log_forgets(
