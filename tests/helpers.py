@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -162,21 +162,13 @@ def email_orders_config(d: Any, pipeline: str, *, required: Sequence[str] = ("or
     }
 
 
-@contextmanager
-def uncompressed_parquet(spark: Any) -> Iterator[None]:
+def uncompressed_parquet(spark: Any) -> AbstractContextManager[None]:
     """Parquet written without compression inside the block (data files, checkpoints, change data): a
     byte that is there is there as written, so :func:`files_holding` finds a value wherever it is
     (snappy may keep a repeated text as a back-reference). The session's setting is put back after."""
-    key = "spark.sql.parquet.compression.codec"
-    was = spark.conf.get(key, None)
-    spark.conf.set(key, "uncompressed")
-    try:
-        yield
-    finally:
-        if was is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, was)
+    from quarantine.spark.session import session_setting
+
+    return session_setting(spark, "spark.sql.parquet.compression.codec", "uncompressed")
 
 
 def files_holding(folder: Path, wanted: Sequence[bytes]) -> dict[str, list[bytes]]:
