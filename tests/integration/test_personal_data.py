@@ -27,7 +27,9 @@ from quarantine.columns import ERROR
 from quarantine.config import parse_config
 from quarantine.errors import ConfigError, KeyUnavailableError
 from quarantine.identity import fingerprint
+from quarantine.keyring import KeyRing
 from quarantine.ops.duck import ENGINE_ENV
+from quarantine.ops.reads import answer, replay_selection
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
@@ -174,6 +176,9 @@ def test_operator_commands_show_encrypted_n_bytes_without_the_key_and_the_bytes_
     assert {r["value"]["encoding"] for r in opened} == {"encrypted"}
     assert main(["report", "--conf", conf, "--out", str(tmp_path / "report.html")]) == 0
     assert not [w for w in wanted if w in (tmp_path / "report.html").read_text(encoding="utf-8")]
+    # replay --dry-run's selection (the read both engines run): each example shown as its size
+    examples = _selection_examples(encrypted["raw"])
+    assert examples and all(e.startswith("encrypted (") for e in examples), examples
 
     monkeypatch.setenv("PD_KEY_1", KEY_1)
     capsys.readouterr()
@@ -188,6 +193,19 @@ def test_operator_commands_show_encrypted_n_bytes_without_the_key_and_the_bytes_
         assert r["value"]["text"] == (value.decode() if value[:1] != b"\xff" else value.hex())
         assert [h["value"]["text"] for h in r["headers"]] == [v.decode() for _, v in source[offset][7]]
         assert not r["message"].startswith("encrypted")
+    examples = _selection_examples(encrypted["raw"])
+    assert examples and not [e for e in examples if e.startswith("encrypted")], examples
+    assert set(examples) <= {r["message"] for r in records}  # each one a row's message, opened
+
+
+def _selection_examples(raw: dict[str, Any]) -> list[str]:
+    """The example message of each group of ``replay --dry-run``'s selection, read by the engine
+    ``$QUARANTINE_READ_ENGINE`` picks and shown through the key ring the environment gives."""
+    config = parse_config(raw)
+    keys = KeyRing.from_errors(config.errors)
+    selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, None, keys),
+                       app="replay")
+    return [g.example for g in selection.groups if g.example is not None]
 
 
 def test_replay_opens_rows_with_the_key_refuses_without_it_and_reads_an_old_key_after_a_rotation(
