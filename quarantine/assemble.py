@@ -54,7 +54,8 @@ def assemble(
         stages: stages built in Python (notebooks); by default the config's ``stages:``.
 
     Raises:
-        ConfigError: a stage option or an error handler is bad (before anything is read or written).
+        ConfigError: a stage option, an error handler or an encryption key is bad (before anything
+            is read or written).
         QuarantineError: the session's Spark or this Python is outside the support
             matrix (:func:`quarantine.spark.runtime.check_runtime`), before anything is read or written.
     """
@@ -68,6 +69,7 @@ def assemble(
         listeners=list(listeners) if listeners is not None else default_listeners(config, spark),
     )
     plan.error_policy = plan.policy()  # built up front: a bad handler path fails before any data is read
+    plan.keys = plan.key_ring()  # read once, up front: a key of the wrong size fails before any data is read
     return plan
 
 

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "validate": "quarantine.commands.validate",
     "replay": "quarantine.commands.replay",
     "discard": "quarantine.commands.discard",
+    "forget": "quarantine.commands.forget",
     "rebuild-target": "quarantine.commands.rebuild_target",
     "maintain": "quarantine.commands.maintain",
     "report": "quarantine.commands.report",

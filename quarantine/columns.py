@@ -17,6 +17,7 @@ __all__ = [
     "CHECK_INPUT_PREFIX",
     "CLOSING",
     "DRIFT_PREFIX",
+    "ENCRYPTION_KEY_ID",
     "ERROR",
     "ERROR_CLASS",
     "ERROR_COUNT",
@@ -112,6 +113,8 @@ TARGET_KEY: tuple[str, ...] = (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
 #: The fingerprint's column in the quarantine table, and in the target (with the coordinates).
 QUARANTINE_FINGERPRINT = "fingerprint"
 TARGET_FINGERPRINT = "_source_fingerprint"
+#: The quarantine table's id of the key its row's bytes are encrypted under (NULL: kept as read).
+ENCRYPTION_KEY_ID = "encryption_key_id"
 #: Prefix of a judging stage's input column in the persisted batch (:mod:`quarantine.batch.verdict`).
 CHECK_INPUT_PREFIX = "_q_check_"
 #: Prefix of the hidden columns of values a stage computes once per row (dropped after the stages).

@@ -23,6 +23,7 @@ __all__ = [
     "ExpectationBreachError",
     "HandlerError",
     "InconsistentBatchError",
+    "KeyUnavailableError",
     "MissingDependencyError",
     "MissingTableError",
     "QuarantineError",
@@ -196,6 +197,11 @@ class InconsistentBatchError(QuarantineError):
     that failed only the first time are in neither, and the batch is not
     committed: a re-run (or the stream's restart) runs them again.
     """
+
+
+class KeyUnavailableError(QuarantineError):
+    """Rows a command must read in the clear are encrypted under a key it cannot read here; nothing
+    was written (``errors.deadletterqueue.encryption.*``: the message names the key and why)."""
 
 
 class TableWriteError(QuarantineError):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 from quarantine.columns import (
     ATTEMPTS,
     BATCH_ID,
+    ENCRYPTION_KEY_ID,
     ERROR_CLASS,
     ERROR_COUNT,
     ERROR_HISTORY,
@@ -186,6 +187,9 @@ def _spark_types() -> dict[str, DataType]:
         # the record's content (quarantine.identity.fingerprint); NULL in rows written before it
         # existed (computed from their raw bytes when read) and in rows a custom sink reported
         StructField(QUARANTINE_FINGERPRINT, LongType()),
+        # the id of the key key, value and the header values are encrypted under (quarantine.encryption);
+        # NULL: stored as read
+        StructField(ENCRYPTION_KEY_ID, StringType()),
     ])
     metrics = StructType([
         StructField(PIPELINE, StringType(), False),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,44 @@ def spark_report_data(spark: Any, *, pipeline: str, quarantine_table: str, metri
         return report_data(Reads(engine, tables), pipeline, **kw)
     finally:
         engine.close()
+
+
+def email_orders_config(d: Any, pipeline: str, *, required: Sequence[str] = ("order_id",),
+                        **errors: Any) -> dict[str, Any]:
+    """A decode + json pipeline of orders carrying an e-mail address (``order_id``, ``amount``, ``email``)
+    over ``d/source`` (Delta) into ``d/target`` and ``d/quarantine``, stack traces kept; ``errors.tolerance:
+    all`` and ``errors`` beside it. The personal-data tests' (tests/integration/test_personal_data.py,
+    test_forget.py)."""
+    return {
+        "pipeline": pipeline,
+        "source": {"format": "delta", "path": str(d / "source")},
+        "target": {"table": str(d / "target")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"),
+                   "deadletterqueue.context.stacktrace.enable": True, **errors},
+        "stages": [
+            {"name": "decode", "type": "decode_utf8"},
+            {"name": "parse", "type": "json", "options": {
+                "schema": "order_id STRING, amount DOUBLE, email STRING", "required": list(required)}},
+        ],
+    }
+
+
+def uncompressed_parquet(spark: Any) -> AbstractContextManager[None]:
+    """Parquet written without compression inside the block (data files, checkpoints, change data): a
+    byte that is there is there as written, so :func:`files_holding` finds a value wherever it is
+    (snappy may keep a repeated text as a back-reference). The session's setting is put back after."""
+    from quarantine.spark.session import session_setting
+
+    return session_setting(spark, "spark.sql.parquet.compression.codec", "uncompressed")
+
+
+def files_holding(folder: Path, wanted: Sequence[bytes]) -> dict[str, list[bytes]]:
+    """Every file under ``folder``, read byte for byte, that holds one of ``wanted``, with what it holds
+    (the tables written under :func:`uncompressed_parquet`)."""
+    found: dict[str, list[bytes]] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        hits = [w for w in wanted if w in data]
+        if hits:
+            found[str(path.relative_to(folder))] = hits
+    return found

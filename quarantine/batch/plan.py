@@ -61,6 +61,7 @@ from quarantine.identity import (
     VARIANTS,
     fingerprint,
 )
+from quarantine.keyring import KeyRing
 from quarantine.listeners.events import RunListener
 from quarantine.schema import target_columns
 from quarantine.sinks.dlq_topic import dlq_topic
@@ -93,6 +94,8 @@ class Plan:
         error_policy: handlers and tolerance (:mod:`quarantine.errorhandling.policy`); None builds
             it from the config on first use (:func:`~quarantine.assemble.assemble` builds it up
             front, so a bad handler path fails before any data is read).
+        keys: the quarantine table's encryption keys, read where they are kept; None reads them on
+            first use (:meth:`key_ring`).
     """
 
     config: PipelineConfig
@@ -102,6 +105,7 @@ class Plan:
     clock: Callable[[], dt.datetime] = _utcnow
     write_retry: RetryWithToleranceOperator | None = None
     error_policy: ErrorPolicy | None = None
+    keys: KeyRing | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -234,7 +238,18 @@ class Plan:
             secrets=cfg.secrets(),
             stacktrace=cfg.errors.dlq_context_stacktrace_enable,
             topic=dlq_topic(cfg),
+            keys=self.key_ring(),
         )
+
+    def key_ring(self) -> KeyRing:
+        """The quarantine table's encryption keys (``errors.deadletterqueue.encryption.*``), read once.
+
+        Raises:
+            ConfigError: a key that is set has not 16, 24 or 32 bytes.
+        """
+        if self.keys is None:
+            self.keys = KeyRing.from_errors(self.config.errors)
+        return self.keys
 
     def policy(self) -> ErrorPolicy:
         """The pipeline's :class:`~quarantine.errorhandling.policy.ErrorPolicy` (built on first use)."""

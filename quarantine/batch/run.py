@@ -333,7 +333,13 @@ def start_run(
         listeners: the listeners' dispatch to go on with (a restarted query's run);
             by default a new one over the plan's listeners.
         kind: what the run does (a replay and a discard are runs of their own kind).
+
+    Raises:
+        ConfigError: the run writes quarantine rows (a run or a replay) under an encryption key this
+            process cannot read (:meth:`~quarantine.keyring.KeyRing.sealing`): before anything is read.
     """
+    if kind is not RunKind.DISCARD:
+        plan.key_ring().sealing()
     rid = run_id or uuid.uuid4().hex
     config = plan.config
     info = RunInfo(

@@ -33,10 +33,13 @@ def _handle(call: Invocation) -> int:
 
     config = load(call)
     if call.args.dry_run:
+        from quarantine.keyring import KeyRing
         from quarantine.ops.reads import answer, replay_selection
 
         where = call.args.where
-        selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, where),
+        keys = KeyRing.from_errors(config.errors)
+        selection = answer(config, ("quarantine",),
+                           lambda reads: replay_selection(reads, config.pipeline, where, keys),
                            app=f"discard:{config.pipeline}")
         print(selection.discard_lines())
         return 0

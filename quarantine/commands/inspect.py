@@ -50,6 +50,7 @@ def _handle(call: Invocation) -> int:
     """
     from quarantine.commands.configured import load
     from quarantine.display import print_json
+    from quarantine.keyring import KeyRing
     from quarantine.ops.reads import answer, inspect_records
     from quarantine.ops.triage_output import RecordFilter, print_records, record_title
 
@@ -60,7 +61,8 @@ def _handle(call: Invocation) -> int:
         error_class=args.error_class, since=parse_time(args.since, "--since") if args.since else None,
         until=parse_time(args.until, "--until") if args.until else None, limit=args.limit,
     )
-    records = answer(config, ("quarantine",), lambda reads: inspect_records(reads, f), app="inspect")
+    keys = KeyRing.from_errors(config.errors)
+    records = answer(config, ("quarantine",), lambda reads: inspect_records(reads, f, keys), app="inspect")
     if args.json:
         print_json(records)
     else:

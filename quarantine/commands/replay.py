@@ -52,10 +52,12 @@ def _handle(call: Invocation) -> int:
 
 def _dry_run(config: PipelineConfig, where: str | None) -> int:
     """Print the selection (whichever engine reads it), then, when it is not empty, its outcomes on Spark."""
+    from quarantine.keyring import KeyRing
     from quarantine.ops.reads import answer, replay_selection
 
     config.target.require_source_columns()
-    selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, where),
+    keys = KeyRing.from_errors(config.errors)
+    selection = answer(config, ("quarantine",), lambda reads: replay_selection(reads, config.pipeline, where, keys),
                        app=f"replay:{config.pipeline}", read_only=False)
     print(selection.render(), flush=True)  # out before a JVM starts
     if selection.selected:

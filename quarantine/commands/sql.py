@@ -46,6 +46,7 @@ def _handle(call: Invocation) -> int:
     if args.conf is None:
         raise ConfigError("--conf", None, f"the pipeline config whose tables `quarantine sql {args.name}` reads")
     from quarantine.commands.configured import load
+    from quarantine.keyring import KeyRing
     from quarantine.ops.reads import answer, library_rows
 
     config = load(call)
@@ -59,7 +60,7 @@ def _handle(call: Invocation) -> int:
         raise ConfigError("--limit", args.limit, "a positive number of rows")
     columns, rows = answer(config, query.tables, lambda reads: library_rows(reads, query, values, args.limit),
                            app="sql")
-    print_sql(query, columns, rows, args.limit, as_json=args.json)
+    print_sql(query, columns, rows, args.limit, as_json=args.json, keys=KeyRing.from_errors(config.errors))
     return 0
 
 

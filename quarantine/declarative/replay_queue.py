@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from quarantine.columns import (
+    ENCRYPTION_KEY_ID,
     FINGERPRINT,
     FIRST_SEEN_AT,
     PIPELINE,
@@ -101,7 +102,8 @@ def queue_replay(plan: Pipeline, where: str | None = None, *, now: dt.datetime |
     Raises:
         ConfigError: ``where`` is not a condition over the quarantine columns.
         QuarantineError: the config's tables are not a declarative pipeline's, or its quarantine
-            table does not exist yet.
+            table does not exist yet, or selected rows are kept encrypted (their queue would hold
+            bytes the pipeline's replay flow cannot read), before anything is written.
     """
     config = plan.config
     if config.target.written_by is not WrittenBy.PIPELINE:
@@ -118,6 +120,15 @@ def queue_replay(plan: Pipeline, where: str | None = None, *, now: dt.datetime |
     n = rows.count()
     if n == 0:
         return QueueResult(queue=name, selected=0, queued=0)
+    if ENCRYPTION_KEY_ID in selected.columns:
+        sealed = selected.where(F.col(ENCRYPTION_KEY_ID).isNotNull()).count()
+        if sealed:
+            raise QuarantineError(
+                f"replay into the declarative pipeline {config.pipeline} refused, nothing was written: {sealed:,} of "
+                f"the {n:,} selected record(s) are kept encrypted (errors.deadletterqueue.encryption.key), and its "
+                f"replay flow reads the queue {name} as the source's bytes; a queue of encrypted records is not "
+                "supported yet (docs/personal-data.md)"
+            )
     create_table(spark, name, QUEUE_SCHEMA, cluster_by=("pipeline",),
                  comment=f"quarantine: records queued for replay by the declarative pipeline {config.pipeline}")
     before = table_version(spark, name)

@@ -6,6 +6,7 @@ retries they set), so that neither imports the other to read them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -15,12 +16,16 @@ from pydantic import ConfigDict, Field, model_validator
 
 from quarantine.columns import ErrorKind
 from quarantine.errors import ConfigError
+from quarantine.redaction import REDACTED
+from quarantine.secret_reference import REFERENCE_FORMS, SecretReference
 from quarantine.values.section import YAML_CONTEXT, Section
 from quarantine.values.types import (
     BOOL,
     CLASS_NAMES,
     OPTIONAL_TEXT,
+    Check,
     choice,
+    fail,
     integer,
     number,
     string_map,
@@ -78,6 +83,58 @@ class HandlerResponse(StrEnum):
     def logs(self) -> bool:
         return self is HandlerResponse.LOG_AND_CONTINUE
 
+
+#: An encryption key's id: stored beside the bytes it encrypted, and in each encrypted text.
+KEY_ID_PATTERN = r"[A-Za-z0-9._-]{1,64}"
+_KEY_ID_ALLOWED = "a key id: 1 to 64 letters, digits, '.', '_' or '-'"
+_KEY_ID = re.compile(KEY_ID_PATTERN)
+
+
+def _reference(value: Any) -> str | None:
+    """A secret reference as written (``env:NAME`` / ``{{secrets/<scope>/<key>}}``); never echoes a value."""
+    if value is None or value == "":
+        return None
+    try:
+        return str(SecretReference.parse(value))
+    except ValueError as exc:
+        raise fail(f"{exc} (${{env:NAME}} would put the key itself in the config when it loads)",
+                   value=REDACTED) from None
+
+
+_SECRET_REFERENCE = Check(_reference, {"type": ["string", "null"], "description": REFERENCE_FORMS})
+
+
+def _key_id(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str | int) or not _KEY_ID.fullmatch(str(value).strip()):
+        raise fail(_KEY_ID_ALLOWED)
+    return str(value).strip()
+
+
+def _old_keys(value: Any) -> Mapping[str, str]:
+    """Key id -> secret reference, each checked (a value that is not a reference is never echoed)."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise fail("a mapping of key id to where that key is (" + REFERENCE_FORMS + ")")
+    out: dict[str, str] = {}
+    for kid, ref in value.items():
+        if not _KEY_ID.fullmatch(str(kid)):
+            raise fail(_KEY_ID_ALLOWED, value=kid, at=str(kid))
+        try:
+            out[str(kid)] = str(SecretReference.parse(ref))
+        except ValueError as exc:
+            raise fail(str(exc), value=REDACTED, at=str(kid)) from None
+    return MappingProxyType(out)
+
+
+_OLD_KEYS = Check(
+    _old_keys,
+    {"type": ["object", "null"], "propertyNames": {"pattern": f"^{KEY_ID_PATTERN}$"},
+     "additionalProperties": {"type": "string"}},
+    to_plain=dict,
+)
 
 _HANDLER = text(
     f"{' | '.join(HandlerResponse)} | a dotted path module.Class",
@@ -176,6 +233,21 @@ class ErrorsConfig(Section):
     )
     """quarantine maintain's VACUUM keeps files removed in the last N hours (≥ 168, Delta's safety
     check; more if the table's delta.deletedFileRetentionDuration says so)."""
+    dlq_encryption_key: Annotated[str | None, _SECRET_REFERENCE] = Field(
+        None, alias="deadletterqueue.encryption.key", examples=["env:QUARANTINE_KEY"]
+    )
+    """Keep the quarantine table's record bytes encrypted (key, value, header values, and the
+    message, stack trace and history messages that may quote them): where the AES key (16, 24 or 32
+    bytes) is, env:NAME or {{secrets/<scope>/<key>}}, read when a command needs it. Unset: kept as read."""
+    dlq_encryption_key_id: Annotated[str | None, Check(_key_id, {"type": ["string", "null"]})] = Field(
+        None, alias="deadletterqueue.encryption.key.id", examples=["2026-12"]
+    )
+    """The id of deadletterqueue.encryption.key, stored beside what it encrypts (required with it)."""
+    dlq_encryption_old_keys: Annotated[Mapping[str, str], _OLD_KEYS] = Field(
+        default_factory=lambda: MappingProxyType({}), alias="deadletterqueue.encryption.old.keys",
+        examples=[{"2026-06": "env:QUARANTINE_KEY_2026_06"}],
+    )
+    """Keys rows were written under before (key id: env:NAME or {{secrets/<scope>/<key>}}): read, never written with."""
     coordinates_reused: Annotated[ReusedCoordinates, choice(ReusedCoordinates)] = Field(
         ReusedCoordinates.QUARANTINE, alias="coordinates.reused"
     )
@@ -211,6 +283,23 @@ class ErrorsConfig(Section):
                 self.retry_initial_backoff_ms,
                 f"≤ errors.retry.delay.max.ms ({self.retry_delay_max_ms})",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _encryption_named_whole(self) -> ErrorsConfig:
+        key, kid = self.dlq_encryption_key, self.dlq_encryption_key_id
+        if key is not None and kid is None:
+            raise ConfigError("errors.deadletterqueue.encryption.key.id", None,
+                              f"{_KEY_ID_ALLOWED} (required with deadletterqueue.encryption.key)")
+        if key is None and kid is not None:
+            raise ConfigError("errors.deadletterqueue.encryption.key.id", kid,
+                              "no value without deadletterqueue.encryption.key (where the key it names is kept)")
+        if kid is not None and kid in self.dlq_encryption_old_keys:
+            raise ConfigError("errors.deadletterqueue.encryption.old.keys", kid,
+                              f"other ids than deadletterqueue.encryption.key.id ({kid}): it is the writing key")
+        if key is not None and self.log_include_messages:
+            raise ConfigError("errors.log.include.messages", True, "false while deadletterqueue.encryption.key is "
+                              "set: it logs record content, which the encryption keeps out of readable files")
         return self
 
     @classmethod

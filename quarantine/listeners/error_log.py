@@ -13,7 +13,9 @@ Two jobs, both about what a person may read:
   (:func:`without_found_values`) — are added only with ``errors.log.include.messages``
   (off by default: payloads may hold personal data), truncated to
   :data:`MAX_PAYLOAD_CHARS`; the (redacted) config is logged once per batch
-  with ``errors.log.include.configs``. Stack traces are never logged; they go
+  with ``errors.log.include.configs``. With ``errors.deadletterqueue.encryption.key`` a line
+  carries no message at all (a free-text message may quote the record anywhere): the quarantine
+  table keeps it encrypted, and ``include.messages`` cannot be set beside it. Stack traces are never logged; they go
   to the quarantine table, and only with
   ``errors.deadletterqueue.context.stacktrace.enable``. Each line carries a
   :class:`ContextLine` (stage, error class), so that a handler can count lines
@@ -99,6 +101,8 @@ def sample_errors(
 _FOUND = re.compile(r"(?<![\w])found (?!(?:null|no such field)(?:;|$))(?:(?!; (?:required )?field ')[\s\S])+")
 #: Shown instead, in log lines without ``errors.log.include.messages``.
 OMITTED = "found <omitted: errors.log.include.messages is false>"
+#: Shown instead of the whole message while the quarantine table is kept encrypted.
+ENCRYPTED = "<omitted: the quarantine table keeps it encrypted (errors.deadletterqueue.encryption.key)>"
 
 
 def without_found_values(message: str) -> str:
@@ -130,6 +134,7 @@ class ErrorContextLogger:
     Attributes:
         include_messages: add the record's key and value (``errors.log.include.messages``).
         include_configs: log the redacted config once per batch (``errors.log.include.configs``).
+        encrypted: the quarantine table is kept encrypted: no line carries a message.
         config: the redacted config (``PipelineConfig.redacted()``).
         secrets: values to mask (``PipelineConfig.secrets()``).
         logger: where lines go.
@@ -138,6 +143,7 @@ class ErrorContextLogger:
 
     include_messages: bool = False
     include_configs: bool = False
+    encrypted: bool = False
     config: Mapping[str, Any] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger(LOGGER_NAME))
@@ -148,7 +154,8 @@ class ErrorContextLogger:
         cls, errors: ErrorsConfig, *, config: Mapping[str, Any], secrets: tuple[str, ...]
     ) -> ErrorContextLogger:
         """The logger for a pipeline's ``errors.log.*`` keys."""
-        return cls(errors.log_include_messages, errors.log_include_configs, config, secrets)
+        return cls(errors.log_include_messages, errors.log_include_configs, errors.dlq_encryption_key is not None,
+                   config, secrets)
 
     def log_batch(
         self,
@@ -177,7 +184,9 @@ class ErrorContextLogger:
             self._emit(f"error context [{where}] config={cfg}", ContextLine())
         for row in rows:
             message = str(row.get("message") or "")
-            if not self.include_messages:
+            if self.encrypted:
+                message = ENCRYPTED
+            elif not self.include_messages:
                 message = without_found_values(message)
             if len(message) > MAX_MESSAGE_CHARS:
                 message = message[:MAX_MESSAGE_CHARS] + "…"

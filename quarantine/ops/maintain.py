@@ -60,7 +60,8 @@ from quarantine.table_names import is_path
 from quarantine.tables import read_table, table_exists, table_ref, table_version
 
 __all__ = [
-    "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain", "retention_hours",
+    "COMMITTED_AT", "DELTA_MIN_RETENTION_HOURS", "VACUUM_LISTING_PARALLELISM", "MaintenanceResult", "maintain",
+    "retention_hours", "table_properties", "vacuum", "vacuum_hours",
 ]
 
 #: Delta's default ``delta.deletedFileRetentionDuration`` (7 days), the floor of its VACUUM safety check.
@@ -70,7 +71,7 @@ DELTA_MIN_RETENTION_HOURS = 168.0
 VACUUM_LISTING_PARALLELISM = 64
 _LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 #: ``DESCRIBE HISTORY``'s commit time column (Delta's, not the quarantine table's ``timestamp``).
-_COMMITTED_AT = "timestamp"
+COMMITTED_AT = "timestamp"
 _SPARK_DEFAULT_LISTING = "10000"
 
 _UNIT_HOURS = {"week": 168.0, "day": 24.0, "hour": 1.0, "minute": 1 / 60, "second": 1 / 3600,
@@ -158,10 +159,8 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
         raise QuarantineError(f"quarantine table {name} does not exist: nothing to maintain")
     now = now or dt.datetime.now(dt.UTC)
     ref = table_ref(name)  # SQL and mergeInto only: works over Spark Connect (no DeltaTable API there)
-    props = spark.sql(f"DESCRIBE DETAIL {ref}").select("properties").first()
-    properties = (props[0] or {}) if props else {}
-    table_hours = retention_hours(properties.get("delta.deletedFileRetentionDuration"))
-    hours = max(float(config.errors.dlq_vacuum_retention_hours), table_hours, DELTA_MIN_RETENTION_HOURS)
+    properties = table_properties(spark, name)
+    hours = vacuum_hours(config, properties)
     mine = read_table(spark, name).where(F.col(PIPELINE) == F.lit(config.pipeline))
     closed = mine.where(F.col(STATUS).isin(QuarantineStatus.REPLAYED.value, QuarantineStatus.DISCARDED.value))
     future = closed.where(F.col(RESOLVED_AT) > F.lit(now).cast("timestamp")).count()
@@ -187,8 +186,7 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
         stripped_rows = _updated_since(spark, name, before)
     optimized = spark.sql(f"OPTIMIZE {ref}").select("metrics.numFilesRemoved").first()
     files = int(optimized[0] or 0) if optimized is not None else 0
-    with _listing_parallelism(spark):
-        spark.sql(f"VACUUM {ref} RETAIN {hours:g} HOURS").collect()
+    vacuum(spark, name, hours)
     open_rows = read_table(spark, name).where(
         (F.col(PIPELINE) == F.lit(config.pipeline)) & (F.col(STATUS) == QuarantineStatus.OPEN.value)
     ).count()
@@ -196,6 +194,26 @@ def maintain(spark: SparkSession, config: PipelineConfig, *, now: dt.datetime | 
         table=name, stripped=stripped_rows, cutoff=cutoff, files_compacted=files, vacuum_hours=hours,
         open_rows=open_rows, future_rows=future, recent_rows=recent, commit_clock=commit_clock,
     )
+
+
+def table_properties(spark: SparkSession, name: str) -> dict[str, str]:
+    """The Delta table's properties (``DESCRIBE DETAIL``)."""
+    props = spark.sql(f"DESCRIBE DETAIL {table_ref(name)}").select("properties").first()
+    return dict((props[0] or {}) if props else {})
+
+
+def vacuum_hours(config: PipelineConfig, properties: dict[str, str]) -> float:
+    """The retention a VACUUM of the quarantine table keeps: ``errors.deadletterqueue.vacuum.retention.hours``,
+    raised to the table's ``delta.deletedFileRetentionDuration`` and Delta's 168 hours."""
+    table_hours = retention_hours(properties.get("delta.deletedFileRetentionDuration"))
+    return max(float(config.errors.dlq_vacuum_retention_hours), table_hours, DELTA_MIN_RETENTION_HOURS)
+
+
+def vacuum(spark: SparkSession, name: str, hours: float) -> None:
+    """``VACUUM`` the table, keeping files removed in the last ``hours`` (the listing at
+    :data:`VACUUM_LISTING_PARALLELISM` in a session at Spark's default, see the module doc)."""
+    with _listing_parallelism(spark):
+        spark.sql(f"VACUUM {table_ref(name)} RETAIN {hours:g} HOURS").collect()
 
 
 def _closed_since(spark: SparkSession, name: str, pipeline: str, since: dt.datetime) -> DataFrame | None:
@@ -207,7 +225,7 @@ def _closed_since(spark: SparkSession, name: str, pipeline: str, since: dt.datet
     """
     first = (
         spark.sql(f"DESCRIBE HISTORY {table_ref(name)}")
-        .where(F.col(_COMMITTED_AT) >= F.lit(since).cast("timestamp"))
+        .where(F.col(COMMITTED_AT) >= F.lit(since).cast("timestamp"))
         .agg(F.min("version")).first()
     )
     if first is None or first[0] is None:

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from quarantine.config import PipelineConfig
 from quarantine.dry_run import ErrorGroup, ReplaySelection, largest_first
 from quarantine.errors import DeltaRsUnreadableError, MissingTableError
+from quarantine.keyring import KeyRing
 from quarantine.ops.report_model import LATEST, TOP_ERROR_CLASSES, ReportData, Rows, counted_target, time_unit
 from quarantine.ops.triage_output import ALL, RecordFilter, record_json
 from quarantine.schema import check_quarantine_columns
@@ -243,13 +244,17 @@ def stats_tables(reads: Reads, pipeline: str | None) -> dict[str, Table]:
     return out
 
 
-def inspect_records(reads: Reads, f: RecordFilter) -> list[dict[str, Any]]:
-    """The rows ``f`` selects, the most recently seen first, as ``inspect --json`` prints them."""
+def inspect_records(reads: Reads, f: RecordFilter, keys: KeyRing | None = None) -> list[dict[str, Any]]:
+    """The rows ``f`` selects, the most recently seen first, as ``inspect --json`` prints them.
+
+    A row kept encrypted is opened with ``keys`` where its key is readable here, else its
+    payloads and message are shown as ``encrypted (N bytes)`` (:func:`~quarantine.ops.triage_output.record_json`).
+    """
     names, rows = reads.read(
         "inspect", pipeline=f.pipeline, status=None if f.status == ALL else f.status, stage=f.stage,
         error_class=f.error_class, since=f.since, until=f.until, limit=f.limit,
     )
-    return [record_json(dict(zip(names, row, strict=True))) for row in rows]
+    return [record_json(dict(zip(names, row, strict=True)), keys) for row in rows]
 
 
 def library_rows(reads: Reads, query: Query, values: Mapping[str, str], limit: int) -> Table:
@@ -262,15 +267,21 @@ def library_rows(reads: Reads, query: Query, values: Mapping[str, str], limit: i
     return reads.run(f"SELECT * FROM ({text}) AS library LIMIT {int(limit) + 1}", *query.tables)
 
 
-def replay_selection(reads: Reads, pipeline: str, where: str | None) -> ReplaySelection:
+def replay_selection(reads: Reads, pipeline: str, where: str | None,
+                     keys: KeyRing | None = None) -> ReplaySelection:
     """The open rows of ``pipeline`` that ``where`` selects (None: all), by their quarantined failure.
+
+    Each group's example message is opened with ``keys`` where its key is readable here, else
+    shown as ``encrypted (N bytes)``.
 
     Raises:
         MissingTableError: no quarantine table yet.
         ConfigError: ``where`` is not a condition over the quarantine table's columns.
     """
     _, rows = reads.read("replay_selection", where=where, pipeline=pipeline)
-    groups = [ErrorGroup(stage, error_class, int(n), example) for stage, error_class, n, example in rows]
+    ring = keys or KeyRing.none()
+    groups = [ErrorGroup(stage, error_class, int(n), ring.open_text(example))
+              for stage, error_class, n, example in rows]
     return ReplaySelection(selected=sum(g.records for g in groups), groups=largest_first(groups))
 
 

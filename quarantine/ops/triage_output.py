@@ -8,7 +8,9 @@ It imports no engine.
 
 Payloads (``key``, ``value``, header values) are shown as UTF-8 text where they decode and
 as hex where they do not, with their encoding named in JSON; tables cut long values, JSON
-never does.
+never does. A table kept encrypted (``errors.deadletterqueue.encryption.key``) is shown through
+the command's :class:`~quarantine.keyring.KeyRing`, whichever engine read it: a payload or a text
+whose key is readable here is shown opened, any other as ``encrypted (N bytes)``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from quarantine.columns import (
+    ENCRYPTION_KEY_ID,
     HEADER_KEY,
     HEADER_VALUE,
     HEADERS,
@@ -33,10 +36,12 @@ from quarantine.columns import (
 )
 from quarantine.display import decode_bytes, gist, plain, print_json, print_table, shorten
 from quarantine.errors import ConfigError
+from quarantine.keyring import KeyRing, Sealed
 from quarantine.sql import Query, catalogue
 
 __all__ = [
     "ALL",
+    "ENCRYPTED",
     "INSPECT_COLUMNS",
     "RecordFilter",
     "inspect_rows",
@@ -88,27 +93,39 @@ class RecordFilter:
             raise ConfigError("--since", self.since.isoformat(), f"a time before --until ({self.until.isoformat()})")
 
 
-def _payload(raw: bytes | bytearray | None) -> dict[str, str | None]:
-    text, encoding = decode_bytes(raw)
+#: A payload's ``encoding`` in JSON when it is shown encrypted (its key is not readable here).
+ENCRYPTED = "encrypted"
+
+
+def _payload(raw: bytes | bytearray | None, key_id: str | None, keys: KeyRing) -> dict[str, str | None]:
+    opened = keys.open_bytes(raw, key_id)
+    if isinstance(opened, Sealed):
+        return {"text": str(opened), "encoding": ENCRYPTED}
+    text, encoding = decode_bytes(opened)
     return {"text": text, "encoding": encoding}
 
 
-def record_json(row: Mapping[str, Any]) -> dict[str, Any]:
+def record_json(row: Mapping[str, Any], keys: KeyRing | None = None) -> dict[str, Any]:
     """One quarantine row as ``inspect --json`` prints it: payloads as ``{"text", "encoding"}``, nothing cut.
 
     A header's key is its text, or ``hex:<hex>`` when its bytes (BINARY in the reads'
-    quarantine view) are not UTF-8.
+    quarantine view) are not UTF-8. An encrypted payload or text is opened with ``keys`` where its key
+    is readable, else shown as ``encrypted (N bytes)`` (a payload's encoding ``encrypted``).
     """
+    ring = keys or KeyRing.none()
     out: dict[str, Any] = {}
     for name in ("pipeline", TOPIC, PARTITION, OFFSET, TIMESTAMP, "status", "stage", "kind",
                  "error_class", "message", "error_count", "attempts", "first_seen_at", "last_seen_at",
-                 "run_id", "batch_id", "resolved_at", "resolution"):
+                 "run_id", "batch_id", "resolved_at", "resolution", ENCRYPTION_KEY_ID):
         value = row.get(name)
         out[name] = value.isoformat() if isinstance(value, dt.datetime) else value
-    out[KEY] = _payload(row.get(KEY))
-    out[VALUE] = _payload(row.get(VALUE))
+    out["message"] = ring.open_text(out["message"])
+    key_id = row.get(ENCRYPTION_KEY_ID)
+    out[KEY] = _payload(row.get(KEY), key_id, ring)
+    out[VALUE] = _payload(row.get(VALUE), key_id, ring)
     out[HEADERS] = [
-        {HEADER_KEY: plain(h[HEADER_KEY]), HEADER_VALUE: _payload(h[HEADER_VALUE])} for h in (row.get(HEADERS) or [])
+        {HEADER_KEY: plain(h[HEADER_KEY]), HEADER_VALUE: _payload(h[HEADER_VALUE], key_id, ring)}
+        for h in (row.get(HEADERS) or [])
     ]
     return out
 
@@ -117,7 +134,7 @@ def _shown(payload: Mapping[str, str | None]) -> str | None:
     text = payload["text"]
     if text is None:
         return None
-    return shorten(text if payload["encoding"] == "utf-8" else f"hex:{text}", _PAYLOAD_WIDTH)
+    return shorten(text if payload["encoding"] in ("utf-8", ENCRYPTED) else f"hex:{text}", _PAYLOAD_WIDTH)
 
 
 def inspect_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
@@ -170,10 +187,16 @@ def print_stats(tables: Mapping[str, tuple[Sequence[str], list[list[Any]]]], pip
         print_table(f"{title} ({where})", cols, rows)
 
 
-def print_sql(query: Query, columns: Sequence[str], rows: list[list[Any]], limit: int, *, as_json: bool) -> None:
-    """``sql NAME``'s output: at most ``limit`` of ``rows`` (one more than shown says the output is cut)."""
+def print_sql(query: Query, columns: Sequence[str], rows: list[list[Any]], limit: int, *, as_json: bool,
+              keys: KeyRing | None = None) -> None:
+    """``sql NAME``'s output: at most ``limit`` of ``rows`` (one more than shown says the output is cut).
+
+    An encrypted text in a cell (a message) is opened with ``keys`` where its key is readable,
+    else shown as ``encrypted (N bytes)``.
+    """
+    ring = keys or KeyRing.none()
     cut = len(rows) > limit
-    rows = rows[:limit]
+    rows = [[ring.open_text(v) if isinstance(v, str) else v for v in row] for row in rows[:limit]]
     notice = f"the first {limit:,} rows: more rows match (--limit)" if cut else None
     if as_json:
         print_json([dict(zip(columns, row, strict=True)) for row in rows])

@@ -41,6 +41,7 @@ from quarantine.batch.run import start_run
 from quarantine.batch.settle import prepare, retried_write
 from quarantine.batch.writes import BatchMode
 from quarantine.columns import (
+    ENCRYPTION_KEY_ID,
     ERROR,
     ERROR_CLASS,
     FINGERPRINT,
@@ -53,7 +54,8 @@ from quarantine.columns import (
     RunKind,
 )
 from quarantine.dry_run import ErrorGroup, group_lines, largest_first
-from quarantine.errors import ConfigError, MissingTableError, QuarantineError, describe_failure
+from quarantine.encryption import open_payload, unreadable
+from quarantine.errors import ConfigError, KeyUnavailableError, MissingTableError, QuarantineError, describe_failure
 from quarantine.listeners.events import BatchReport, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
@@ -69,6 +71,7 @@ __all__ = [
     "discard",
     "open_records",
     "preview_replay",
+    "readable_records",
     "replay",
     "replay_outcomes",
 ]
@@ -173,6 +176,24 @@ def open_records(pipe: Plan, where: str | None = None, *, version: int | None = 
     return df.where(where) if where else df
 
 
+def readable_records(pipe: Plan, selected: DataFrame, what: str) -> DataFrame:
+    """``selected`` quarantine rows with their raw bytes opened (:func:`quarantine.encryption.open_payload`).
+
+    Raises:
+        KeyUnavailableError: some are encrypted under a key this process cannot read; one job
+            counts them by key, before anything is written; the message names each key and why.
+    """
+    keys = pipe.key_ring()
+    if ENCRYPTION_KEY_ID in selected.columns:
+        found = selected.where(unreadable(keys)).groupBy(ENCRYPTION_KEY_ID).count().collect()
+        if found:
+            said = "; ".join(f"{int(r['count']):,} record(s) under {keys.why_not(r[ENCRYPTION_KEY_ID])}"
+                             for r in sorted(found, key=lambda r: r[ENCRYPTION_KEY_ID]))
+            raise KeyUnavailableError(f"{what} refused, nothing was written: the selected records' bytes are "
+                                      f"encrypted and cannot be opened here: {said}")
+    return open_payload(selected, keys)
+
+
 def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None = None) -> DataFrame:
     """Per selected open record, its outcome through the current stages now (lazy; writes nothing).
 
@@ -188,7 +209,8 @@ def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None
         *[F.col(c).alias(f"_old_{c}") for c in (*SOURCE_KEY, "stage", "error_class")],
         row_fingerprint(selected).alias(f"_old_{FINGERPRINT}"),
     )
-    split = pipe.split_frame(prepare(pipe, selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
+    readable = readable_records(pipe, selected, "replay --dry-run")
+    split = pipe.split_frame(prepare(pipe, readable.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])))
     new = split.select(
         *SOURCE_KEY, FINGERPRINT,
         F.col(ERROR).isNull().alias("would_pass"),
@@ -203,11 +225,14 @@ def replay_outcomes(pipe: Plan, where: str | None = None, *, version: int | None
     )
 
 
-def _groups(df: DataFrame, stage: str, error_class: str, message: str) -> list[tuple[int, ErrorGroup]]:
+def _groups(pipe: Plan, df: DataFrame, stage: str, error_class: str, message: str) -> list[tuple[int, ErrorGroup]]:
+    """Rows by stage and error class, each group's smallest message its example (opened where its key
+    is readable here, else ``encrypted (N bytes)``)."""
     rows = df.groupBy(F.col(stage).alias("s"), F.col(error_class).alias("c")).agg(
         F.count(F.lit(1)).alias("n"), F.min(message).alias("m")
     ).collect()
-    return [(int(r["n"]), ErrorGroup(r["s"], r["c"], int(r["n"]), r["m"])) for r in rows]
+    keys = pipe.key_ring()
+    return [(int(r["n"]), ErrorGroup(r["s"], r["c"], int(r["n"]), keys.open_text(r["m"]))) for r in rows]
 
 
 def _largest_first(groups: list[tuple[int, ErrorGroup]]) -> tuple[ErrorGroup, ...]:
@@ -222,7 +247,7 @@ def preview_replay(pipe: Plan, where: str | None = None, *, version: int | None 
     by their new stage and error class.
     """
     outcomes = replay_outcomes(pipe, where, version=version)
-    groups = _groups(outcomes, "new_stage", "new_error_class", "new_message")
+    groups = _groups(pipe, outcomes, "new_stage", "new_error_class", "new_message")
     passing = sum(n for n, g in groups if g.stage is None and g.error_class is None)
     failing = [(n, g) for n, g in groups if not (g.stage is None and g.error_class is None)]
     return Preview(selected=sum(n for n, _ in groups), would_pass=passing, groups=_largest_first(failing))
@@ -255,6 +280,8 @@ def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = No
         ConfigError: ``where`` is not a condition over the quarantine columns (before any job),
             or the config's tables are a declarative pipeline's (``target.written_by:
             pipeline``: :func:`quarantine.declarative.replay_queue.queue_replay` queues its records).
+        KeyUnavailableError: selected records are encrypted under a key this process cannot read
+            (:func:`readable_records`), before anything is written.
     """
     refuse_pipeline_tables(pipe, "a replay that writes the target")
     pipe.config.target.require_source_columns()
@@ -263,7 +290,7 @@ def replay(pipe: Plan, where: str | None = None, *, now: dt.datetime | None = No
     if now is not None:
         pipe = replace(pipe, clock=lambda: now)
     selected = open_records(pipe, where, version=_version(pipe))
-    source = selected.select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
+    source = readable_records(pipe, selected, "replay").select(*[F.col(f.name) for f in KAFKA_SOURCE_SCHEMA.fields])
     run = start_run(pipe, kind=RunKind.REPLAY)
     run.begin()
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from quarantine.columns import (
     BATCH_ID,
+    ENCRYPTION_KEY_ID,
     ERROR,
     ERROR_CLASS,
     ERROR_COUNT,
@@ -54,9 +55,11 @@ from quarantine.columns import (
     ErrorKind,
     QuarantineStatus,
 )
+from quarantine.encryption import seal_rows
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
 from quarantine.identity import fingerprint, null_safe_key_match
+from quarantine.keyring import KeyRing
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, check_quarantine_columns
 from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 from quarantine.sinks.redacted_error import redact_error
@@ -74,6 +77,7 @@ __all__ = [
     "HISTORY_FIRST",
     "HISTORY_LATEST",
     "ROWS_PER_FILE",
+    "STATS_PROPERTY",
     "STRIPPED",
     "QuarantineWrite",
     "QuarantineWriter",
@@ -82,8 +86,10 @@ __all__ = [
     "merge_quarantine",
     "quarantine_rows",
     "read_quarantine",
+    "record_match",
     "row_fingerprint",
     "settled_records",
+    "stats_columns",
     "stored_fingerprint",
     "strip_settled",
     "stripped",
@@ -107,16 +113,35 @@ def ensure_quarantine_table(spark: SparkSession, name: str) -> bool:
     """Create the quarantine table if it does not exist; return whether this call created it.
 
     Schema :data:`~quarantine.schema.QUARANTINE_SCHEMA`, Change Data Feed on,
-    liquid-clustered by ``(pipeline, topic, first_seen_date)``. Safe to call
-    concurrently (see :func:`quarantine.tables.create_table`): True only when this
-    call committed the table's first version, so the table is known to be empty.
+    liquid-clustered by ``(pipeline, topic, first_seen_date)``, Delta's statistics taken of
+    :func:`stats_columns` only. Safe to call concurrently (see
+    :func:`quarantine.tables.create_table`): True only when this call committed the table's
+    first version, so the table is known to be empty.
     """
     return create_table(
         spark, name, QUARANTINE_SCHEMA,
         comment="quarantine: failed records with their raw bytes and the reason",
         cluster_by=(PIPELINE, TOPIC, FIRST_SEEN_DATE),
-        properties={"delta.enableChangeDataFeed": "true"},
+        properties={"delta.enableChangeDataFeed": "true", STATS_PROPERTY: ",".join(stats_columns())},
     )
+
+
+#: The table property naming the columns whose statistics (each file's min and max) Delta keeps in the log.
+STATS_PROPERTY = "delta.dataSkippingStatsColumns"
+
+
+def stats_columns() -> tuple[str, ...]:
+    """The columns Delta keeps statistics of in the table's log: the ones it can skip files by (strings,
+    numbers, dates, times), but what a record carried or a person wrote (message, stacktrace, resolution).
+
+    Delta keeps each file's smallest and largest value of a string column (its first 32
+    characters) in the commit that adds the file, in checkpoints and in checksums; a message
+    quotes the record it failed, so the log would keep a copy of it that no UPDATE reaches.
+    """
+    content = {*STRIPPED, ERROR_HISTORY, RESOLUTION}
+    skippable = ("string", "int", "bigint", "timestamp", "date")
+    return tuple(f.name for f in QUARANTINE_SCHEMA.fields
+                 if f.name not in content and f.dataType.simpleString() in skippable)
 
 
 def quarantine_rows(
@@ -170,6 +195,7 @@ def quarantine_rows(
         F.lit(now.astimezone(dt.UTC).date()).alias(FIRST_SEEN_DATE),
         (F.col(FINGERPRINT) if (FINGERPRINT in failed.columns if fingerprint is None else fingerprint)
          else F.lit(None)).alias(QUARANTINE_FINGERPRINT),
+        F.lit(None).cast("string").alias(ENCRYPTION_KEY_ID),
     ]
     rows = failed.select(*cols)
     # Cast each column to the contract's type (nullability aside) so MERGE sees one schema.
@@ -211,8 +237,8 @@ def _column_of(rows: DataFrame) -> Any:
     return lambda c: F.col(c) if c in rows.columns else F.lit(None).cast(types[c])
 
 
-def _key_match(name: str, pipeline: str) -> Column:
-    """The MERGE condition: this pipeline's row of the same record (NULL-safe, no SQL text).
+def record_match(name: str, pipeline: str) -> Column:
+    """The MERGE condition: this pipeline's row of the same record as source ``s`` (NULL-safe, no SQL text).
 
     The same record: the same coordinates and the same fingerprint; a row or a source
     without one (a custom sink's report) is the same record by its coordinates.
@@ -268,7 +294,7 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     )
     open_row = t("status") == F.lit(QuarantineStatus.OPEN.value)
     (
-        rows.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        rows.alias("s").mergeInto(table_ref(name), record_match(name, pipeline))
         .whenMatched(open_row & ~same_write).update(update)
         .whenNotMatched().insertAll()
         .merge()
@@ -292,6 +318,8 @@ class QuarantineWriter:
         retry: the write retry operator (:meth:`RetryWithToleranceOperator.for_writes`).
         secrets: configured secret values, masked in the error text.
         stacktrace: whether stack traces can be non-null (else their redaction is skipped).
+        keys: the encryption keys (``errors.deadletterqueue.encryption.*``): rows are written
+            encrypted under the writing key, if one is configured (:func:`quarantine.encryption.seal_rows`).
     """
 
     spark: SparkSession
@@ -301,12 +329,14 @@ class QuarantineWriter:
     secrets: tuple[str, ...] = ()
     stacktrace: bool = False
     topic: DlqTopic | None = None
+    keys: KeyRing = field(default_factory=KeyRing.none)
 
     def rows(
         self, failed: DataFrame, *, run_id: str, batch_id: int, now: dt.datetime, error: str = ERROR,
         fingerprint: bool | None = None,
     ) -> DataFrame:
-        """The quarantine table's rows of ``failed``, its error redacted (no job runs).
+        """The quarantine table's rows of ``failed``, its error redacted, encrypted under the writing key
+        if one is configured (no job runs).
 
         Args:
             failed: rows with the Kafka source columns and the error struct ``error``.
@@ -320,8 +350,9 @@ class QuarantineWriter:
         if fingerprint is None:
             fingerprint = FINGERPRINT in failed.columns
         masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
-        return quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error,
+        rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error,
                                fingerprint=fingerprint)
+        return seal_rows(rows, self.keys, fingerprint=stored_fingerprint())
 
     def write(
         self,
@@ -435,7 +466,7 @@ def close_records(
     fp = F.col(FINGERPRINT) if FINGERPRINT in keys.columns else F.lit(None).cast("bigint")
     source = keys.select(F.lit(pipeline).alias(PIPELINE), *SOURCE_KEY, fp.alias(QUARANTINE_FINGERPRINT))
     (
-        source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        source.alias("s").mergeInto(table_ref(name), record_match(name, pipeline))
         .whenMatched(table_column(name, "status") == F.lit(QuarantineStatus.OPEN.value))
         .update({
             "status": F.lit(status.value),
@@ -461,9 +492,13 @@ def _stripped(col: Any) -> Column:
     return cond
 
 
-def stripped() -> Column:
-    """True for a row whose :data:`STRIPPED` columns and history messages are all NULL (retention kept it)."""
-    return _stripped(F.col)
+def stripped(col: Any = F.col) -> Column:
+    """True for a row whose :data:`STRIPPED` columns and history messages are all NULL (retention kept it).
+
+    Args:
+        col: how to reach the row's columns by name (``F.col``, or a table's in a MERGE).
+    """
+    return _stripped(col)
 
 
 def strip_settled(spark: SparkSession, name: str, keys: DataFrame, *, pipeline: str, before: dt.datetime) -> None:
@@ -492,7 +527,7 @@ def strip_settled(spark: SparkSession, name: str, keys: DataFrame, *, pipeline: 
     update[ERROR_HISTORY] = F.transform(t(ERROR_HISTORY), lambda h: h.withField(MESSAGE, F.lit(None).cast("string")))
     update[QUARANTINE_FINGERPRINT] = stored_fingerprint(t)
     (
-        source.alias("s").mergeInto(table_ref(name), _key_match(name, pipeline))
+        source.alias("s").mergeInto(table_ref(name), record_match(name, pipeline))
         .whenMatched(closed & old & ~_stripped(t)).update(update)
         .merge()
     )

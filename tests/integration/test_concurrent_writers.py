@@ -55,6 +55,10 @@ try:
         from quarantine.runners.replay import replay
         r = replay(pipe)
         out = {"selected": r.selected, "replayed": r.replayed, "still_failing": r.still_failing}
+    elif action.startswith("forget:"):
+        from quarantine.ops.forget import forget
+        f = forget(pipe, where=action.removeprefix("forget:"), reason="race")
+        out = {"matched": f.total}
     else:
         s = pipe.run()
         out = {"in": s.records_in, "ok": s.records_ok, "quarantined": s.records_quarantined}
@@ -111,15 +115,18 @@ def pipeline_conf(
 
 
 def run_at_once(
-    drivers: DriverPool, confs: Sequence[Path], barrier: Path, action: str = "run"
+    drivers: DriverPool, confs: Sequence[Path], barrier: Path, action: str | Sequence[str] = "run"
 ) -> dict[str, dict[str, Any]]:
     """Run one writer per config, each in its own child driver, released together;
-    each one's RESULT or FAILED.
+    each one's RESULT or FAILED. ``action``: ``run``, ``replay`` or ``forget:<where>``, for every
+    writer or one per config.
 
     A writer that fails must fail cleanly: with a :class:`QuarantineError`.
     """
     barrier.mkdir()
-    done = drivers.run_at_once([Job(_DRIVER, (conf, barrier, len(confs), action)) for conf in confs])
+    actions = [action] * len(confs) if isinstance(action, str) else list(action)
+    done = drivers.run_at_once([Job(_DRIVER, (conf, barrier, len(confs), a)) for conf, a in zip(confs, actions,
+                                                                                               strict=True)])
     out: dict[str, dict[str, Any]] = {}
     for conf, result in zip(confs, done, strict=True):
         name = conf.name
@@ -283,3 +290,46 @@ def test_two_replays_of_one_pipeline_at_once_resolve_each_row_once_and_correctly
         spark, records, target=table_dir / "target", quarantine=table_dir / "quarantine", pipeline="conc_orders"
     )
     assert replayed > 0
+
+
+@pytest.mark.timeout(1800)  # three Spark drivers at once: slow on a crowded machine
+def test_two_forgets_and_a_run_at_once_lose_nothing_and_leave_every_forgotten_row_erased(
+    spark: Any, table_dir: Path, child_drivers: DriverPool
+) -> None:
+    from quarantine.ops.forget import forget
+
+    records = source_records("conc-forget", 400, seed=17)
+    write_source(spark, records[:300], table_dir / "source")
+    raw = pipeline_conf(
+        "conc_forget", table_dir / "source", target=table_dir / "target", quarantine=table_dir / "quarantine"
+    )
+    rerun(spark, raw)
+    write_source(spark, records[300:], table_dir / "source", mode="append")  # new records for the racing run
+    wheres = ["partition = 0 AND offset < 100", "partition = 1 AND offset < 100"]
+    confs = [write_conf(raw, table_dir / name) for name in ("forget0.yml", "forget1.yml", "run.yml")]
+
+    results = run_at_once(child_drivers, confs, table_dir / "barrier",
+                          action=[f"forget:{wheres[0]}", f"forget:{wheres[1]}", "run"])
+
+    for where, conf in zip(wheres, confs, strict=False):
+        if not results[conf.name]["ok"]:  # failed cleanly (retries spent): the request is made again
+            forget(Pipeline.from_config(parse_config(raw), spark, listeners=[]), where=where, reason="again")
+    if not results["run.yml"]["ok"]:
+        rerun(spark, raw)
+    q = spark.read.format("delta").load(str(table_dir / "quarantine")).where("pipeline = 'conc_forget'")
+    forgotten = q.where(" OR ".join(f"({w})" for w in wheres))
+    assert forgotten.count() > 0
+    assert forgotten.where("key IS NOT NULL OR value IS NOT NULL OR message IS NOT NULL OR status = 'open' "
+                           "OR exists(error_history, h -> h.message IS NOT NULL)").count() == 0
+    erased = {(r[0], r[1], r[2]) for r in forgotten.select("topic", "partition", "offset").collect()}
+    book = ledger(spark, records, target=str(table_dir / "target"), quarantine=str(table_dir / "quarantine"),
+                  pipeline="conc_forget")
+    assert not (book.duplicates or book.lost or book.unexpected), book.describe()
+    assert set(book.bytes_mismatch) == erased, book.describe()  # the forgotten rows alone lost their bytes
+    assert book.in_target > 0 and book.in_quarantine > len(erased)
+    # the source still holds every record: a re-run changes neither table's records
+    before = book.in_target, book.in_quarantine
+    rerun(spark, raw)
+    again = ledger(spark, records, target=str(table_dir / "target"), quarantine=str(table_dir / "quarantine"),
+                   pipeline="conc_forget")
+    assert (again.in_target, again.in_quarantine) == before and set(again.bytes_mismatch) == erased

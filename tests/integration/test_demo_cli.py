@@ -4,7 +4,9 @@
 the demo's config; ``run`` takes them through every demo stage (decode, JSON, cast,
 checks, the Great Expectations stage) into the Delta target and quarantine, logging
 the run to MLflow (the config's local sqlite store); ``replay`` re-runs the open
-quarantine rows. The commands are ``make demo``'s (the README's first command), read from
+quarantine rows. Nothing of a record reaches MLflow: its store and artifacts are read byte for
+byte for the demo records' e-mail addresses, order ids, SKUs and keys. The commands are
+``make demo``'s (the README's first command), read from
 the Makefile, in a folder holding a copy of ``conf/``; the one change is a smaller sample
 (``--records``). It is the batch item of the support matrix's end-to-end subset
 (``make test-matrix``), so it runs on both runtime pairs.
@@ -17,6 +19,7 @@ import shlex
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -29,6 +32,21 @@ from tests.support.readme import block
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 400
+
+
+#: What a demo record carries (quarantine/demo/orders.py): e-mail addresses (the poison's too), order
+#: ids, SKUs and record keys.
+RECORD_CONTENT = re.compile(rb"customer[0-9]+(?:@| at )example\.com|ord-[0-9]{6}|SKU-[0-9]{4}|cust-[0-9]{5}")
+
+
+def _record_content(files: list[Path]) -> dict[str, set[bytes]]:
+    """Each of ``files`` (read byte for byte) that holds what a demo record carries, with what it holds."""
+    found = {}
+    for path in (p for p in files if p.is_file()):
+        hits = set(RECORD_CONTENT.findall(path.read_bytes()))
+        if hits:
+            found[str(path)] = hits
+    return found
 
 
 def _make_demo_commands() -> list[list[str]]:
@@ -80,6 +98,10 @@ def test_the_demo_runs_logs_to_mlflow_and_replays_through_the_cli(
     (run,) = client.search_runs([experiment.experiment_id])  # the store is this test's: one run, the demo's
     assert run.data.tags["status"] == "succeeded"
     assert run.data.metrics["records_quarantined"] == float(n_bad)
+    # MLflow holds nothing of a record: params (the config), metrics (counts), tags, breaches' artifacts
+    assert _record_content(list(Path(config.source.path).rglob("*"))), "the source holds them: the pattern is real"
+    artifacts = Path(urlparse(run.info.artifact_uri).path)  # the breaches' GX results, if the sample breached
+    assert _record_content([tmp_path / "mlflow.db", *artifacts.rglob("*")]) == {}
 
     # Nothing was fixed: every replayed row fails again and stays open; the target is unchanged.
     capsys.readouterr()

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from quarantine.config import parse_config
 from quarantine.declarative.replay_queue import QUEUE_SCHEMA, queue_replay, queue_table
-from quarantine.errors import ConfigError
+from quarantine.errors import ConfigError, QuarantineError
 from quarantine.ops.rebuild import rebuild_target
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
@@ -20,12 +20,12 @@ from tests.helpers import kafka_df
 VALUES = [b'{"id":"1","n":1}', b'{"id":"2","n":2.5}', b'{"id":"3","n":3.5}', b"\xff", None]
 
 
-def _pipe(spark: Any, d: Path, written_by: str) -> Pipeline:
+def _pipe(spark: Any, d: Path, written_by: str, **errors: Any) -> Pipeline:
     cfg = {
         "pipeline": "queue_test",
         "source": {"format": "delta", "path": str(d / "source")},
         "target": {"table": str(d / "target"), "written_by": written_by},
-        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine")},
+        "errors": {"tolerance": "all", "deadletterqueue.table.name": str(d / "quarantine"), **errors},
         "stages": [
             {"name": "decode", "type": "decode_utf8"},
             {"name": "parse", "type": "json", "options": {"schema": "id STRING, n INT"}},
@@ -76,3 +76,19 @@ def test_run_replay_and_rebuild_refuse_a_declarative_pipelines_tables(spark: Any
         with pytest.raises(ConfigError, match=r"'target\.written_by'.*declarative pipeline's"):
             call()
     assert not (table_dir / "target").exists() and not (table_dir / "quarantine").exists()  # nothing written
+
+
+def test_a_replay_queue_refuses_records_kept_encrypted_before_it_writes(
+    spark: Any, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline's replay flow reads its queue as the source's bytes: encrypted ones would fail every stage."""
+    monkeypatch.setenv("QUEUE_KEY", "q" * 32)
+    encrypted = {"deadletterqueue.encryption.key": "env:QUEUE_KEY", "deadletterqueue.encryption.key.id": "q1"}
+    kafka_df(spark, VALUES).write.format("delta").save(str(table_dir / "source"))
+    _pipe(spark, table_dir, "job", **encrypted).run()
+    q_path = str(table_dir / "quarantine")
+    before = spark.read.format("delta").load(q_path).where("status = 'open'").count()
+    with pytest.raises(QuarantineError, match="refused, nothing was written: 2 of the 2 selected record"):
+        queue_replay(_pipe(spark, table_dir, "pipeline", **encrypted), "stage = 'parse'")
+    assert spark.read.format("delta").load(q_path).where("status = 'open'").count() == before
+    assert not (table_dir / "quarantine_replay").exists()

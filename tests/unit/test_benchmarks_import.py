@@ -58,7 +58,8 @@ def test_smoke_reaches_every_benchmark_and_each_takes_it(name: str, capsys: pyte
 
 
 #: Modules run on their own (``python -m benchmarks.<name>``), not by ``benchmarks.run``.
-STANDALONE = ("benchmarks.bench_debugging", "benchmarks.bench_quarantine_files", "benchmarks.profile_batch")
+STANDALONE = ("benchmarks.bench_debugging", "benchmarks.bench_encryption", "benchmarks.bench_quarantine_files",
+              "benchmarks.profile_batch")
 
 
 @pytest.mark.parametrize("module_name", STANDALONE)

@@ -23,7 +23,7 @@ from tests.unit.test_cli_validate import _validate
 REPO = Path(__file__).resolve().parents[2]
 #: The fragments this file runs, by their keys in the manual.
 FRAGMENTS = ("kafka-credentials", "expectation-stage", "mlflow-keys", "metrics-table-key", "alerts-channels",
-             "fail-on-keys")
+             "fail-on-keys", "encryption-keys")
 
 
 def _merge(base: Any, fragment: Any) -> Any:

@@ -27,6 +27,7 @@ def _pipeline(**errors: Any) -> Pipeline:
     # session given to Pipeline.from_config starts a local one)
     pipe = Pipeline(config=config, spark=cast(Any, None), stages=build_stages(config.stages), listeners=[])
     pipe.error_policy = pipe.policy()
+    pipe.keys = pipe.key_ring()
     return pipe
 
 
