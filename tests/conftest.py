@@ -31,7 +31,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import SMOKE_JVM_OPTIONS
 from tests.tier_times import TierTimes
 
 os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
@@ -39,19 +38,6 @@ os.environ.setdefault("QUARANTINE_SPARK_LOG_LEVEL", "ERROR")
 # the broker's kafka/ from scripts/resolve_jars.sh), not in the user's cache; child
 # processes of tests inherit it.
 os.environ.setdefault("QUARANTINE_JAR_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "jars"))
-
-#: Every Spark JVM a test starts as a process (a ``quarantine`` command, a child driver, a Kafka
-#: stream's driver, the Spark Connect server, ``spark-pipelines``, a cluster's driver) compiles with
-#: C1 only and collects with the serial GC: such a JVM lives seconds to minutes over test-sized
-#: data, where C2's compiles and G1's threads cost CPU they never pay back (the smoke benchmarks'
-#: reason, ``benchmarks.SMOKE_JVM_OPTIONS``; the figures: benchmarks/README.md, Suite history).
-#: ``SPARK_SUBMIT_OPTS`` is the channel: Spark's launcher puts it on the command line of every JVM
-#: ``spark-submit`` starts, before the session's ``spark.driver.extraJavaOptions`` (which wins a
-#: flag both set), and, unlike ``JAVA_TOOL_OPTIONS``, the JVM prints nothing about it (tests assert
-#: quiet output). Not this process's own session (:func:`spark`), nor a cluster's executors
-#: (the Worker starts those; tests/support/cluster.py). ``make test-matrix`` gets it too.
-SUBMIT_OPTS_ENV = "SPARK_SUBMIT_OPTS"
-os.environ.setdefault(SUBMIT_OPTS_ENV, " ".join(SMOKE_JVM_OPTIONS))
 
 
 TIERS = ("unit", "spark", "kafka", "e2e")
@@ -198,25 +184,19 @@ INTERPRETED: dict[str, str] = (
 def spark() -> Iterator[object]:
     from quarantine.spark.session import get_spark
 
-    # this worker's own JVM lives the whole run: the library's JIT options, as a user's session has them
-    submit_opts = os.environ.pop(SUBMIT_OPTS_ENV, None)
-    try:
-        session = get_spark(
-            "quarantine-tests",
-            {
-                "spark.sql.shuffle.partitions": "2",
-                # test data is small: shuffles start at 2 partitions, not the library's 64 (sized for
-                # 5M-record batches, quarantine.spark.session); 22 % off a module of MERGE-heavy tests
-                "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
-                "spark.default.parallelism": "2",
-                "spark.driver.memory": "3g",
-                "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-                **INTERPRETED,
-            },
-        )
-    finally:
-        if submit_opts is not None:
-            os.environ[SUBMIT_OPTS_ENV] = submit_opts
+    session = get_spark(
+        "quarantine-tests",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            # test data is small: shuffles start at 2 partitions, not the library's 64 (sized for
+            # 5M-record batches, quarantine.spark.session); 22 % off a module of MERGE-heavy tests
+            "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "3g",
+            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+            **INTERPRETED,
+        },
+    )
     yield session
     session.stop()
 
