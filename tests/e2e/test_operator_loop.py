@@ -149,6 +149,8 @@ def _check(spark: Any, conf: Path, args: list[str], out: str, outputs: list[tupl
     elif command == "report":
         assert (Path.cwd() / "demo" / "report.html").stat().st_size > 100_000
         # the source's records, not the replays' selections too; under tolerance: all no error limit breaks
-        m = re.search(r"records in \(runs\)\s+([\d,]+)", out)
+        m = re.search(r"\n  records\s+([\d,]+)   \(", out)
+        assert m and int(m.group(1).replace(",", "")) == RECORDS, out  # each record once: target + held
+        m = re.search(r"\n  reads\s+([\d,]+)   \(", out)
         assert m and int(m.group(1).replace(",", "")) == RECORDS, out
         assert re.search(r"breaches\s+[\d,]+ in [\d,]+ run\(s\): error limits 0, expectations", out), out
