@@ -44,6 +44,8 @@ __all__ = ["open_payload", "seal_rows", "unreadable"]
 
 #: The IV's length in Spark's GCM layout (bytes of the SHA-256 taken).
 _IV_BYTES = 12
+#: :func:`seal_rows`' column holding the sealed message between its two projections.
+_SEALED_MESSAGE = "__q_sealed_message"
 
 
 def _key(keys: KeyRing, key_id: str) -> Column:
@@ -65,14 +67,23 @@ def seal_rows(rows: DataFrame, keys: KeyRing, *, fingerprint: Column) -> DataFra
     """Quarantine rows with everything a record carried encrypted under ``keys``' writing key (pure).
 
     ``key``, ``value`` and each header's ``value`` are encrypted bytes; ``message``,
-    ``stacktrace`` and each ``error_history`` entry's ``message`` are
+    ``stacktrace`` and the ``error_history`` entry's ``message`` are
     ``encrypted:<key id>:<base64>`` (:mod:`quarantine.keyring`); ``encryption_key_id`` names the
     key; header keys, coordinates, stage, kind, error class, status and times stay as they are.
     NULL stays NULL, an empty value is an encrypted empty value. Rows without a writing key
     (no ``errors.deadletterqueue.encryption.key``) are returned as they are.
 
+    Two projections: the sealed message is computed once and used twice (the row's and its history
+    entry's), so Spark keeps the projection computing it apart from the one using it. The first,
+    code-generated, shapes the rows and seals key and value; it stays under the size the JVM
+    compiles a method at (8,000 bytes of bytecode). The second holds the header values'
+    ``transform``, a higher-order function that is never code-generated (so that projection is
+    interpreted), and little else. One projection holding all of it took about three times the
+    CPU (benchmarks/README.md, issue 63).
+
     Args:
-        rows: quarantine rows (:func:`quarantine.sinks.quarantine.quarantine_rows`), plaintext.
+        rows: quarantine rows as :func:`quarantine.sinks.quarantine.quarantine_rows` shapes them,
+            plaintext: one ``error_history`` entry, whose message is the row's ``message``.
         keys: the pipeline's keys.
         fingerprint: the record's fingerprint as the row must keep it, computed from the plaintext
             (:func:`quarantine.sinks.quarantine.stored_fingerprint`): identity holds under encryption.
@@ -91,16 +102,20 @@ def seal_rows(rows: DataFrame, keys: KeyRing, *, fingerprint: Column) -> DataFra
         b64 = F.replace(F.base64(_seal(F.encode(t, "UTF-8"), key)), F.lit("\r\n"), F.lit(""))
         return F.concat(F.lit(f"{SEALED_TEXT_PREFIX}{key_id}:"), b64)
 
-    return rows.withColumns({
+    sealed = rows.withColumns({
+        _SEALED_MESSAGE: text(F.col(MESSAGE)),
         KEY: _seal(F.col(KEY), key),
         VALUE: _seal(F.col(VALUE), key),
-        HEADERS: F.transform(F.col(HEADERS), lambda h: h.withField(HEADER_VALUE, _seal(h[HEADER_VALUE], key))),
-        MESSAGE: text(F.col(MESSAGE)),
-        STACKTRACE: text(F.col(STACKTRACE)),
-        ERROR_HISTORY: F.transform(F.col(ERROR_HISTORY), lambda h: h.withField(MESSAGE, text(h[MESSAGE]))),
         QUARANTINE_FINGERPRINT: fingerprint,
         ENCRYPTION_KEY_ID: F.lit(key_id),
     })
+    message = F.col(_SEALED_MESSAGE)
+    return sealed.withColumns({
+        MESSAGE: message,
+        ERROR_HISTORY: F.array(F.col(ERROR_HISTORY)[0].withField(MESSAGE, message)),
+        HEADERS: F.transform(F.col(HEADERS), lambda h: h.withField(HEADER_VALUE, _seal(h[HEADER_VALUE], key))),
+        STACKTRACE: text(F.col(STACKTRACE)),
+    }).drop(_SEALED_MESSAGE)
 
 
 def unreadable(keys: KeyRing) -> Column:

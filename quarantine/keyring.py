@@ -195,11 +195,12 @@ class KeyRing:
             return str(Sealed(len(data)))
         return opened.decode("utf-8", errors="replace")
 
-    def secret_spellings(self) -> tuple[str, ...]:
-        """Every readable key as text and as the hex a Spark plan shows it in: masked from any message."""
+    def secret_spellings(self, key_id: str | None = None) -> tuple[str, ...]:
+        """Every readable key (or only ``key_id``) as text and as the hex a Spark plan shows it in."""
         out: list[str] = []
-        for key in self.keys.values():
-            out += [key.decode("utf-8", errors="replace"), key.hex(), key.hex().upper()]
+        for kid, key in self.keys.items():
+            if key_id is None or kid == key_id:
+                out += [key.decode("utf-8", errors="replace"), key.hex(), key.hex().upper()]
         return tuple(out)
 
 

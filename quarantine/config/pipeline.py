@@ -34,6 +34,7 @@ from quarantine.config.sections import (
 from quarantine.errorhandling.fail_on import FailOnConfig
 from quarantine.errors import ConfigError
 from quarantine.redaction import collect_secrets, redact
+from quarantine.secret_reference import SecretReference
 from quarantine.secret_refs import resolved_secrets
 from quarantine.stage import StageType
 from quarantine.stages import STAGE_TYPES, stage_declaration
@@ -327,7 +328,18 @@ class PipelineConfig(Section):
         """Every configured secret value, to scrub from logs, params and messages: those written in the
         config (or read from the environment), and those this process read from a secret scope
         (:func:`quarantine.secret_refs.resolved_secrets`: an alert channel's webhook URL, an SMTP password)."""
-        return tuple(dict.fromkeys([*collect_secrets(dict(self.raw)), *resolved_secrets()]))
+        named = (s for s in collect_secrets(dict(self.raw)) if not _is_reference(s))
+        return tuple(dict.fromkeys([*named, *resolved_secrets()]))
+
+
+def _is_reference(text: str) -> bool:
+    """Whether ``text`` says where a secret is kept (``env:NAME``, ``{{secrets/<scope>/<key>}}``), not a secret:
+    masking the name hides nothing (the value read through it is masked as :func:`resolved_secrets`)."""
+    try:
+        SecretReference.parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 #: Top-level keys holding a mapping of settings (``null`` is read as an empty one).

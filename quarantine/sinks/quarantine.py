@@ -349,10 +349,25 @@ class QuarantineWriter:
         """
         if fingerprint is None:
             fingerprint = FINGERPRINT in failed.columns
-        masked = failed.withColumn(error, redact_error(F.col(error), self.secrets, stacktrace=self.stacktrace))
+        masked = failed.withColumn(error, redact_error(F.col(error), self.masked(), stacktrace=self.stacktrace))
         rows = quarantine_rows(masked, pipeline=self.pipeline, run_id=run_id, batch_id=batch_id, now=now, error=error,
                                fingerprint=fingerprint)
         return seal_rows(rows, self.keys, fingerprint=stored_fingerprint())
+
+    def masked(self) -> tuple[str, ...]:
+        """The secrets masked in a row's message and stack trace: every configured one, except the writing
+        key's own spellings when the rows are encrypted under it (:meth:`KeyRing.secret_spellings`).
+
+        A text sealed under a key opens only for whoever holds that key, so masking the key in it hides
+        nothing, and any secret at all moves the redaction from Spark's expressions into a Python pass
+        over every failed row (:func:`~quarantine.sinks.redacted_error.redact_column`): about twice
+        the write's time (benchmarks/README.md, issue 63). Other secrets, old keys among them, stay masked.
+        """
+        sealing = self.keys.sealing()
+        if sealing is None:
+            return self.secrets
+        own = set(self.keys.secret_spellings(sealing[0]))
+        return tuple(s for s in self.secrets if s not in own)
 
     def write(
         self,

@@ -29,6 +29,7 @@ from quarantine.ops.forget import Forgotten, Purge, parse_key
 from quarantine.ops.triage_output import print_sql, record_json
 from quarantine.secret_reference import ReferenceKind, SecretReference
 from quarantine.secret_refs import MappingScopes, resolved_secrets
+from quarantine.sinks.quarantine import QuarantineWriter
 from quarantine.sql import get_query
 from tests.helpers import orders_config
 
@@ -142,6 +143,27 @@ def test_the_key_ring_reads_each_key_where_it_is_kept_and_checks_its_size(
     assert "too short" not in str(info.value)
     plain = KeyRing.from_errors(_config(tmp_path).errors)
     assert plain.sealing() is None and not plain.configured
+
+
+def test_the_writer_masks_every_secret_but_the_key_its_rows_are_sealed_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 63's cost: a reference (``env:NAME``) is where a secret is, not a secret, and the writing key
+    masked in a text sealed under itself hides nothing; either one in the list moved the redaction of
+    every failed row into Python (about twice the write's time)."""
+    monkeypatch.setenv("Q_KEY_2", KEY_2)
+    monkeypatch.setenv("Q_KEY_1", KEY_1)
+    config = _encrypted(tmp_path)
+    assert not {"env:Q_KEY_2", "env:Q_KEY_1"} & set(config.secrets())
+    ring = KeyRing.from_errors(config.errors)
+    assert set(ring.secret_spellings("k2")) == {KEY_2, KEY_2.encode().hex(), KEY_2.encode().hex().upper()}
+    other = "hunter2-the-kafka-password"
+    writer = QuarantineWriter(spark=None, table="t", pipeline="p", retry=None,  # type: ignore[arg-type]
+                              secrets=(other, KEY_2, KEY_2.encode().hex(), KEY_1), keys=ring)
+    assert writer.masked() == (other, KEY_1)  # an old key stays masked: the writing key's holder may not hold it
+    plain = QuarantineWriter(spark=None, table="t", pipeline="p", retry=None,  # type: ignore[arg-type]
+                             secrets=(other, KEY_2), keys=KeyRing.none())
+    assert plain.masked() == (other, KEY_2)
 
 
 # --------------------------------------------------------------------------- what an encrypted value shows
