@@ -121,6 +121,12 @@ class Plan:
     def target_table(self) -> str:
         return self.config.target.table
 
+    @property
+    def write_operator(self) -> RetryWithToleranceOperator:
+        """The retry operator of the plan's table writes: :attr:`write_retry`, else ``errors.retry.*``'s
+        (:meth:`RetryWithToleranceOperator.for_writes`)."""
+        return self.write_retry or RetryWithToleranceOperator.for_writes(self.config.errors)
+
     # ------------------------------------------------------------------ pure parts
 
     def chain(self, df: DataFrame) -> list[Stage]:
@@ -226,15 +232,14 @@ class Plan:
         """The pipeline's quarantine writer (its batches and its errant record reporters use it).
 
         Args:
-            retry: the write retry operator; by default :attr:`write_retry`, else
-                :meth:`RetryWithToleranceOperator.for_writes` from ``errors.retry.*``.
+            retry: the write retry operator; by default :attr:`write_operator`.
         """
         cfg = self.config
         return QuarantineWriter(
             spark=self.spark,
             table=self.quarantine_table,
             pipeline=cfg.pipeline,
-            retry=retry or self.write_retry or RetryWithToleranceOperator.for_writes(cfg.errors),
+            retry=retry or self.write_operator,
             secrets=cfg.secrets(),
             stacktrace=cfg.errors.dlq_context_stacktrace_enable,
             topic=dlq_topic(cfg),

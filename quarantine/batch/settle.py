@@ -3,7 +3,7 @@
 The I/O half of a batch's preparation, beside the run that does it (:mod:`quarantine.batch.run`);
 the pure half (the stages, the split) is :class:`~quarantine.batch.plan.Plan`'s. Here the
 quarantine and target tables are read, a pipeline's claim on its topics in the target is
-written (under the write retry policy, :func:`retried_write`), and under
+written (under the write retry policy, :func:`~quarantine.errorhandling.retry.retried_write`), and under
 ``errors.coordinates.reused: fail`` one job looks for a record whose coordinates other
 content holds.
 """
@@ -11,7 +11,6 @@ content holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,20 +30,14 @@ from quarantine.columns import (
     TOPIC,
 )
 from quarantine.config import ReusedCoordinates, SourceFormat
-from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import (
-    CoordinatesReusedError,
-    QuarantineWriteError,
-    RetriesExhaustedError,
-    TableWriteError,
-    describe_write_failure,
-)
+from quarantine.errorhandling.retry import retried_write
+from quarantine.errors import CoordinatesReusedError
 from quarantine.identity import DELIVERED, VARIANTS, against_settled, fingerprint, identified_topics
 from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import settled_records
 from quarantine.tables import read_table, table_exists
 
-__all__ = ["prepare", "retried_write", "unsettled"]
+__all__ = ["prepare", "unsettled"]
 
 log = logging.getLogger("quarantine")
 
@@ -97,7 +90,9 @@ def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False) -> DataFrame:
         if first and quarantined is not None:
             check_target_holds_replayed(spark, config)
         if new or first:
-            retried_write(plan, "target claim", target, 0, lambda: claim_topics(spark, target, name, new))
+            retried_write(
+                plan.write_operator, "target claim", target, 0, lambda: claim_topics(spark, target, name, new)
+            )
     settled = _union(quarantined, delivered)
     if settled is None:
         df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
@@ -122,29 +117,6 @@ def unsettled(plan: Plan, split: DataFrame) -> DataFrame:
     """
     settled = _union(settled_records(plan.spark, plan.quarantine_table, plan.config.pipeline), _delivered(plan))
     return split if settled is None else against_settled(split.drop(OPEN), settled)
-
-
-def retried_write(
-    plan: Plan, action: str, table: str, batch_id: int, write: Callable[[], None], *, quarantine: bool = False
-) -> int:
-    """Run a table write under ``plan``'s write retry policy (see :mod:`quarantine.errorhandling.retry`).
-
-    Returns the attempts made. A write that still fails raises a
-    :class:`TableWriteError` (:class:`QuarantineWriteError` for the quarantine
-    table) whose message names the table, the batch, Delta's/Spark's reason in
-    one line and what to do (:func:`quarantine.errors.describe_write_failure`);
-    the Java stack stays on ``__cause__``.
-    """
-    retry = plan.write_retry or RetryWithToleranceOperator.for_writes(plan.config.errors)
-    try:
-        _, attempts = retry.call(write, name=f"{action} into {table}")
-    except RetriesExhaustedError as exc:
-        kind = QuarantineWriteError if quarantine else TableWriteError
-        raise kind(
-            describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts),
-            attempts=exc.attempts,
-        ) from exc.last
-    return attempts
 
 
 def _delivered(plan: Plan) -> DataFrame | None:

@@ -51,12 +51,12 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
-from quarantine.batch.settle import retried_write
 from quarantine.batch.verdict import Verdicts, check_counts, judge_batch
 from quarantine.columns import CLOSING, ERROR, FINGERPRINT, OPEN, REOPENED, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.config import BreachAction
 from quarantine.errorhandling.handlers import counts_by_kind
 from quarantine.errorhandling.policy import Scope
+from quarantine.errorhandling.retry import retried_write
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
 from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
@@ -256,7 +256,8 @@ class BatchWriter:
         )
         if change is not None and (change.added or change.widened):
             retried_write(
-                pipeline, "target schema", table, b.batch_id, lambda: evolve_target(pipeline.spark, table, change)
+                pipeline.write_operator, "target schema", table, b.batch_id,
+                lambda: evolve_target(pipeline.spark, table, change),
             )
             if change.added:
                 b.added_columns = tuple(c.name for c in change.added)
@@ -441,7 +442,7 @@ class BatchWriter:
             # batch ids at 0, and Delta would silently skip those appends otherwise.
             txn_version = None if self.plan.config.target.source_columns else batch_id
             retried_write(
-                self.plan, "target append", self.plan.target_table, batch_id,
+                self.plan.write_operator, "target append", self.plan.target_table, batch_id,
                 lambda: append_batch(
                     good, self.plan.target_table, pipeline=f"{self.plan.config.pipeline}:{run_id}",
                     batch_id=txn_version, owner=self.plan.config.pipeline,
@@ -455,7 +456,7 @@ class BatchWriter:
                     evolution=self.plan.config.target.schema_evolution,
                 )
 
-            retried_write(self.plan, "target MERGE", self.plan.target_table, batch_id, merge)
+            retried_write(self.plan.write_operator, "target MERGE", self.plan.target_table, batch_id, merge)
 
     def _close_passed(self, split: DataFrame, replaying: bool, now: dt.datetime) -> None:
         """Close the open quarantine rows of the batch's records that passed.
@@ -467,7 +468,7 @@ class BatchWriter:
         passed = split.where(F.col(ERROR).isNull() & F.col(OPEN)).select(*SOURCE_KEY, FINGERPRINT)
         how = "replayed by run" if replaying else "passed on re-run, run"
         retried_write(
-            self.plan, "quarantine close", self.plan.quarantine_table, 0,
+            self.plan.write_operator, "quarantine close", self.plan.quarantine_table, 0,
             lambda: close_records(
                 self.plan.spark, self.plan.quarantine_table, passed, pipeline=self.plan.config.pipeline,
                 status=QuarantineStatus.REPLAYED, resolution=f"{how} {self.run_id}", now=now,

@@ -14,6 +14,7 @@ three outcomes to executing an operation:
 Writes (the quarantine MERGE, the target write, the metrics table) use
 :meth:`RetryWithToleranceOperator.call`, which never tolerates: a write that
 still fails after its retries fails the batch, and offsets are not committed.
+A table write that must fail the run in words goes through :func:`retried_write`.
 
 Backoff (KIP-1278's formula, with a symmetric jitter)::
 
@@ -53,7 +54,7 @@ from typing import Generic, Protocol, TypeVar
 
 from quarantine.errorhandling.retriable import RetriableClassifier, is_table_creation_race
 from quarantine.errorhandling.settings import ErrorsConfig, Tolerance
-from quarantine.errors import RetriesExhaustedError
+from quarantine.errors import RetriesExhaustedError, TableWriteError, describe_write_failure
 
 __all__ = [
     "SYSTEM_CLOCK",
@@ -64,6 +65,7 @@ __all__ = [
     "RetryPolicy",
     "RetryWithToleranceOperator",
     "SystemClock",
+    "retried_write",
     "stop_retries",
 ]
 
@@ -351,3 +353,37 @@ class RetryWithToleranceOperator:
                     return RetryOutcome(None, exc, attempts, retriable, slept)
                 continue
             return RetryOutcome(value, None, attempts, False, slept)
+
+
+def retried_write(
+    retry: RetryWithToleranceOperator, action: str, table: str, batch_id: int, write: Callable[[], None],
+    *, failure: type[TableWriteError] = TableWriteError,
+) -> int:
+    """Run a table write under ``retry`` (:meth:`RetryWithToleranceOperator.for_writes`): every table write's one way.
+
+    Args:
+        retry: the write retry operator.
+        action: what the write is called in its failure message (``"target MERGE"``).
+        table: the table written (path or catalog name).
+        batch_id: the batch writing it (0 outside a run's batches).
+        write: the write; re-running it must be safe.
+        failure: the error raised when it still fails (:class:`~quarantine.errors.QuarantineWriteError`
+            for the quarantine table).
+
+    Returns:
+        The attempts made (1: the first succeeded).
+
+    Raises:
+        TableWriteError: ``failure``: the write still failed after its retries; the message names
+            the table, the batch, Delta's/Spark's reason in one line and what to do
+            (:func:`~quarantine.errors.describe_write_failure`), ``attempts`` says how many were
+            made, and the Java stack stays on ``__cause__``.
+    """
+    try:
+        _, attempts = retry.call(write, name=f"{action} into {table}")
+    except RetriesExhaustedError as exc:
+        raise failure(
+            describe_write_failure(exc.last, action=action, table=table, batch_id=batch_id, attempts=exc.attempts),
+            attempts=exc.attempts,
+        ) from exc.last
+    return attempts

@@ -44,7 +44,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
-from quarantine.batch.settle import retried_write
 from quarantine.columns import (
     ENCRYPTION_KEY_ID,
     ERROR_HISTORY,
@@ -59,7 +58,8 @@ from quarantine.columns import (
     STATUS,
     QuarantineStatus,
 )
-from quarantine.errors import ConfigError, QuarantineError
+from quarantine.errorhandling.retry import retried_write
+from quarantine.errors import ConfigError, QuarantineError, QuarantineWriteError
 from quarantine.ops.maintain import (
     COMMITTED_AT,
     DELTA_MIN_RETENTION_HOURS,
@@ -285,9 +285,9 @@ def forget(
         return result
     keys = selected.select(*SOURCE_KEY, row_fingerprint(selected).alias(FINGERPRINT))
     at = now or plan.clock()
-    retried_write(plan, "forget", name, 0,
+    retried_write(plan.write_operator, "forget", name, 0,
                   lambda: _erase(spark, name, keys, pipeline=plan.config.pipeline, reason=reason, now=at),
-                  quarantine=True)
+                  failure=QuarantineWriteError)
     return result
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from quarantine.batch.agreement import REOPENED, rebuilding, replayed_records
 from quarantine.batch.plan import refuse_pipeline_tables
-from quarantine.batch.settle import retried_write
-from quarantine.errors import TablesDisagreeError
+from quarantine.errorhandling.retry import retried_write
+from quarantine.errors import QuarantineWriteError, TablesDisagreeError
 from quarantine.pipeline import Pipeline
 from quarantine.runners.replay import replay
 from quarantine.tables import sql_literal, table_exists, table_ref
@@ -107,7 +107,7 @@ def rebuild_target(pipe: Pipeline, *, dry_run: bool = False) -> Rebuild:
                 f"WHERE pipeline = {sql_literal(config.pipeline)} AND status = 'replayed'"
             )
 
-        retried_write(pipe, "rebuild-target reopen", quarantine, 0, reopen, quarantine=True)
+        retried_write(pipe.write_operator, "rebuild-target reopen", quarantine, 0, reopen, failure=QuarantineWriteError)
     summary = pipe.run()
     again = replay(pipe, f"resolution LIKE '{REOPENED}%'")
     return Rebuild(dry_run=False, reopened=n, records_ok=summary.records_ok,

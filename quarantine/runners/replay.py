@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan, refuse_pipeline_tables
 from quarantine.batch.run import start_run
-from quarantine.batch.settle import prepare, retried_write
+from quarantine.batch.settle import prepare
 from quarantine.batch.writes import BatchMode
 from quarantine.columns import (
     ENCRYPTION_KEY_ID,
@@ -55,7 +55,15 @@ from quarantine.columns import (
 )
 from quarantine.dry_run import ErrorGroup, group_lines, largest_first
 from quarantine.encryption import open_payload, unreadable
-from quarantine.errors import ConfigError, KeyUnavailableError, MissingTableError, QuarantineError, describe_failure
+from quarantine.errorhandling.retry import retried_write
+from quarantine.errors import (
+    ConfigError,
+    KeyUnavailableError,
+    MissingTableError,
+    QuarantineError,
+    QuarantineWriteError,
+    describe_failure,
+)
 from quarantine.listeners.events import BatchReport, RunStatus
 from quarantine.metrics.cells import MetricNames
 from quarantine.schema import KAFKA_SOURCE_SCHEMA, QUARANTINE_SCHEMA
@@ -340,12 +348,12 @@ def discard(pipe: Plan, where: str, reason: str, *, now: dt.datetime | None = No
         n = keys.count()  # reported to the user; not a data-path decision
         # under the write retry: a concurrent run or replay committing first is a conflict to retry
         retried_write(
-            pipe, "discard", pipe.quarantine_table, 0,
+            pipe.write_operator, "discard", pipe.quarantine_table, 0,
             lambda: close_records(
                 pipe.spark, pipe.quarantine_table, keys, pipeline=pipe.config.pipeline,
                 status=QuarantineStatus.DISCARDED, resolution=f"discarded: {reason}", now=at,
             ),
-            quarantine=True,
+            failure=QuarantineWriteError,
         )
         run.report_batch(
             BatchReport(

@@ -47,8 +47,8 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from quarantine.batch.agreement import check_target_holds_replayed
 from quarantine.batch.plan import Plan
-from quarantine.batch.settle import retried_write
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
+from quarantine.errorhandling.retry import retried_write
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
@@ -306,7 +306,9 @@ def _check_owners(plan: Plan) -> None:
     if first and table_exists(spark, plan.quarantine_table):
         check_target_holds_replayed(spark, cfg)
     if new or first:
-        retried_write(plan, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new))
+        retried_write(
+            plan.write_operator, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new)
+        )
 
 
 def _run_query(

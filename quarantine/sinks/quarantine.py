@@ -56,8 +56,8 @@ from quarantine.columns import (
     QuarantineStatus,
 )
 from quarantine.encryption import seal_rows
-from quarantine.errorhandling.retry import RetryWithToleranceOperator
-from quarantine.errors import QuarantineWriteError, RetriesExhaustedError, describe_write_failure
+from quarantine.errorhandling.retry import RetryWithToleranceOperator, retried_write
+from quarantine.errors import QuarantineWriteError
 from quarantine.identity import fingerprint, null_safe_key_match
 from quarantine.keyring import KeyRing
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, check_quarantine_columns
@@ -412,18 +412,10 @@ class QuarantineWriter:
         if records is not None:
             failed = failed.coalesce(max(1, math.ceil(records / ROWS_PER_FILE)))
         rows = self.rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error)
-        try:
-            action = action.replace("MERGE", "append") if append else action
-            write = (lambda: append_quarantine(self.spark, self.table, rows)) if append else (
-                lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline))
-            _, attempts = self.retry.call(write, name=f"{action} into {self.table}")
-        except RetriesExhaustedError as exc:
-            raise QuarantineWriteError(
-                describe_write_failure(
-                    exc.last, action=action, table=self.table, batch_id=batch_id, attempts=exc.attempts
-                ),
-                attempts=exc.attempts,
-            ) from exc.last
+        action = action.replace("MERGE", "append") if append else action
+        write = (lambda: append_quarantine(self.spark, self.table, rows)) if append else (
+            lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline))
+        attempts = retried_write(self.retry, action, self.table, batch_id, write, failure=QuarantineWriteError)
         produced = None if self.topic is None else self.topic.produce(rows, batch_id=batch_id)
         return QuarantineWrite(attempts, produced)
 
