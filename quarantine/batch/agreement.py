@@ -13,21 +13,31 @@ builds a new target instead.
 The other way round, a quarantine table deleted while the target holds rows, is
 safe (records already delivered are left out by their identity; discarded rows
 open again) and only said: a warning that a new quarantine table was started.
+
+A target also agrees with the pipelines writing it: :func:`check_and_claim`, the one
+check a batch run and a Kafka stream's start make of who writes a topic into it
+(:mod:`quarantine.sinks.ownership`), and their one claim.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from quarantine.columns import PIPELINE, RESOLUTION, SOURCE_KEY, STATUS, TARGET_KEY, QuarantineStatus
 from quarantine.config import PipelineConfig
+from quarantine.errorhandling.retry import RetryWithToleranceOperator, retried_write
 from quarantine.errors import TablesDisagreeError
-from quarantine.tables import read_table
+from quarantine.sinks.ownership import check_owners, claim_topics, owners
+from quarantine.tables import read_table, table_exists
 
-__all__ = ["REOPENED", "check_tables_agree", "check_target_holds_replayed", "rebuilding", "replayed_records"]
+__all__ = [
+    "REOPENED", "check_and_claim", "check_tables_agree", "check_target_holds_replayed", "rebuilding",
+    "replayed_records",
+]
 
 log = logging.getLogger("quarantine")
 
@@ -114,3 +124,29 @@ def check_target_holds_replayed(spark: SparkSession, config: PipelineConfig) -> 
             "identity), then `quarantine rebuild-target --conf <this config> --dry-run` says what rebuilding it "
             "from the source and the quarantine table's raw bytes would do; without --dry-run it does it"
         )
+
+
+def check_and_claim(
+    spark: SparkSession, config: PipelineConfig, topics: Iterable[str | None], retry: RetryWithToleranceOperator
+) -> None:
+    """Before a pipeline writes ``topics`` (NULL ones have no owner) into its target, which exists:
+    refuse a topic another pipeline writes there, then claim the unowned ones (:mod:`quarantine.sinks.ownership`).
+
+    A target with no record of the pipeline is first checked with :func:`check_target_holds_replayed`
+    (if the quarantine table exists). The claim, one commit made only for new topics or a pipeline
+    new to the target, is the ``target claim`` write under ``retry``
+    (:func:`~quarantine.errorhandling.retry.retried_write`).
+
+    Raises:
+        TablesDisagreeError: another pipeline writes one of ``topics`` into the target (not
+            with ``target.shared``), or the target lacks records replayed into it.
+        TableWriteError: the claim still failed after its retries.
+    """
+    target, pipeline = config.target.table, config.pipeline
+    known = owners(spark, target)
+    new = check_owners(target, pipeline, topics, known.topics, shared=config.target.shared)
+    first = not known.writes(pipeline)
+    if first and table_exists(spark, config.errors.dlq_table_name):
+        check_target_holds_replayed(spark, config)
+    if new or first:
+        retried_write(retry, "target claim", target, 0, lambda: claim_topics(spark, target, pipeline, new))

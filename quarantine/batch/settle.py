@@ -2,8 +2,8 @@
 
 The I/O half of a batch's preparation, beside the run that does it (:mod:`quarantine.batch.run`);
 the pure half (the stages, the split) is :class:`~quarantine.batch.plan.Plan`'s. Here the
-quarantine and target tables are read, a pipeline's claim on its topics in the target is
-written (under the write retry policy, :func:`~quarantine.errorhandling.retry.retried_write`), and under
+quarantine and target tables are read, the pipeline's topics in the target are checked and
+claimed (:func:`~quarantine.batch.agreement.check_and_claim`), and under
 ``errors.coordinates.reused: fail`` one job looks for a record whose coordinates other
 content holds.
 """
@@ -15,7 +15,7 @@ import logging
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from quarantine.batch.agreement import check_tables_agree, check_target_holds_replayed
+from quarantine.batch.agreement import check_and_claim, check_tables_agree
 from quarantine.batch.plan import Plan
 from quarantine.columns import (
     FINGERPRINT,
@@ -30,10 +30,8 @@ from quarantine.columns import (
     TOPIC,
 )
 from quarantine.config import ReusedCoordinates, SourceFormat
-from quarantine.errorhandling.retry import retried_write
 from quarantine.errors import CoordinatesReusedError
 from quarantine.identity import DELIVERED, VARIANTS, against_settled, fingerprint, identified_topics
-from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.sinks.quarantine import settled_records
 from quarantine.tables import read_table, table_exists
 
@@ -83,16 +81,7 @@ def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False) -> DataFrame:
     check_tables_agree(spark, config, target_exists=delivered is not None,
                        quarantine_exists=quarantined is not None)
     if delivered is not None:
-        target, name = plan.target_table, config.pipeline
-        known = owners(spark, target)
-        new = check_owners(target, name, topics, known.topics, shared=config.target.shared)
-        first = not known.writes(name)
-        if first and quarantined is not None:
-            check_target_holds_replayed(spark, config)
-        if new or first:
-            retried_write(
-                plan.write_operator, "target claim", target, 0, lambda: claim_topics(spark, target, name, new)
-            )
+        check_and_claim(spark, config, topics, plan.write_operator)
     settled = _union(quarantined, delivered)
     if settled is None:
         df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))

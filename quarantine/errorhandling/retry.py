@@ -359,25 +359,12 @@ def retried_write(
     retry: RetryWithToleranceOperator, action: str, table: str, batch_id: int, write: Callable[[], None],
     *, failure: type[TableWriteError] = TableWriteError,
 ) -> int:
-    """Run a table write under ``retry`` (:meth:`RetryWithToleranceOperator.for_writes`): every table write's one way.
+    """Run a table write (safe to re-run) under the write operator ``retry``: every table write's one way.
 
-    Args:
-        retry: the write retry operator.
-        action: what the write is called in its failure message (``"target MERGE"``).
-        table: the table written (path or catalog name).
-        batch_id: the batch writing it (0 outside a run's batches).
-        write: the write; re-running it must be safe.
-        failure: the error raised when it still fails (:class:`~quarantine.errors.QuarantineWriteError`
-            for the quarantine table).
-
-    Returns:
-        The attempts made (1: the first succeeded).
-
-    Raises:
-        TableWriteError: ``failure``: the write still failed after its retries; the message names
-            the table, the batch, Delta's/Spark's reason in one line and what to do
-            (:func:`~quarantine.errors.describe_write_failure`), ``attempts`` says how many were
-            made, and the Java stack stays on ``__cause__``.
+    Returns the attempts made. A write that still fails raises ``failure``
+    (:class:`~quarantine.errors.QuarantineWriteError` for the quarantine table) whose message
+    names ``action``, ``table``, ``batch_id``, Delta's/Spark's reason in one line and what to
+    do (:func:`~quarantine.errors.describe_write_failure`); the Java stack stays on ``__cause__``.
     """
     try:
         _, attempts = retry.call(write, name=f"{action} into {table}")

@@ -45,17 +45,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from quarantine.batch.agreement import check_target_holds_replayed
+from quarantine.batch.agreement import check_and_claim
 from quarantine.batch.plan import Plan
 from quarantine.config import SourceConfig, SourceFormat, TriggerConfig, TriggerKind
-from quarantine.errorhandling.retry import retried_write
 from quarantine.errors import QuarantineError, SourceError
 from quarantine.listeners.events import RunStatus, RunSummary
 from quarantine.redaction import redact, redact_text, unlogged_jvm_calls
 from quarantine.runners.foreach_batch import BatchRunner, ConnectBatches, shippable_stages
 from quarantine.runners.relay import RelayReader, relay_prefix
 from quarantine.schema import KAFKA_SOURCE_SCHEMA
-from quarantine.sinks.ownership import check_owners, claim_topics, owners
 from quarantine.source_contract import check_kafka_shaped
 from quarantine.tables import is_connect, table_exists
 
@@ -226,7 +224,11 @@ def run_stream(
     cfg = plan.config
     connect = is_connect(plan.spark)
     secrets = cfg.secrets()
-    _check_owners(plan)
+    # listed topics into an existing target are checked and claimed before the stream starts (a
+    # topic pattern's topics, and a target the stream creates, are not known here)
+    topics = cfg.source.topics if cfg.source.format is SourceFormat.KAFKA else ()
+    if topics and table_exists(plan.spark, plan.target_table):
+        check_and_claim(plan.spark, cfg, topics, plan.write_operator)
     runner = BatchRunner(plan)
     deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
     run = None
@@ -285,30 +287,6 @@ def is_kafka_metrics_npe(text: str) -> bool:
     reporting dereferences ``Some(null)`` — after the batch was committed.
     """
     return 'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" is null' in text
-
-
-def _check_owners(plan: Plan) -> None:
-    """Before a Kafka stream over listed topics starts: refuse a topic another pipeline writes into
-    the target, and claim the unowned ones (:mod:`quarantine.sinks.ownership`; a topic pattern's
-    topics, and a target the stream creates, are not known here and not checked).
-
-    Raises:
-        TablesDisagreeError: another pipeline writes one of the topics into the target, or
-            the target lacks records replayed into it (rebuilt by other means).
-    """
-    cfg, spark, target = plan.config, plan.spark, plan.target_table
-    topics = cfg.source.topics if cfg.source.format is SourceFormat.KAFKA else ()
-    if not topics or not table_exists(spark, target):
-        return
-    known = owners(spark, target)
-    new = check_owners(target, cfg.pipeline, topics, known.topics, shared=cfg.target.shared)
-    first = not known.writes(cfg.pipeline)
-    if first and table_exists(spark, plan.quarantine_table):
-        check_target_holds_replayed(spark, cfg)
-    if new or first:
-        retried_write(
-            plan.write_operator, "target claim", target, 0, lambda: claim_topics(spark, target, cfg.pipeline, new)
-        )
 
 
 def _run_query(

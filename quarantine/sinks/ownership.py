@@ -12,7 +12,8 @@ or written before writers were recorded (:func:`quarantine.batch.agreement.check
 tells the two apart before the pipeline claims it).
 A pipeline about to write a topic another pipeline owns in the same target is
 refused before it writes anything (:func:`check_owners`), unless its config says
-``target.shared: true``; other topics into one target are fine.
+``target.shared: true``; other topics into one target are fine. A batch run and a Kafka
+stream's start check and claim through :func:`quarantine.batch.agreement.check_and_claim`.
 
 Pure of the batch: reading the properties is a metadata read, claiming a topic
 one ``ALTER TABLE … SET TBLPROPERTIES`` commit, made only for a topic the target
