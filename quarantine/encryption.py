@@ -75,11 +75,12 @@ def seal_rows(rows: DataFrame, keys: KeyRing, *, fingerprint: Column) -> DataFra
 
     Two projections: the sealed message is computed once and used twice (the row's and its history
     entry's), so Spark keeps the projection computing it apart from the one using it. The first,
-    code-generated, shapes the rows and seals key and value; it stays under the size the JVM
-    compiles a method at (8,000 bytes of bytecode). The second holds the header values'
-    ``transform``, a higher-order function that is never code-generated (so that projection is
-    interpreted), and little else. One projection holding all of it took about three times the
-    CPU (benchmarks/README.md, issue 63).
+    code-generated, seals key, value and message (the costly expressions) and stays under the size
+    the JVM compiles a method at (8,000 bytes of bytecode). The second holds the header values'
+    ``transform``, a higher-order function that is never code-generated, so that projection is
+    interpreted; the stack trace's sealing and the rows' cheap shaping (columns, literals, casts)
+    land there too. One projection holding all of it took about twice the CPU
+    (benchmarks/README.md, issue 63).
 
     Args:
         rows: quarantine rows as :func:`quarantine.sinks.quarantine.quarantine_rows` shapes them,
