@@ -52,6 +52,7 @@ from quarantine.columns import (
 from quarantine.config import PipelineConfig, ReusedCoordinates, SourceFormat, WrittenBy
 from quarantine.errorhandling.handlers import ErrorHandlers
 from quarantine.errorhandling.policy import ErrorPolicy
+from quarantine.errorhandling.reporter import ErrorReporter
 from quarantine.errorhandling.retry import RetryPolicy, RetryWithToleranceOperator
 from quarantine.errorhandling.tolerance import DeltaWindowStore, window_state_table
 from quarantine.errors import (
@@ -62,6 +63,7 @@ from quarantine.identity import (
     fingerprint,
 )
 from quarantine.keyring import KeyRing
+from quarantine.listeners.error_log import ErrorContextLogger
 from quarantine.listeners.events import RunListener
 from quarantine.schema import target_columns
 from quarantine.sinks.dlq_topic import dlq_topic
@@ -242,9 +244,20 @@ class Plan:
             retry=retry or self.write_operator,
             secrets=cfg.secrets(),
             stacktrace=cfg.errors.dlq_context_stacktrace_enable,
-            topic=dlq_topic(cfg),
             keys=self.key_ring(),
         )
+
+    def error_reporters(self) -> tuple[ErrorReporter, ...]:
+        """Where failed records are reported after the quarantine write, in order: the DLQ topic
+        (``errors.deadletterqueue.topic.*``), if one is set, then the error-context log (``errors.log.*``).
+
+        Built from the config each time it is called (once per batch written): the secrets masked
+        are those the process holds then.
+        """
+        cfg = self.config
+        topic = dlq_topic(cfg)
+        log = ErrorContextLogger.from_config(cfg.errors, config=cfg.redacted(), secrets=cfg.secrets())
+        return (log,) if topic is None else (topic, log)
 
     def key_ring(self) -> KeyRing:
         """The quarantine table's encryption keys (``errors.deadletterqueue.encryption.*``), read once.

@@ -3,7 +3,7 @@
 A :class:`~quarantine.batch.plan.Plan` is configuration and pure DataFrame
 functions; everything that belongs to one run lives here: the run's id and
 :class:`~quarantine.listeners.events.RunInfo`, its metric totals, its tolerance count
-(:class:`~quarantine.errorhandling.tolerance.ToleranceGuard`) and its error-context log. A
+(:class:`~quarantine.errorhandling.tolerance.ToleranceGuard`) and its writer. A
 runner starts a run (:func:`start_run`) and hands it each batch; the
 streaming runner starts one per query id (stable across restarts from the same
 checkpoint), so nothing changes the pipeline under a running query but a stage the
@@ -122,7 +122,7 @@ class Run:
     metrics: RunMetrics
     tolerance: ToleranceGuard
     listeners: Listeners
-    #: the run's writes of its batches (and its error-context log)
+    #: the run's writes of its batches (and their error reports)
     _writer: BatchWriter = field(init=False, repr=False)
     #: whether this run's last batch had failed records (None before its first; see process_batch)
     _last_failed: bool | None = field(default=None, init=False, repr=False)
@@ -232,14 +232,13 @@ class Run:
                 _release(persisted, streaming and not settling)
         self._last_failed = outcome.quarantined > 0
         counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
-        logged, dlq_attempts = outcome.logged, outcome.dlq_attempts
 
         # a tolerance/handler breach is one more breach than the judging stages found (the batch's cell)
         broke = failure is not None and not isinstance(failure, ExpectationBreachError)
         metrics = batch_metrics(
-            counts, stages=chain, now=now, errors_logged=logged, dlq_attempts=dlq_attempts,
-            topic_attempts=outcome.topic.attempts if outcome.topic else 0,
-            topic_failed_attempts=outcome.topic.failed_attempts if outcome.topic else 0,
+            counts, stages=chain, now=now, errors_logged=outcome.reported.logged,
+            dlq_attempts=outcome.dlq_attempts, topic_attempts=outcome.reported.produce_attempts,
+            topic_failed_attempts=outcome.reported.produce_failures,
             breaches={**{stage: len(found) for stage, found in verdicts.judged}, None: int(broke)},
         )
         self.metrics.add(metrics)

@@ -12,8 +12,8 @@ whatever the policy, so that its two commits are made at once):
 1. One noop pass builds the cache and observes every count (records in, failed
    per stage…) — the only pass over the source data.
 2. The error policy decides from those counts (:mod:`quarantine.errorhandling.policy`):
-   handlers, the error-context log, ``errors.tolerance`` and its limits, and
-   the judging stages' breaches with ``on_breach: fail``.
+   handlers, ``errors.tolerance`` and its limits, and the judging stages'
+   breaches with ``on_breach: fail``.
 3. The writes. Failed rows always go to the quarantine table
    (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a breach fails
    the run *after* the failed records are durable; good rows go to the target
@@ -21,13 +21,15 @@ whatever the policy, so that its two commits are made at once):
    the policy let the batch go on. The two writes are made at once (two Delta
    commits to two tables, independent of each other): a batch pays one commit's
    latency, not two.
+4. The error reporters (:mod:`quarantine.errorhandling.reporter`: the DLQ topic,
+   the error-context log) are told of the failed rows.
 
 *Write while counting* (a policy that goes on whatever the counts, and replays):
 
 1. The target write is the pass that builds the cache and observes every count
    (one Spark job for a batch without failures).
 2. The failed rows, if any, go to the quarantine table from the cache.
-3. Handlers and the error-context log run (they cannot fail the batch here).
+3. Handlers run, then the error reporters (neither can fail the batch here).
 
 Either way both writes are durable before :meth:`BatchWriter.write` returns,
 i.e. before a stream commits the batch's offsets; if one fails, the batch
@@ -54,14 +56,13 @@ from quarantine.batch.plan import Plan
 from quarantine.batch.verdict import Verdicts, check_counts, judge_batch
 from quarantine.columns import CLOSING, ERROR, FINGERPRINT, OPEN, REOPENED, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.config import BreachAction
-from quarantine.errorhandling.handlers import counts_by_kind
+from quarantine.errorhandling.handlers import BatchDecision, counts_by_kind
 from quarantine.errorhandling.policy import Scope
+from quarantine.errorhandling.reporter import FailedRecords, Reported, report_errors
 from quarantine.errorhandling.retry import retried_write
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
-from quarantine.listeners.error_log import ErrorContextLogger, sample_errors
 from quarantine.metrics.columns import observed_counts, observed_row
-from quarantine.sinks.dlq_topic import TopicProduce
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records
 from quarantine.sinks.target import append_batch, evolve_target, merge_new_rows, target_change
@@ -200,15 +201,14 @@ class Outcome:
     quarantined: int
     verdicts: Verdicts
     failure: BaseException | None = None
-    logged: int = 0
     dlq_attempts: int = 1
-    #: the DLQ topic's produce, when one is configured and there were failed rows
-    topic: TopicProduce | None = None
+    #: what the error reporters (the DLQ topic, the error-context log) did with the failed rows
+    reported: Reported = field(default_factory=Reported)
 
 
 @dataclass
 class BatchWriter:
-    """A run's writer of its batches: the two ways, the policy's decision, the error-context log.
+    """A run's writer of its batches: the two ways, the policy's decision, the error reporters.
 
     Not thread safe: one batch at a time.
 
@@ -221,7 +221,6 @@ class BatchWriter:
     plan: Plan
     run_id: str
     tolerance: ToleranceGuard
-    _error_log: ErrorContextLogger | None = field(default=None, init=False, repr=False)
 
     def write(self, b: Batch, *, count_first: bool) -> Outcome:
         """Write ``b`` to both tables, counted first or while written; close its records that passed.
@@ -308,8 +307,8 @@ class BatchWriter:
 
         One noop pass builds the persisted batch and observes every count; the
         judging stages judge their input (:mod:`quarantine.batch.verdict`); the policy decides (handlers,
-        error log, tolerance, ``on_breach: fail``); then the quarantine write
-        (always) and the target write (if the batch goes on) are made at once.
+        tolerance, ``on_breach: fail``); then the quarantine write (always) and the target write (if
+        the batch goes on) are made at once; then the error reporters are told of the failed rows.
         """
         observed = self._observed(b)
         counts = self._count_pass(b.split, observed)
@@ -329,8 +328,10 @@ class BatchWriter:
         out = Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), verdicts=verdicts)
         # The policy decides from the counts, before anything is written: failed rows
         # go to quarantine either way; good rows only when the batch goes on.
+        decision = None
         try:
-            out.logged = self._check_tolerance(b, counts, out.quarantined, b.split)
+            decision = self._decide(b, counts, out.quarantined)
+            self._enforce(b, decision, out.quarantined)
             failing = verdicts.with_action(BreachAction.FAIL)
             if failing:
                 raise ExpectationBreachError(
@@ -350,7 +351,8 @@ class BatchWriter:
         # if either fails the batch fails, and its re-run writes neither twice.
         done = _all_of(writes)
         if out.quarantined and done[0] is not None:
-            out.dlq_attempts, out.topic = done[0].attempts, done[0].topic
+            out.dlq_attempts = done[0].attempts
+            out.reported = self._report(b, done[0], b.split, decision)
         if out.failure is None and int(counts[CLOSING]):
             self._close_passed(b.split, b.mode.replaying, b.now)
         return out
@@ -378,14 +380,16 @@ class BatchWriter:
         self._settled(b, counts)
         out = Outcome(counts=counts, quarantined=int(counts["records_quarantined"]), verdicts=Verdicts())
         # an uncached batch's failed rows, run again and cached: its quarantine write and its
-        # error-log sample read them, not the whole batch a third time
+        # error reporters read them, not the whole batch a third time
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
         try:
-            if out.quarantined:
-                written = self._write_quarantine(b, out.quarantined, failed)
-                out.dlq_attempts, out.topic = written.attempts, written.topic
-            # handlers and the error-context log; nothing in this policy fails the batch
-            out.logged = self._check_tolerance(b, counts, out.quarantined, b.split if failed is None else failed)
+            written = self._write_quarantine(b, out.quarantined, failed) if out.quarantined else None
+            # handlers, the error reporters, tolerance: nothing in this policy fails the batch
+            decision = self._decide(b, counts, out.quarantined)
+            if written is not None:
+                out.dlq_attempts = written.attempts
+                out.reported = self._report(b, written, b.split if failed is None else failed, decision)
+            self._enforce(b, decision, out.quarantined)
         finally:
             if failed is not None:
                 failed.unpersist()
@@ -421,7 +425,7 @@ class BatchWriter:
         return failed
 
     def _write_quarantine(self, b: Batch, records: int, failed: DataFrame | None = None) -> QuarantineWrite:
-        """Write the batch's ``records`` failed rows (``failed``, else ``b.split``'s) to quarantine and DLQ topic."""
+        """Write the batch's ``records`` failed rows (``failed``, else ``b.split``'s) to the quarantine table."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.plan.quarantine_writer().write(
             failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records
@@ -475,51 +479,49 @@ class BatchWriter:
             ),
         )
 
-    def _check_tolerance(self, b: Batch, counts: Mapping[str, Any], errors: int, split: DataFrame) -> int:
-        """Handlers, error-context log (a sample of ``split``), then the tolerance guard; returns lines logged.
-
-        Runs before the batch's writes: a breach still writes the quarantine rows,
-        then fails the run without writing the target (see :mod:`quarantine.errorhandling.handlers`,
-        :mod:`quarantine.listeners.error_log`,
-        :mod:`quarantine.errorhandling.tolerance`).
-
-        A replay has its own policy: a record that fails again is its expected
-        outcome, so no handler, limit or tolerance fails it (it stays open with
-        the new error); the error-context log still runs.
+    def _decide(self, b: Batch, counts: Mapping[str, Any], errors: int) -> BatchDecision | None:
+        """The handlers' answers for the batch's ``errors`` failed records (None: it has none).
 
         Raises:
             HandlerError: a custom handler raised or returned no HandlerResponse.
-            ToleranceExceededError: a handler said fail, or a tolerance limit broke.
         """
         if not errors:
-            return 0
-        cfg = self.plan.config.errors
-        policy = self.plan.policy()
+            return None
         by_stage = {s.name: int(counts[f"stage:{s.name}"]) for s in b.chain}
-        decision = policy.decide(
+        return self.plan.policy().decide(
             counts_by_kind(b.chain, by_stage), run_id=self.run_id, batch_id=b.batch_id, by_stage=by_stage,
             stage_kinds={s.name: s.kind for s in b.chain},
         )
-        # a failing kind is always logged: the run stops, and the log says which records and why
-        kinds = set(decision.logged_kinds) | set(decision.failed_kinds)
-        logged = 0
-        if kinds:
-            if self._error_log is None:
-                self._error_log = ErrorContextLogger.from_config(
-                    cfg, config=self.plan.config.redacted(), secrets=self.plan.config.secrets()
-                )
-            # a bounded sample (limit + collect) of the persisted batch, never a count
-            sample = sample_errors(
-                split, error=ERROR, kinds={k.value for k in kinds},
-                include_messages=cfg.log_include_messages,
-            ).collect()
-            logged = self._error_log.log_batch(
-                [r.asDict() for r in sample], pipeline=self.plan.config.pipeline, run_id=self.run_id,
-                batch_id=b.batch_id, total=sum(decision.counts[k] for k in kinds),
+
+    def _enforce(self, b: Batch, decision: BatchDecision | None, errors: int) -> None:
+        """The tolerance guard on the handlers' answers (see :mod:`quarantine.errorhandling.tolerance`).
+
+        A count-first batch is judged before its writes: a breach still writes the quarantine
+        rows, then fails the run without writing the target. A replay has its own policy: a
+        record that fails again is its expected outcome, so no handler, limit or tolerance
+        fails it (it stays open with the new error).
+
+        Raises:
+            ToleranceExceededError: a handler said fail, or a tolerance limit broke.
+        """
+        if decision is not None:
+            self.plan.policy().enforce(
+                decision, scope=Scope.REPLAY if b.mode.replaying else Scope.RUN, errors=errors, now=b.now,
+                batch_id=b.batch_id, tolerance=self.tolerance,
             )
-        policy.enforce(
-            decision, scope=Scope.REPLAY if b.mode.replaying else Scope.RUN, errors=errors, now=b.now,
-            batch_id=b.batch_id, tolerance=self.tolerance,
-        )
-        return logged
+
+    def _report(
+        self, b: Batch, written: QuarantineWrite, failed: DataFrame, decision: BatchDecision | None
+    ) -> Reported:
+        """Tell the plan's error reporters of the failed rows (of ``failed``) the quarantine table now holds.
+
+        The error-context log gets the kinds the handlers log, and a failing kind always (the run
+        stops, and the log says which records and why); a replay's too.
+        """
+        kinds = set() if decision is None else {*decision.logged_kinds, *decision.failed_kinds}
+        return report_errors(self.plan.error_reporters(), FailedRecords(
+            failed, written.rows, self.plan.config.pipeline, self.run_id, b.batch_id,
+            logged_kinds=frozenset(k.value for k in kinds),
+            total=0 if decision is None else sum(decision.counts[k] for k in kinds),
+        ))
 

@@ -1,9 +1,11 @@
-"""Error-context logging (KIP-298) and secret redaction of error text.
+"""Error-context logging (KIP-298), one of a plan's error reporters, and secret redaction of error text.
 
 Two jobs, both about what a person may read:
 
 * **Error-context log lines.** With ``errors.log.enable`` (or a
-  ``log_and_continue`` handler for a kind), each batch logs one line per failed
+  ``log_and_continue`` handler for a kind, or a kind that fails the run), each batch,
+  once the quarantine table holds its failed records
+  (:class:`~quarantine.errorhandling.reporter.ErrorReporter`), logs one line per failed
   record for a bounded sample — at most :data:`SAMPLE_PER_BATCH` records per
   batch, plus a line saying how many more there were — at INFO on the
   ``quarantine.errors`` logger (below Python's default WARNING, so a notebook
@@ -45,6 +47,7 @@ from pyspark.sql import functions as F
 
 from quarantine.columns import ATTEMPTS, ERROR, ERROR_CLASS, KEY, KIND, MESSAGE, OFFSET, PARTITION, STAGE, TOPIC, VALUE
 from quarantine.config import ErrorsConfig
+from quarantine.errorhandling.reporter import FailedRecords, Reported
 from quarantine.log_lines import CONTEXT_ATTR, LOGGER_NAME, ContextLine
 from quarantine.redaction import redact_text
 
@@ -129,7 +132,8 @@ def _payload(b: Any) -> str:
 
 @dataclass
 class ErrorContextLogger:
-    """Writes error-context lines for sampled failed records; every line is redacted.
+    """The error-context log's reporter (:class:`~quarantine.errorhandling.reporter.ErrorReporter`):
+    writes error-context lines for sampled failed records; every line is redacted.
 
     Attributes:
         include_messages: add the record's key and value (``errors.log.include.messages``).
@@ -156,6 +160,21 @@ class ErrorContextLogger:
         """The logger for a pipeline's ``errors.log.*`` keys."""
         return cls(errors.log_include_messages, errors.log_include_configs, errors.dlq_encryption_key is not None,
                    config, secrets)
+
+    def report(self, failed: FailedRecords) -> Reported:
+        """Log a bounded sample of ``failed``'s records of its ``logged_kinds`` (none: nothing is read).
+
+        One ``limit`` + ``collect`` of the failed rows (:func:`sample_errors`), never a count.
+        """
+        if not failed.logged_kinds:
+            return Reported()
+        sample = sample_errors(
+            failed.failed, error=failed.error, kinds=failed.logged_kinds, include_messages=self.include_messages
+        ).collect()
+        return Reported(logged=self.log_batch(
+            [r.asDict() for r in sample], pipeline=failed.pipeline, run_id=failed.run_id, batch_id=failed.batch_id,
+            total=failed.total,
+        ))
 
     def log_batch(
         self,

@@ -3,8 +3,9 @@
 The runner builds one :class:`BatchReport` per batch (micro-batch in streaming,
 the whole input in batch mode) from metrics observed in the data pass, and
 fans it out to a list of :class:`RunListener` s: the Delta metrics table, MLflow,
-the error-context log. A disabled feature is a listener that does nothing, not
-an ``if enabled:`` in the runner.
+alerts. A disabled feature is a listener that does nothing, not an ``if enabled:``
+in the runner. The failed records themselves go to the error reporters, not to the
+listeners (:mod:`quarantine.errorhandling.reporter`: the DLQ topic, the error-context log).
 
 Listener contract: listeners must not raise for outages of what they write to
 (MLflow down, a slow server); they buffer or drop with a warning. A listener

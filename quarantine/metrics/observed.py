@@ -109,8 +109,8 @@ def batch_metrics(
         errors_logged: error-context lines the error log wrote for the batch.
         dlq_attempts: attempts the quarantine MERGE took (1 = first try succeeded).
         topic_attempts: attempts the DLQ topic's produce took (0: no topic).
-        topic_failed_attempts: those of them that failed (:attr:`TopicProduce.failed_attempts
-            <quarantine.sinks.dlq_topic.TopicProduce.failed_attempts>`).
+        topic_failed_attempts: those of them that failed (:meth:`DlqTopic.report
+            <quarantine.sinks.dlq_topic.DlqTopic.report>`).
         breaches: tolerance breaches of the batch by where they come from: a judging stage's name
             for its aggregate expectations' breaches, None for an error limit's (or a ``fail``
             handler's); their cells of ``tolerance-breaches`` (stage NULL: the error limit).

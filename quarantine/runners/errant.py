@@ -94,6 +94,7 @@ from quarantine.columns import (
     ErrorKind,
 )
 from quarantine.errorhandling.policy import Scope
+from quarantine.errorhandling.reporter import FailedRecords, report_errors
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import (
@@ -448,11 +449,11 @@ class ErrantRecordReporter:
                 f"{exc}; the reported records are not durable: fail the batch so it is replayed",
                 attempts=exc.attempts,
             ) from exc.__cause__
-        self._requests += n * written.attempts
-        self._failures += n * (written.attempts - 1)
-        if written.topic is not None:
-            self._requests += n * written.topic.attempts
-            self._failures += n * written.topic.failed_attempts
+        reported = report_errors(self.plan.error_reporters(), FailedRecords(
+            df, written.rows, self.plan.config.pipeline, self.run.run_id, self.batch_id, error=_ERR,
+        ))
+        self._requests += n * (written.attempts + reported.produce_attempts)
+        self._failures += n * (written.attempts - 1 + reported.produce_failures)
 
     def _enforce(self, n: int, cause: BaseException | None) -> None:
         """The error policy's verdict on ``n`` reported records (``Scope.SINK``).

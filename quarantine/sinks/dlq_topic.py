@@ -1,7 +1,8 @@
 """A DLQ topic, as Kafka Connect writes one: quarantined records, also produced to Kafka.
 
 With ``errors.deadletterqueue.topic.name`` set, every record the quarantine writer
-made durable in the Delta table is then produced to that topic with its original key,
+made durable in the Delta table is then produced, by this error reporter
+(:mod:`quarantine.errorhandling.reporter`), to that topic with its original key,
 value and headers, plus Kafka Connect's error headers (``errors.deadletterqueue.
 context.headers.enable``, on by default here)::
 
@@ -36,6 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS, KEY, OFFSET, PARTITION, TOPIC, VALUE
+from quarantine.errorhandling.reporter import FailedRecords, Reported
 from quarantine.errorhandling.retriable import RetriableClassifier
 from quarantine.errorhandling.retry import RetryWithToleranceOperator
 from quarantine.errors import RetriesExhaustedError, describe_failure
@@ -45,7 +47,7 @@ from quarantine.schema import HEADERS_TYPE
 if TYPE_CHECKING:
     from quarantine.config import PipelineConfig
 
-__all__ = ["CONNECT_HEADERS", "DlqTopic", "TopicProduce", "dlq_records", "dlq_topic"]
+__all__ = ["CONNECT_HEADERS", "DlqTopic", "dlq_records", "dlq_topic"]
 
 log = logging.getLogger("quarantine.sinks.dlq_topic")
 
@@ -82,24 +84,6 @@ def dlq_records(rows: DataFrame, *, context_headers: bool = True) -> DataFrame:
     return rows.select(KEY, VALUE, F.concat(original, added).alias(HEADERS))
 
 
-@dataclass(frozen=True)
-class TopicProduce:
-    """How a batch's produce to the DLQ topic went.
-
-    Attributes:
-        attempts: attempts made (each sends every record of the batch).
-        gave_up: the last attempt failed too: the records are in the table only.
-    """
-
-    attempts: int
-    gave_up: bool = False
-
-    @property
-    def failed_attempts(self) -> int:
-        """Attempts that failed: all of them when it gave up, else all but the last."""
-        return self.attempts if self.gave_up else max(self.attempts - 1, 0)
-
-
 @dataclass(frozen=True, repr=False)
 class DlqTopic:
     """Produces quarantine rows to a Kafka topic, after the table has them.
@@ -121,8 +105,15 @@ class DlqTopic:
     def __repr__(self) -> str:  # the options may hold credentials
         return f"DlqTopic({self.topic!r})"
 
-    def produce(self, rows: DataFrame, *, batch_id: int) -> TopicProduce:
-        """Produce ``rows`` (quarantine rows) to the topic; never raises for Kafka's failures."""
+    def report(self, failed: FailedRecords) -> Reported:
+        """Produce ``failed``'s quarantine rows to the topic (the DLQ topic's
+        :class:`~quarantine.errorhandling.reporter.ErrorReporter`); never raises for Kafka's failures.
+
+        Returns:
+            The attempts made (each sends every record) and those that failed: all of them
+            when it gave up (the records are in the table only), else all but the last.
+        """
+        rows, batch_id = failed.rows, failed.batch_id
         records = dlq_records(rows, context_headers=self.context_headers)
 
         def send() -> None:
@@ -141,8 +132,8 @@ class DlqTopic:
                     self.secrets,
                 ),
             )
-            return TopicProduce(exc.attempts, gave_up=True)
-        return TopicProduce(attempts)
+            return Reported(produce_attempts=exc.attempts, produce_failures=exc.attempts)
+        return Reported(produce_attempts=attempts, produce_failures=attempts - 1)
 
 
 def dlq_topic(config: PipelineConfig) -> DlqTopic | None:

@@ -61,7 +61,6 @@ from quarantine.errors import QuarantineWriteError
 from quarantine.identity import fingerprint, null_safe_key_match
 from quarantine.keyring import KeyRing
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, check_quarantine_columns
-from quarantine.sinks.dlq_topic import DlqTopic, TopicProduce
 from quarantine.sinks.redacted_error import redact_error
 from quarantine.tables import (
     add_missing_columns,
@@ -309,7 +308,9 @@ class QuarantineWriter:
     so both get the same rows (:func:`quarantine_rows`), the same masking of
     configured secrets in ``message``/``stacktrace``, the same MERGE
     (:func:`merge_quarantine`: idempotent per ``(run_id, batch_id)``) and the same
-    retries and failure message.
+    retries and failure message. What else learns of the records (the DLQ topic, the
+    error-context log) is told by the caller after the write
+    (:func:`~quarantine.errorhandling.reporter.report_errors`).
 
     Attributes:
         spark: the session.
@@ -328,7 +329,6 @@ class QuarantineWriter:
     retry: RetryWithToleranceOperator
     secrets: tuple[str, ...] = ()
     stacktrace: bool = False
-    topic: DlqTopic | None = None
     keys: KeyRing = field(default_factory=KeyRing.none)
 
     def rows(
@@ -381,7 +381,7 @@ class QuarantineWriter:
         append: bool = False,
         records: int | None = None,
     ) -> QuarantineWrite:
-        """Write failed records; durable on return; then produce them to the DLQ topic, if any.
+        """Write failed records; durable on return.
 
         Args:
             failed: rows with the Kafka source columns and the error struct ``error``;
@@ -401,8 +401,7 @@ class QuarantineWriter:
                 what its own join gives (``tests/integration/test_quarantine_files.py``).
 
         Returns:
-            The attempts the table's write took, and how the DLQ topic's produce went
-            (it never raises: :meth:`DlqTopic.produce <quarantine.sinks.dlq_topic.DlqTopic.produce>`).
+            The attempts the table's write took, and the rows it wrote.
 
         Raises:
             QuarantineWriteError: the write still failed after its retries; its
@@ -416,8 +415,7 @@ class QuarantineWriter:
         write = (lambda: append_quarantine(self.spark, self.table, rows)) if append else (
             lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline))
         attempts = retried_write(self.retry, action, self.table, batch_id, write, failure=QuarantineWriteError)
-        produced = None if self.topic is None else self.topic.produce(rows, batch_id=batch_id)
-        return QuarantineWrite(attempts, produced)
+        return QuarantineWrite(attempts, rows)
 
 
 @dataclass(frozen=True)
@@ -426,11 +424,11 @@ class QuarantineWrite:
 
     Attributes:
         attempts: attempts the table's write took (1: the first succeeded).
-        topic: the DLQ topic's produce (None: no topic configured).
+        rows: the quarantine rows written (:meth:`QuarantineWriter.rows`), for the error reporters.
     """
 
     attempts: int
-    topic: TopicProduce | None = None
+    rows: DataFrame
 
 
 def append_quarantine(spark: SparkSession, name: str, rows: DataFrame) -> None:
