@@ -103,8 +103,11 @@ PHASES: tuple[Phase, ...] = (
     Phase("target topics claim (claim_written_topics)", ("quarantine.sinks.target:claim_written_topics",)),
     Phase("quarantine write (_write_quarantine)", ("quarantine.batch.writes:BatchWriter._write_quarantine",)),
     Phase("quarantine rows: append or MERGE (merge_quarantine)", ("quarantine.sinks.quarantine:merge_quarantine",)),
-    Phase("error policy and error-context sample (_check_tolerance)", (
-        "quarantine.batch.writes:BatchWriter._check_tolerance",
+    Phase("error policy (_decide, _enforce)", (
+        "quarantine.batch.writes:BatchWriter._decide", "quarantine.batch.writes:BatchWriter._enforce",
+    )),
+    Phase("error reporters: DLQ topic, error-context sample (_report)", (
+        "quarantine.batch.writes:BatchWriter._report",
     )),
     Phase("error-context log lines (log_batch)", ("quarantine.listeners.error_log:ErrorContextLogger.log_batch",)),
     Phase("close passed (_close_passed)", ("quarantine.batch.writes:BatchWriter._close_passed",), taken=False,
