@@ -16,13 +16,12 @@ whatever the policy, so that its two commits are made at once):
    breaches with ``on_breach: fail``.
 3. The writes. Failed rows always go to the quarantine table
    (:class:`~quarantine.sinks.quarantine.QuarantineWriter`), so a breach fails
-   the run *after* the failed records are durable; good rows go to the target
-   exactly once (txn append in streaming, insert-only MERGE in batch) only when
-   the policy let the batch go on. The two writes are made at once (two Delta
-   commits to two tables, independent of each other): a batch pays one commit's
-   latency, not two.
-4. The error reporters (:mod:`quarantine.errorhandling.reporter`: the DLQ topic,
-   the error-context log) are told of the failed rows.
+   the run *after* the failed records are durable, and then to the error reporters
+   (:mod:`quarantine.errorhandling.reporter`: the DLQ topic, the error-context log);
+   good rows go to the target exactly once (txn append in streaming, insert-only
+   MERGE in batch) only when the policy let the batch go on. The two writes are made
+   at once (two Delta commits to two tables, independent of each other): a batch
+   pays one commit's latency, not two.
 
 *Write while counting* (a policy that goes on whatever the counts, and replays):
 
@@ -307,8 +306,8 @@ class BatchWriter:
 
         One noop pass builds the persisted batch and observes every count; the
         judging stages judge their input (:mod:`quarantine.batch.verdict`); the policy decides (handlers,
-        tolerance, ``on_breach: fail``); then the quarantine write (always) and the target write (if
-        the batch goes on) are made at once; then the error reporters are told of the failed rows.
+        tolerance, ``on_breach: fail``); then the quarantine write (always, its error reporters
+        right after it) and the target write (if the batch goes on) are made at once.
         """
         observed = self._observed(b)
         counts = self._count_pass(b.split, observed)
@@ -341,18 +340,15 @@ class BatchWriter:
                 )
         except (ToleranceExceededError, HandlerError) as exc:
             out.failure = exc  # published with the batch's metrics, then raised
-        writes: list[Callable[[], QuarantineWrite | None]] = []
+        writes: list[Callable[[], None]] = []
         if out.quarantined:
-            writes.append(lambda: self._write_quarantine(b, out.quarantined))
+            writes.append(lambda: self._report(b, out, self._write_quarantine(b, out.quarantined), b.split, decision))
         if out.failure is None:
             writes.append(lambda: self._write_target(b, b.split))
         # The two tables' commits are independent: made at once, a batch pays one commit's
         # latency. Both are durable before this returns (before a stream commits its offsets);
         # if either fails the batch fails, and its re-run writes neither twice.
-        done = _all_of(writes)
-        if out.quarantined and done[0] is not None:
-            out.dlq_attempts = done[0].attempts
-            out.reported = self._report(b, done[0], b.split, decision)
+        _all_of(writes)
         if out.failure is None and int(counts[CLOSING]):
             self._close_passed(b.split, b.mode.replaying, b.now)
         return out
@@ -384,11 +380,14 @@ class BatchWriter:
         failed = self._failed_again(b, counts) if out.quarantined and not b.cached else None
         try:
             written = self._write_quarantine(b, out.quarantined, failed) if out.quarantined else None
-            # handlers, the error reporters, tolerance: nothing in this policy fails the batch
-            decision = self._decide(b, counts, out.quarantined)
-            if written is not None:
-                out.dlq_attempts = written.attempts
-                out.reported = self._report(b, written, b.split if failed is None else failed, decision)
+            # handlers, the error reporters (even when a handler raised), tolerance: nothing in this
+            # policy fails the batch
+            decision = None
+            try:
+                decision = self._decide(b, counts, out.quarantined)
+            finally:
+                if written is not None:
+                    self._report(b, out, written, b.split if failed is None else failed, decision)
             self._enforce(b, decision, out.quarantined)
         finally:
             if failed is not None:
@@ -511,15 +510,17 @@ class BatchWriter:
             )
 
     def _report(
-        self, b: Batch, written: QuarantineWrite, failed: DataFrame, decision: BatchDecision | None
-    ) -> Reported:
-        """Tell the plan's error reporters of the failed rows (of ``failed``) the quarantine table now holds.
+        self, b: Batch, out: Outcome, written: QuarantineWrite, failed: DataFrame, decision: BatchDecision | None
+    ) -> None:
+        """Right after the quarantine write: tell the plan's error reporters of the failed rows (of
+        ``failed``) the table now holds; ``out`` gets what the write and the reporters did.
 
         The error-context log gets the kinds the handlers log, and a failing kind always (the run
         stops, and the log says which records and why); a replay's too.
         """
+        out.dlq_attempts = written.attempts
         kinds = set() if decision is None else {*decision.logged_kinds, *decision.failed_kinds}
-        return report_errors(self.plan.error_reporters(), FailedRecords(
+        out.reported = report_errors(self.plan.error_reporters(), FailedRecords(
             failed, written.rows, self.plan.config.pipeline, self.run_id, b.batch_id,
             logged_kinds=frozenset(k.value for k in kinds),
             total=0 if decision is None else sum(decision.counts[k] for k in kinds),
