@@ -61,13 +61,18 @@ class Pipeline(Plan):
         """A new run of this pipeline (:func:`quarantine.batch.run.start_run`)."""
         return start_run(self, run_id, listeners=listeners, kind=kind)
 
-    def run(self) -> RunSummary:
+    def run(self, *, full: bool = False) -> RunSummary:
         """Run the pipeline once: :func:`~quarantine.runners.batch.run_batch`, or
         :func:`~quarantine.runners.streaming.run_stream` for streaming sources.
+
+        Args:
+            full: a batch run reads the whole source, not only what was committed since the
+                last run (:mod:`quarantine.batch.increment`): every record open in quarantine
+                runs again.
 
         Raises:
             ConfigError: ``target.written_by`` is ``pipeline``: a declarative pipeline's
                 updates write these tables, not a run.
         """
         refuse_pipeline_tables(self, "quarantine run")
-        return run_stream(self) if self.config.source.streaming else run_batch(self)
+        return run_stream(self) if self.config.source.streaming else run_batch(self, full=full)

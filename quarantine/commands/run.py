@@ -12,6 +12,11 @@ __all__ = ["COMMAND"]
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     add_config(parser)
+    parser.add_argument(
+        "--full", action="store_true",
+        help="a batch run reads its whole source, not what was committed since the last run: every record "
+        "open in quarantine runs again",
+    )
 
 
 def _handle(call: Invocation) -> int:
@@ -23,7 +28,7 @@ def _handle(call: Invocation) -> int:
     config = load(call)
     # a batch run's summary lists each breach: its log line is not shown too (a stream's is)
     HOLDS.breaches = not config.source.streaming
-    summary = Pipeline.from_config(config).run()
+    summary = Pipeline.from_config(config).run(full=call.args.full)
     print(summary.render())
     print(tables_text(config))
     if summary.records_quarantined:

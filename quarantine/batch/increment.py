@@ -1,0 +1,355 @@
+"""What a batch run reads of a Delta source: what was committed since the last run, or all of it, and why.
+
+A batch run over a Delta source records, once all its writes committed, how far it read: the
+table property ``quarantine.read.<pipeline>`` on its target (where the pipeline's other state,
+its topic claims, lives: :mod:`quarantine.sinks.ownership`), a JSON :class:`ReadMark` holding the
+source's version and table id, the quarantine table's id, the target's version and a
+fingerprint of the stages. The next run reads only the data files the source's commits after
+that version added (:func:`new_files`), as long as nothing says it must read the whole source
+(:func:`plan_read`):
+
+* no mark on the target (the first run, a new or rebuilt target), or a mark of another source;
+* the source was recreated (another table id), or its log no longer holds the commits since
+  (log retention), or a commit since removed or rewrote records (an overwrite, a DELETE, an
+  UPDATE, a MERGE, a RESTORE), or changed its schema or protocol;
+* the source maps its columns (``delta.columnMapping.mode``: its files do not hold the names);
+* the target changed since by other means than appends (a DELETE, an UPDATE, a RESTORE, an
+  overwrite), or the quarantine table is not the one the mark names (dropped, recreated);
+* the stages changed (their config, and the code of a user's Python stage): records open in
+  quarantine run again under the new stages;
+* a record is open in quarantine with a retriable error (a timeout, a service down): it runs again;
+* the user asked (``quarantine run --full``).
+
+The summary says which, and why (:attr:`SourceRead.note`). Whichever way, the records read are
+compared with what the tables settled, as before (:func:`quarantine.batch.settle.prepare`):
+reading less never makes a record settled twice.
+
+The pure half (:func:`new_files`, :func:`target_changed`, :class:`ReadMark`) takes parsed commits
+and history rows; the I/O half reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from quarantine.batch.plan import Plan
+from quarantine.columns import PIPELINE, RETRIABLE, STATUS, QuarantineStatus
+from quarantine.table_names import is_path, sql_literal, table_ref
+from quarantine.tables import read_table, table_exists
+
+__all__ = ["MARK_PREFIX", "NewFile", "ReadMark", "SourceRead", "new_files", "plan_read", "record_read",
+           "stages_fingerprint", "target_changed"]
+
+log = logging.getLogger("quarantine")
+
+#: The target's table property holding a pipeline's :class:`ReadMark`: ``quarantine.read.<pipeline>``.
+MARK_PREFIX = "quarantine.read."
+#: Characters Spark's file reader takes as a glob: a data file named with one is read with the whole source.
+_GLOB = frozenset("*?[]{}\\")
+#: Target operations that only add records or leave them as they are.
+_APPENDING = frozenset({
+    "WRITE", "STREAMING UPDATE", "MERGE", "OPTIMIZE", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "ADD COLUMNS",
+    "CHANGE COLUMN", "VACUUM START", "VACUUM END", "CREATE TABLE", "UPGRADE PROTOCOL",
+})
+
+
+@dataclass(frozen=True)
+class ReadMark:
+    """How far a pipeline's last batch run read its source, kept on its target (see the module doc)."""
+
+    source: str
+    source_id: str
+    version: int
+    stages: str
+    quarantine_id: str | None
+    target_version: int
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ReadMark | None:
+        """The mark ``text`` holds; None for no text or one this version does not read."""
+        if not text:
+            return None
+        try:
+            return cls(**json.loads(text))
+        except (TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A data file a source commit added: its path (relative to the table, as the log has it) and
+    its partition values."""
+
+    path: str
+    partition: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What a batch run reads, and why.
+
+    Attributes:
+        df: the records to run (Kafka-shaped).
+        version: the source's version they were read as of.
+        since: the version after which the records were committed; None: the whole source.
+        note: the summary's line: what was read, and why the whole source when it was.
+        empty: nothing was committed since (no batch to run).
+    """
+
+    df: DataFrame
+    version: int
+    since: int | None
+    note: str
+    empty: bool = False
+
+
+def new_files(commits: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[NewFile] | str:
+    """The data files ``commits`` (version -> its actions, in any order) added, or why they do not say.
+
+    Only appends are read this way: a commit that removed or rewrote records (``remove`` with
+    ``dataChange``), changed the schema or protocol, or added a file with a deletion vector
+    makes the answer a reason (a string) to read the whole source. A compaction's files
+    (``dataChange: false``) hold records read before and are left out; a compaction that
+    removed a file added since is a reason too (it may be gone by the time it is read).
+    """
+    added: list[NewFile] = []
+    compacted: set[str] = set()
+    for version in sorted(commits):
+        actions = commits[version]
+        operation = next((a["commitInfo"].get("operation", "?") for a in actions if "commitInfo" in a), "a commit")
+        for action in actions:
+            if "metaData" in action or "protocol" in action:
+                return f"version {version} of the source ({operation}) changed its schema, settings or protocol"
+            if "remove" in action:
+                if action["remove"].get("dataChange", True):
+                    return f"version {version} of the source ({operation}) removed or rewrote records"
+                compacted.add(action["remove"]["path"])
+            if "add" in action and action["add"].get("dataChange", True):
+                add = action["add"]
+                if add.get("deletionVector"):
+                    return f"version {version} of the source ({operation}) added a file with deleted rows"
+                values = add.get("partitionValues") or {}
+                added.append(NewFile(add["path"], tuple(sorted(values.items()))))
+    if compacted & {f.path for f in added}:
+        return "a compaction (OPTIMIZE) since the last run rewrote files it added"
+    return added
+
+
+def target_changed(history: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why the target's commits (``DESCRIBE HISTORY`` rows) since the mark need the whole source, if
+    they do: any that may have removed or changed records (None: only appends and compactions)."""
+    for row in history:
+        op = str(row.get("operation"))
+        params = row.get("operationParameters") or {}
+        metrics = row.get("operationMetrics") or {}
+        removed = any(int(metrics.get(k) or 0) for k in ("numTargetRowsDeleted", "numTargetRowsUpdated"))
+        overwrite = op == "WRITE" and str(params.get("mode", "")).lower() not in ("append", "")
+        if op not in _APPENDING or removed or overwrite:
+            return f"the target changed since the last run (version {row.get('version')}: {op})"
+    return None
+
+
+def stages_fingerprint(plan: Plan) -> str:
+    """A fingerprint of what decides a record's outcome: the stages' config, the target's columns,
+    and the code of each user's Python stage (its module's source)."""
+    raw = plan.config.redacted()
+    digest = hashlib.sha256(
+        json.dumps({"stages": raw.get("stages"), "target": raw.get("target")}, sort_keys=True, default=str).encode()
+    )
+    for stage in plan.stages:
+        fn = getattr(stage, "fn", None)
+        if fn is None:
+            continue
+        try:
+            module = inspect.getmodule(fn)
+            digest.update(inspect.getsource(module if module is not None else fn).encode())
+        except (OSError, TypeError):  # no source to read (a notebook's closure): its name, at least
+            digest.update(repr(fn).encode())
+    return digest.hexdigest()[:32]
+
+
+def _detail(spark: SparkSession, name: str) -> Any:
+    row = spark.sql(f"DESCRIBE DETAIL {table_ref(name)}").first()
+    assert row is not None
+    return row
+
+
+def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
+    """What this batch run reads of its Delta source (see the module doc).
+
+    Raises:
+        AnalysisException: the source cannot be read (the caller names the key to check).
+    """
+    spark, config = plan.spark, plan.config
+    name = config.source.path or config.source.table or ""
+    detail = _detail(spark, name)
+    version = _version(spark, name)
+    whole = _read_version(spark, name, version)
+
+    def everything(why: str) -> SourceRead:
+        return SourceRead(whole, version, None, f"source: read whole (version {version}): {why}")
+
+    if full:
+        return everything("quarantine run --full")
+    mark = _mark(plan)
+    reason = _must_read_whole(plan, mark, detail)
+    if reason is not None:
+        return everything(reason)
+    assert mark is not None
+    if version == mark.version:
+        return SourceRead(whole.limit(0), version, version, f"source: nothing new since version {version}", empty=True)
+    files = _files_since(spark, str(detail["location"]), mark.version, version)
+    if isinstance(files, str):
+        return everything(files)
+    if not files:
+        return SourceRead(
+            whole.limit(0), version, mark.version,
+            f"source: nothing new since version {mark.version} (version {version}: no records added)", empty=True,
+        )
+    location = str(detail["location"])
+    if any(_absolute(location, f.path) is None for f in files):
+        return everything("a new file's name holds a character Spark reads as a pattern")
+    df = _read_files(spark, location, files, whole.schema, list(detail["partitionColumns"] or []))
+    return SourceRead(
+        df, version, mark.version,
+        f"source: read what versions {mark.version + 1}..{version} added ({len(files)} file(s)); "
+        "records before were settled by earlier runs",
+    )
+
+
+def _must_read_whole(plan: Plan, mark: ReadMark | None, source: Any) -> str | None:
+    spark, config = plan.spark, plan.config
+    if mark is None:
+        return "no earlier run's read is recorded on the target (a first run, or a new target)"
+    if mark.source != config.source.location or mark.source_id != str(source["id"]):
+        return "the source is not the one the last run read (recreated, or another table)"
+    mode = (source["properties"] or {}).get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        return f"the source maps its columns (delta.columnMapping.mode: {mode})"
+    if mark.stages != stages_fingerprint(plan):
+        return "the stages changed since the last run: records open in quarantine run again"
+    quarantine = plan.quarantine_table
+    q_exists = table_exists(spark, quarantine)
+    if mark.quarantine_id is not None and (not q_exists or str(_detail(spark, quarantine)["id"]) != mark.quarantine_id):
+        return f"the quarantine table {quarantine} is not the one the last run wrote (dropped or recreated)"
+    now = _version(spark, plan.target_table)
+    if now > mark.target_version:
+        rows = spark.sql(
+            f"DESCRIBE HISTORY {table_ref(plan.target_table)} LIMIT {now - mark.target_version}"
+        ).select("version", "operation", "operationParameters", "operationMetrics").collect()
+        changed = target_changed(r.asDict() for r in rows if int(r["version"]) > mark.target_version)
+        if changed is not None:
+            return changed
+    if q_exists and _open_retriable(spark, quarantine, config.pipeline):
+        return "records open in quarantine failed with a retriable error: they run again"
+    return None
+
+
+def _open_retriable(spark: SparkSession, quarantine: str, pipeline: str) -> bool:
+    q = read_table(spark, quarantine)
+    if RETRIABLE not in q.columns:
+        return False
+    found = q.where(
+        (F.col(PIPELINE) == F.lit(pipeline)) & (F.col(STATUS) == QuarantineStatus.OPEN.value) & F.col(RETRIABLE)
+    ).limit(1).collect()
+    return bool(found)
+
+
+def _mark(plan: Plan) -> ReadMark | None:
+    if not table_exists(plan.spark, plan.target_table):
+        return None
+    props = _detail(plan.spark, plan.target_table)["properties"] or {}
+    return ReadMark.from_json(props.get(MARK_PREFIX + plan.config.pipeline))
+
+
+def _version(spark: SparkSession, name: str) -> int:
+    row = spark.sql(f"DESCRIBE HISTORY {table_ref(name)} LIMIT 1").select("version").first()
+    assert row is not None
+    return int(row[0])
+
+
+def _read_version(spark: SparkSession, name: str, version: int) -> DataFrame:
+    reader = spark.read.format("delta").option("versionAsOf", version)
+    return reader.load(name) if is_path(name) else reader.table(name)
+
+
+def _files_since(spark: SparkSession, location: str, since: int, version: int) -> list[NewFile] | str:
+    """The files the commits ``since+1 .. version`` of the table at ``location`` added, or why not."""
+    log_dir = location.rstrip("/") + "/_delta_log/"
+    paths = [f"{log_dir}{v:020d}.json" for v in range(since + 1, version + 1)]
+    try:
+        lines = spark.read.text(paths).select(F.col("_metadata.file_name").alias("f"), "value").collect()
+    except AnalysisException:
+        return f"the source's log no longer holds its commits since version {since} (log retention)"
+    commits: dict[int, list[Mapping[str, Any]]] = {v: [] for v in range(since + 1, version + 1)}
+    for row in lines:
+        commits[int(str(row["f"]).split(".")[0])].append(json.loads(row["value"]))
+    return new_files(commits)
+
+
+def _absolute(location: str, path: str) -> str | None:
+    """A data file's path to read (None: one Spark would take as a glob)."""
+    absolute = "://" in path or path.startswith("/")
+    full = unquote(path) if absolute else location.rstrip("/") + "/" + unquote(path)
+    return None if _GLOB & set(full.split(":", 1)[-1]) else full
+
+
+def _read_files(
+    spark: SparkSession, location: str, files: Sequence[NewFile], schema: StructType, partitioned: Sequence[str]
+) -> DataFrame:
+    """The records ``files`` hold, in ``schema`` (partition columns from each file's values)."""
+    data = StructType([f for f in schema.fields if f.name not in partitioned])
+    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
+    for f in files:
+        path = _absolute(location, f.path)
+        assert path is not None  # plan_read reads such a source whole
+        groups.setdefault(f.partition, []).append(path)
+    frames = []
+    for values, paths in groups.items():
+        df = spark.read.schema(data).parquet(*paths)
+        given = dict(values)
+        for col in partitioned:
+            df = df.withColumn(col, F.lit(given.get(col)).cast(schema[col].dataType))
+        frames.append(df.select(*schema.fieldNames()))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def record_read(plan: Plan, read: SourceRead) -> None:
+    """Record on the target how far this run read (after all its writes committed): a table
+    property commit, made only when it changes (see the module doc)."""
+    spark, config = plan.spark, plan.config
+    if not table_exists(spark, plan.target_table):
+        return
+    source = _detail(spark, config.source.path or config.source.table or "")
+    quarantine = plan.quarantine_table
+    mark = ReadMark(
+        source=config.source.location, source_id=str(source["id"]), version=read.version,
+        stages=stages_fingerprint(plan),
+        quarantine_id=str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None,
+        target_version=_version(spark, plan.target_table),
+    )
+    if read.empty and _mark(plan) == mark:
+        return
+    key = MARK_PREFIX + config.pipeline
+    spark.sql(
+        f"ALTER TABLE {table_ref(plan.target_table)} SET TBLPROPERTIES ({sql_literal(key)} = "
+        f"{sql_literal(mark.to_json())})"
+    )

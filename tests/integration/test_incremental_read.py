@@ -1,0 +1,166 @@
+"""A batch run reads what its Delta source committed since the last run, and the whole source when it must.
+
+Each test runs real batch runs on real Delta tables and checks both what the run read (its
+summary's ``source:`` line and records in) and that every record still lands in exactly one
+table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from quarantine.batch.increment import MARK_PREFIX, NewFile, new_files, target_changed
+from quarantine.config import parse_config
+from quarantine.listeners.events import RunSummary
+from quarantine.pipeline import Pipeline
+from tests.helpers import kafka_df, orders_config
+
+GOOD = b'{"order_id":"%d","amount":1.5}'
+
+
+def _append(spark: Any, d: Path, values: list[bytes | None], start: int, **kw: Any) -> None:
+    kafka_df(spark, values, start_offset=start, **kw).write.format("delta").mode("append").save(str(d / "source"))
+
+
+def _run(spark: Any, d: Path, *, full: bool = False, **config: Any) -> RunSummary:
+    cfg = orders_config(d)
+    cfg.update(config)
+    return Pipeline.from_config(parse_config(cfg), spark, listeners=[]).run(full=full)
+
+
+def _source_line(summary: RunSummary) -> str:
+    return next(n for n in summary.notes if n.startswith("source:"))
+
+
+def _settled_once(spark: Any, d: Path, offsets: int) -> None:
+    target = [r[0] for r in spark.read.format("delta").load(str(d / "target")).select("_source_offset").collect()]
+    q_path = d / "quarantine"
+    held = (
+        [r[0] for r in spark.read.format("delta").load(str(q_path)).select("offset").collect()]
+        if (q_path / "_delta_log").exists() else []
+    )
+    assert sorted(target + held) == list(range(offsets)), "each record in exactly one table, once"
+
+
+def test_a_second_run_reads_only_what_was_committed_since_the_first(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % i for i in range(5)] + [b"\xff"], 0)
+    first = _run(spark, table_dir)
+    assert first.records_in == 6 and "read whole" in _source_line(first)
+    assert "no earlier run's read is recorded" in _source_line(first)
+
+    _append(spark, table_dir, [GOOD % i for i in range(6, 9)] + [b"{"], 6)
+    second = _run(spark, table_dir)
+    assert (second.records_in, second.records_ok, second.records_quarantined) == (4, 3, 1)
+    assert second.reopened == 0, "the record open since the first run is not run again"
+    assert "read what versions" in _source_line(second)
+    _settled_once(spark, table_dir, 10)
+
+    third = _run(spark, table_dir)
+    assert third.batches == () and third.records_in == 0
+    assert _source_line(third).startswith("source: nothing new since version")
+    _settled_once(spark, table_dir, 10)
+
+
+def test_the_mark_is_a_target_property_naming_the_source_version(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % i for i in range(3)], 0)
+    _run(spark, table_dir)
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{table_dir / 'target'}`").collect()}
+    mark = json.loads(props[MARK_PREFIX + "orders_test"])
+    assert mark["version"] == 0 and mark["source"] == str(table_dir / "source")
+
+
+def test_an_overwrite_or_delete_of_the_source_reads_it_whole(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % i for i in range(4)], 0)
+    _run(spark, table_dir)
+    spark.sql(f"DELETE FROM delta.`{table_dir / 'source'}` WHERE offset = 3")
+    _append(spark, table_dir, [GOOD % 4], 4)
+    after = _run(spark, table_dir)
+    assert "removed or rewrote records" in _source_line(after) and "DELETE" in _source_line(after)
+    assert after.records_in == 1, "the whole source is read, and what the tables hold is left out"
+
+
+def test_a_changed_stage_runs_the_open_records_again(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % 0, b'{"amount":2}'], 0)
+    first = _run(spark, table_dir)
+    assert first.records_quarantined == 1
+    stages = orders_config(table_dir)["stages"]
+    stages[1]["options"]["required"] = []
+    fixed = _run(spark, table_dir, stages=stages)
+    assert "the stages changed" in _source_line(fixed)
+    assert fixed.reopened == 1 and fixed.records_ok == 1
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    assert q.where(F.col("status") == "open").count() == 0
+
+
+def test_full_reads_the_whole_source_and_runs_open_records_again(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % 0, b"{"], 0)
+    _run(spark, table_dir)
+    again = _run(spark, table_dir, full=True)
+    assert "quarantine run --full" in _source_line(again)
+    assert again.reopened == 1 and again.records_quarantined == 1
+
+
+def test_a_target_row_deleted_since_is_delivered_again_by_a_whole_read(spark: Any, table_dir: Path) -> None:
+    _append(spark, table_dir, [GOOD % i for i in range(3)], 0)
+    _run(spark, table_dir)
+    spark.sql(f"DELETE FROM delta.`{table_dir / 'target'}` WHERE _source_offset = 1")
+    after = _run(spark, table_dir)
+    assert "the target changed since the last run" in _source_line(after)
+    _settled_once(spark, table_dir, 3)
+
+
+def test_a_dropped_quarantine_table_reads_the_source_whole(spark: Any, table_dir: Path) -> None:
+    import shutil
+
+    _append(spark, table_dir, [GOOD % 0, b"{"], 0)
+    _run(spark, table_dir)
+    shutil.rmtree(table_dir / "quarantine")
+    after = _run(spark, table_dir)
+    assert "is not the one the last run wrote" in _source_line(after)
+    _settled_once(spark, table_dir, 2)
+
+
+def test_a_partitioned_source_reads_its_new_files_with_their_partition_values(spark: Any, table_dir: Path) -> None:
+    src = str(table_dir / "source")
+    kafka_df(spark, [GOOD % i for i in range(3)]).write.format("delta").partitionBy("topic", "partition").save(src)
+    _run(spark, table_dir)
+    kafka_df(spark, [GOOD % 3], start_offset=3).write.format("delta").mode("append").save(src)
+    kafka_df(spark, [GOOD % 9], partition=1).write.format("delta").mode("append").save(src)
+    after = _run(spark, table_dir)
+    assert after.records_in == 2 and "read what versions" in _source_line(after)
+    target = spark.read.format("delta").load(str(table_dir / "target"))
+    got = {(r[0], r[1], r[2]) for r in target.select("_source_topic", "_source_partition", "_source_offset").collect()}
+    assert got == {("orders", 0, 0), ("orders", 0, 1), ("orders", 0, 2), ("orders", 0, 3), ("orders", 1, 0)}
+
+
+def test_new_files_reads_appends_and_names_every_other_commit() -> None:
+    add = {"add": {"path": "a.parquet", "partitionValues": {}, "dataChange": True}}
+    info = {"commitInfo": {"operation": "WRITE"}}
+    assert new_files({3: [info, add]}) == [NewFile("a.parquet")]
+    optimize = [{"commitInfo": {"operation": "OPTIMIZE"}},
+                {"remove": {"path": "old.parquet", "dataChange": False}},
+                {"add": {"path": "big.parquet", "dataChange": False}}]
+    assert new_files({3: [info, add], 4: optimize}) == [NewFile("a.parquet")]
+    merged = [{"commitInfo": {"operation": "MERGE"}}, {"remove": {"path": "a.parquet", "dataChange": True}}]
+    assert new_files({3: merged}) == "version 3 of the source (MERGE) removed or rewrote records"
+    assert "changed its schema" in str(new_files({5: [{"metaData": {}}]}))
+    dv = {"add": {"path": "b.parquet", "dataChange": True, "deletionVector": {"x": 1}}}
+    assert "deleted rows" in str(new_files({6: [dv]}))
+    compacted = [{"remove": {"path": "a.parquet", "dataChange": False}}]
+    assert "compaction" in str(new_files({3: [add], 4: compacted}))
+
+
+def test_target_changed_allows_only_appends_and_compactions() -> None:
+    assert target_changed([
+        {"version": 1, "operation": "MERGE", "operationMetrics": {"numTargetRowsDeleted": "0"}},
+        {"version": 2, "operation": "WRITE", "operationParameters": {"mode": "Append"}},
+        {"version": 3, "operation": "OPTIMIZE"},
+    ]) is None
+    assert "version 4: DELETE" in str(target_changed([{"version": 4, "operation": "DELETE"}]))
+    assert "WRITE" in str(target_changed([{"version": 5, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}]))
+    assert "MERGE" in str(target_changed([{"version": 6, "operation": "MERGE",
+                                           "operationMetrics": {"numTargetRowsUpdated": "2"}}]))
