@@ -34,7 +34,8 @@ shuffle of the records' bytes) and shuffles the records by coordinates
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -54,11 +55,13 @@ from quarantine.columns import (
     VALUE,
     VARIANTS,
 )
+from quarantine.table_names import sql_literal
 
 __all__ = [
     "DELIVERED",
     "SOURCE_STAGE",
     "VARIANTS",
+    "Floors",
     "against_settled",
     "coordinate_groups",
     "fingerprint",
@@ -270,3 +273,50 @@ def against_settled(df: DataFrame, settled: DataFrame) -> DataFrame:
     return joined.where(~closed & ~(delivered & ~opened)).select(
         *df.columns, opened.alias(OPEN), reused.alias(REUSED)
     )
+
+
+@dataclass(frozen=True)
+class Floors:
+    """The lowest offset a batch holds in each topic-partition.
+
+    A settled record below its topic-partition's floor has other coordinates than every
+    record of the batch, so it cannot be one of them, nor share their coordinates: the
+    comparison with what the tables settled (:func:`against_settled`) and the target's
+    insert-only MERGE read only the rows at or above the floors, and Delta skips the
+    files whose offsets all lie below (their statistics). A recreated topic's records
+    (offsets from 0 again) have low floors: everything settled above them is compared.
+
+    Attributes:
+        lowest: ``(topic, partition, lowest offset)`` per topic-partition of the batch.
+    """
+
+    lowest: tuple[tuple[str, int, int], ...]
+
+    #: Above this many topic-partitions the batch is compared with everything (one predicate each).
+    MOST = 256
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[str | None, int | None, int | None]]) -> Floors | None:
+        """The floors of ``(topic, partition, lowest offset)`` rows; None when a coordinate is NULL
+        (records without coordinates get synthetic ones: compare with everything) or there are
+        more than :attr:`MOST`."""
+        lowest = []
+        for topic, partition, offset in rows:
+            if topic is None or partition is None or offset is None:
+                return None
+            lowest.append((str(topic), int(partition), int(offset)))
+        return cls(tuple(sorted(lowest))) if 0 < len(lowest) <= cls.MOST else None
+
+    def above(self, topic: Column, partition: Column, offset: Column) -> Column:
+        """Whether a row's coordinates are at or above its topic-partition's floor (pure)."""
+        out = F.lit(False)
+        for t, p, o in self.lowest:
+            out = out | ((topic == F.lit(t)) & (partition == F.lit(p)) & (offset >= F.lit(o)))
+        return out
+
+    def sql(self, alias: str, topic: str, partition: str, offset: str) -> str:
+        """:meth:`above` as SQL over ``alias``'s columns (for a MERGE's condition)."""
+        return "(" + " OR ".join(
+            f"({alias}.{topic} = {sql_literal(t)} AND {alias}.{partition} = {p} AND {alias}.{offset} >= {o})"
+            for t, p, o in self.lowest
+        ) + ")"

@@ -293,12 +293,13 @@ def _files_since(spark: SparkSession, location: str, since: int, version: int) -
     log_dir = location.rstrip("/") + "/_delta_log/"
     paths = [f"{log_dir}{v:020d}.json" for v in range(since + 1, version + 1)]
     try:
-        lines = spark.read.text(paths).select(F.col("_metadata.file_name").alias("f"), "value").collect()
+        text = spark.read.text(paths)  # one column: each line of the commits
+        lines = text.select(F.col("_metadata.file_name"), text.columns[0]).collect()
     except AnalysisException:
         return f"the source's log no longer holds its commits since version {since} (log retention)"
     commits: dict[int, list[Mapping[str, Any]]] = {v: [] for v in range(since + 1, version + 1)}
-    for row in lines:
-        commits[int(str(row["f"]).split(".")[0])].append(json.loads(row["value"]))
+    for file_name, line in lines:
+        commits[int(str(file_name).split(".")[0])].append(json.loads(line))
     return new_files(commits)
 
 

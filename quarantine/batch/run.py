@@ -180,7 +180,7 @@ class Run:
         run = self.info
         now = self.plan.clock()
         streaming, overlap = mode.streaming, mode.overlap
-        prepared = df if mode.staged else prepare(self.plan, df, streaming=streaming)
+        prepared = df if mode.staged else prepare(self.plan, df, streaming=streaming, floors=mode.floors)
         chain = self.plan.chain(prepared)
         split = prepared if mode.staged else self.plan.split_frame(prepared)
         # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after

@@ -31,7 +31,7 @@ from quarantine.columns import (
 )
 from quarantine.config import ReusedCoordinates, SourceFormat
 from quarantine.errors import CoordinatesReusedError
-from quarantine.identity import DELIVERED, VARIANTS, against_settled, fingerprint, identified_topics
+from quarantine.identity import DELIVERED, VARIANTS, Floors, against_settled, fingerprint, identified_topics
 from quarantine.sinks.quarantine import settled_records
 from quarantine.tables import read_table, table_exists
 
@@ -40,7 +40,7 @@ __all__ = ["prepare", "unsettled"]
 log = logging.getLogger("quarantine")
 
 
-def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False) -> DataFrame:
+def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False, floors: Floors | None = None) -> DataFrame:
     """What a batch runs on: identified records not settled yet (see :mod:`quarantine.identity`).
 
     * Not a Kafka topic (or a replay): coordinates made total, copies of one
@@ -56,6 +56,9 @@ def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False) -> DataFrame:
       the target, and ``_q_reused`` records whose coordinates an earlier record
       with other content holds.
     * A micro-batch of a stream: offsets are new, nothing is looked up.
+
+    With ``floors`` (a batch of what the source added since the last run), only the settled
+    rows at or above them are read and compared: no row below can be one of the batch's.
 
     Raises:
         TablesDisagreeError: the target does not exist while the quarantine table
@@ -83,6 +86,8 @@ def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False) -> DataFrame:
     if delivered is not None:
         check_and_claim(spark, config, topics, plan.write_operator)
     settled = _union(quarantined, delivered)
+    if settled is not None and floors is not None:
+        settled = settled.where(floors.above(F.col(TOPIC), F.col(PARTITION), F.col(OFFSET)))
     if settled is None:
         df = df.withColumn(OPEN, F.lit(False)).withColumn(REUSED, F.lit(None).cast("string"))
     else:

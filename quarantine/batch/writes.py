@@ -61,6 +61,7 @@ from quarantine.errorhandling.reporter import FailedRecords, Reported, report_er
 from quarantine.errorhandling.retry import retried_write
 from quarantine.errorhandling.tolerance import ToleranceGuard
 from quarantine.errors import ExpectationBreachError, HandlerError, InconsistentBatchError, ToleranceExceededError
+from quarantine.identity import Floors
 from quarantine.metrics.columns import observed_counts, observed_row
 from quarantine.sinks.offset_watermark import OffsetWatermark
 from quarantine.sinks.quarantine import QuarantineWrite, close_records
@@ -114,6 +115,9 @@ class BatchMode:
         replaying: the batch is a replay (:mod:`quarantine.runners.replay`): records that pass
             are closed as ``replayed by run …``; the replay's policy decides.
         watermark, staged, resumed, overlap: a micro-batch's (:meth:`micro_batch`).
+        floors: a batch run's batch of what its source added since the last run: the lowest
+            offset per topic-partition, below which no settled row is compared or MERGEd
+            (:class:`~quarantine.identity.Floors`).
     """
 
     streaming: bool = False
@@ -122,6 +126,7 @@ class BatchMode:
     staged: bool = False
     resumed: bool = False
     overlap: OffsetWatermark | None = None
+    floors: Floors | None = None
 
     def __post_init__(self) -> None:
         stream_only = self.watermark is not None or self.staged or self.resumed or self.overlap is not None
@@ -129,9 +134,10 @@ class BatchMode:
             raise ValueError(f"not a batch run, a replay or a micro-batch: {self}")
 
     @classmethod
-    def batch_run(cls) -> BatchMode:
-        """A batch run's batch: its good rows MERGEd into the target (insert-only)."""
-        return cls()
+    def batch_run(cls, floors: Floors | None = None) -> BatchMode:
+        """A batch run's batch: its good rows MERGEd into the target (insert-only); with ``floors``,
+        compared with and MERGEd into only the settled rows at or above them."""
+        return cls(floors=floors)
 
     @classmethod
     def replay(cls) -> BatchMode:
@@ -456,7 +462,7 @@ class BatchWriter:
             def merge() -> None:
                 b.inserted = merge_new_rows(
                     self.plan.spark, good, self.plan.target_table, pipeline=self.plan.config.pipeline,
-                    evolution=self.plan.config.target.schema_evolution,
+                    evolution=self.plan.config.target.schema_evolution, floors=b.mode.floors,
                 )
 
             retried_write(self.plan.write_operator, "target MERGE", self.plan.target_table, batch_id, merge)

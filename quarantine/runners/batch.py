@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from quarantine.batch.increment import SourceRead, plan_read, record_read
 from quarantine.batch.plan import Plan
 from quarantine.batch.run import start_run
+from quarantine.batch.writes import BatchMode
+from quarantine.columns import OFFSET, PARTITION, TOPIC
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errorhandling.retry import retried_write
 from quarantine.errors import SourceError, TableWriteError, describe_failure
+from quarantine.identity import Floors
 from quarantine.listeners.events import BatchReport, RunStatus, RunSummary
 from quarantine.progress import Progress
 from quarantine.redaction import redact_text
@@ -83,6 +87,18 @@ def _source_read(plan: Plan, *, full: bool) -> SourceRead:
     return read
 
 
+def _floors(read: SourceRead) -> Floors | None:
+    """A read of what was added since the last run: its lowest offset per topic-partition (one job
+    over the new files' coordinates); None for a whole read."""
+    if read.since is None:
+        return None
+    rows = read.df.groupBy(TOPIC, PARTITION).agg(F.min(OFFSET), F.count(F.when(F.col(OFFSET).isNull(), 1)))
+    found = rows.collect()
+    if any(r[3] for r in found):
+        return None
+    return Floors.of((r[0], r[1], r[2]) for r in found)
+
+
 def _record(plan: Plan, read: SourceRead) -> None:
     """Record how far the run read (:func:`~quarantine.batch.increment.record_read`); a failure
     only costs the next run a longer read, so it is said, not raised."""
@@ -113,7 +129,7 @@ def run_batch(plan: Plan, *, full: bool = False) -> RunSummary:
                 reports: tuple[BatchReport, ...] = ()
                 run.check_conditions()
             else:
-                reports = (run.process_batch(read.df, 0),)
+                reports = (run.process_batch(read.df, 0, BatchMode.batch_run(_floors(read))),)
     except BaseException as exc:
         run.end(RunStatus.FAILED, exc)
         raise

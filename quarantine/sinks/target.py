@@ -36,6 +36,7 @@ from quarantine.columns import (
 )
 from quarantine.config.choices import SchemaEvolution
 from quarantine.errors import SchemaMismatchError
+from quarantine.identity import Floors
 from quarantine.sinks.ownership import claim_written_topics
 from quarantine.sinks.target_schema import (
     SchemaChange,
@@ -215,8 +216,12 @@ def merge_new_rows(
     *,
     pipeline: str | None = None,
     evolution: SchemaEvolution = SchemaEvolution.ADD_COLUMNS,
+    floors: Floors | None = None,
 ) -> int | None:
     """Insert rows whose source record is not in the table yet (see the module doc).
+
+    With ``floors`` (every row at or above them), the MERGE reads only the table's rows at or
+    above them too: Delta skips the files below.
 
     Creates the table with a plain append when it does not exist, and then records
     ``pipeline`` as the writer of the topics it wrote (:mod:`quarantine.sinks.ownership`).
@@ -240,9 +245,11 @@ def merge_new_rows(
     rows = _fitted(spark, rows, table, evolution)
     view = f"_quarantine_merge_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
+    bounded = "" if floors is None else " AND " + floors.sql("t", TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET)
     try:
         out = spark.sql(
-            f"MERGE INTO {table_ref(table)} AS t USING {view} AS s ON {_SAME_RECORD} WHEN NOT MATCHED THEN INSERT *"
+            f"MERGE INTO {table_ref(table)} AS t USING {view} AS s ON {_SAME_RECORD}{bounded} "
+            "WHEN NOT MATCHED THEN INSERT *"
         ).collect()
     finally:
         spark.catalog.dropTempView(view)

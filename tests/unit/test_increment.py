@@ -1,0 +1,50 @@
+"""What the source's commits and the target's history say a batch run reads (pure: parsed log actions)."""
+
+from __future__ import annotations
+
+from quarantine.batch.increment import NewFile, ReadMark, new_files, target_changed
+from quarantine.identity import Floors
+
+
+def test_new_files_reads_appends_and_names_every_other_commit() -> None:
+    add = {"add": {"path": "a.parquet", "partitionValues": {}, "dataChange": True}}
+    info = {"commitInfo": {"operation": "WRITE"}}
+    assert new_files({3: [info, add]}) == [NewFile("a.parquet")]
+    optimize = [{"commitInfo": {"operation": "OPTIMIZE"}},
+                {"remove": {"path": "old.parquet", "dataChange": False}},
+                {"add": {"path": "big.parquet", "dataChange": False}}]
+    assert new_files({3: [info, add], 4: optimize}) == [NewFile("a.parquet")]
+    merged = [{"commitInfo": {"operation": "MERGE"}}, {"remove": {"path": "a.parquet", "dataChange": True}}]
+    assert new_files({3: merged}) == "version 3 of the source (MERGE) removed or rewrote records"
+    assert "changed its schema" in str(new_files({5: [{"metaData": {}}]}))
+    dv = {"add": {"path": "b.parquet", "dataChange": True, "deletionVector": {"x": 1}}}
+    assert "deleted rows" in str(new_files({6: [dv]}))
+    compacted = [{"remove": {"path": "a.parquet", "dataChange": False}}]
+    assert "compaction" in str(new_files({3: [add], 4: compacted}))
+
+
+def test_target_changed_allows_only_appends_and_compactions() -> None:
+    assert target_changed([
+        {"version": 1, "operation": "MERGE", "operationMetrics": {"numTargetRowsDeleted": "0"}},
+        {"version": 2, "operation": "WRITE", "operationParameters": {"mode": "Append"}},
+        {"version": 3, "operation": "OPTIMIZE"},
+    ]) is None
+    assert "version 4: DELETE" in str(target_changed([{"version": 4, "operation": "DELETE"}]))
+    assert "WRITE" in str(target_changed([{"version": 5, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}]))
+    assert "MERGE" in str(target_changed([{"version": 6, "operation": "MERGE",
+                                           "operationMetrics": {"numTargetRowsUpdated": "2"}}]))
+
+
+def test_a_mark_reads_back_as_written_and_an_unreadable_one_as_none() -> None:
+    mark = ReadMark(source="/s", source_id="i", version=3, stages="f", quarantine_id=None, target_version=7)
+    assert ReadMark.from_json(mark.to_json()) == mark
+    assert ReadMark.from_json("{") is None and ReadMark.from_json('{"version": 1}') is None
+    assert ReadMark.from_json(None) is None
+
+
+def test_floors_need_every_coordinate_and_a_bounded_count() -> None:
+    assert Floors.of([("a", 0, 5), ("a", 1, 0)]) == Floors((("a", 0, 5), ("a", 1, 0)))
+    assert Floors.of([("a", None, 5)]) is None and Floors.of([]) is None
+    assert Floors.of([("a", p, 0) for p in range(Floors.MOST + 1)]) is None
+    sql = Floors((("o'x", 0, 5),)).sql("t", "tp", "pa", "of")
+    assert sql == "((t.tp = 'o\\'x' AND t.pa = 0 AND t.of >= 5))"
