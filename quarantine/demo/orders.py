@@ -89,14 +89,20 @@ def orders_source(
     topic: str = "orders",
     partitions: int = 3,
     slices: int | None = None,
+    first: int = 0,
 ) -> DataFrame:
     """A Kafka-shaped DataFrame of order events, ``poison_rate`` of them poison.
 
     Columns and types are exactly :data:`~quarantine.schema.KAFKA_SOURCE_SCHEMA`.
     Offsets are consecutive per partition; keys are customer ids; every record
     has a binary ``trace-id`` header and a ``source`` header.
+
+    ``first``: the records are the topic's ``first`` … ``first + records - 1``th (order ids,
+    offsets and timestamps follow from it), so the records of ``first=N`` appended to a
+    source of ``N`` written with the same ``topic`` and ``partitions`` continue each
+    partition's offsets where it ended (the ``growth`` benchmark's day 2).
     """
-    ids = spark.range(0, records, 1, slices) if slices else spark.range(records)
+    ids = spark.range(first, first + records, 1, slices) if slices else spark.range(first, first + records)
     i = F.col("id")
     r = F.rand(seed)
     poison = r < F.lit(poison_rate)
