@@ -8,8 +8,10 @@ Benchmarks, by name: ``pipeline`` (plain PySpark vs quarantine), ``dqx``
 (a whole ``quarantine run`` process vs hand-written jobs), ``declarative`` (a
 ``spark-pipelines`` update with the stages vs a plain one), ``commands`` (each
 command's time to first output on the demo tables), ``breakdown`` (the per-record
-work to ``noop``, stage by stage, staged vs hand-written) and ``phases`` (a whole ``quarantine
-run`` process's wall time, phase by phase); a module that is not there
+work to ``noop``, stage by stage, staged vs hand-written), ``phases`` (a whole ``quarantine
+run`` process's wall time, phase by phase) and ``growth`` (a day-2 run over settled records
+plus 1 % new, a nothing-new re-run and a restarted stream, against a first run over the new
+records alone); a module that is not there
 is skipped. Each has a ``main(argv)`` that takes ``--repeat`` (and ``--records``, where
 it reads a source), prints its own table and returns its rows; ``--records`` and
 ``--repeat`` given here reach every one, and each keeps its own default otherwise.
@@ -64,12 +66,13 @@ _MODULES = {
     "commands": "benchmarks.bench_commands",
     "breakdown": "benchmarks.bench_breakdown",
     "phases": "benchmarks.bench_phases",
+    "growth": "benchmarks.bench_growth",
 }
 #: Those that read a source of ``--records`` records (``vectorized_fallback`` times one
 #: Arrow batch; ``memory`` takes its two sizes from ``--memory-small``/``--memory-large``).
 _TAKE_RECORDS = frozenset({
     "pipeline", "dqx", "python_stage", "streaming", "expectations", "avro", "protobuf", "process", "declarative",
-    "commands", "breakdown", "phases",
+    "commands", "breakdown", "phases", "growth",
 })
 BENCHMARKS: tuple[str, ...] = tuple(_MODULES)
 
