@@ -9,9 +9,10 @@ process: the benchmarks that run in their caller's Spark session get this worker
 (``quarantine.cli.main``, on this worker's session; ``validate``, which starts no JVM, as a
 process), where ``make bench`` starts each as a process and times it. The others start their
 processes (the memory benchmark's children, the ``process`` arms, ``phases``' timed run,
-``declarative``'s Connect server) as they do under ``make bench``: what they measure is a
-process. Each checks what the make bench test used to check for it: it returns its rows, every
-arm's, and prints its table (``phases``: every phase the run takes timed, the others said not run).
+``growth``'s six runs, one after another, ``declarative``'s Connect server) as they do under
+``make bench``: what they measure is a process. Each checks what the make bench test used to
+check for it: it returns its rows, every arm's, and prints its table (``phases``: every phase
+the run takes timed, the others said not run).
 
 The make bench test (tests/e2e/test_readme_benchmark.py) runs the README's command itself over
 the cheapest benchmarks, and tests/unit/test_benchmarks_import.py that the command, given no
@@ -38,6 +39,7 @@ import pytest
 
 from benchmarks import SMOKE_ENV, Row, markdown_table
 from benchmarks.bench_commands import COMMANDS, ON_SPARK, STARTUP_GOALS_S
+from benchmarks.bench_growth import ARMS as GROWTH_ARMS
 from benchmarks.bench_phases import MARKS, SUMMARY
 from benchmarks.bench_process import ARMS
 from benchmarks.phase_timer import PHASES
@@ -90,6 +92,10 @@ def test_each_benchmark_runs_every_arm_as_make_bench_calls_it(
     if name == "process":  # every arm's process ran once
         for arm in ARMS:
             assert re.search(rf"^\| {arm} \| [0-9.]+ \| [0-9.]+-[0-9.]+ \|", out, re.M), arm
+    if name == "growth":  # every arm's process ran once, on the 2,000 records and 20 new
+        for arm in GROWTH_ARMS:
+            assert re.search(rf"^\| {arm} \| [^|]+ \| [0-9,]+ \| 1 \| [0-9.]+ \|", out, re.M), arm
+        assert {r.goal for r in rows} >= {"<= 1.30x", "<= 0.50x"}, rows
     if name == "phases":  # every phase the run takes was timed; one it does not take said so, never 0 s
         for phase in PHASES:
             shown = r"[0-9.]+ \| [0-9.]+%" if phase.taken else r"did not run \("
