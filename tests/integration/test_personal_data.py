@@ -93,7 +93,7 @@ def encrypted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             q = str(d / "quarantine")
             spark.sql(f"ALTER TABLE delta.`{q}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
             rows_after_first = spark.read.format("delta").load(q).count()
-            second = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run()
+            second = Pipeline.from_config(parse_config(raw), spark, listeners=[]).run(full=True)
             again = replay(Pipeline.from_config(parse_config(raw), spark, listeners=[]))
     finally:
         del os.environ["PD_KEY_1"]
@@ -142,7 +142,7 @@ def test_the_dlq_topic_and_the_error_context_log_carry_no_record_content(
     assert not [w for w in wanted if any(w in r for r in records)]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="quarantine.errors"):
-        Pipeline.from_config(parse_config(encrypted["raw"]), spark, listeners=[]).run()
+        Pipeline.from_config(parse_config(encrypted["raw"]), spark, listeners=[]).run(full=True)
     lines = logged(caplog)
     assert "error context" in lines and "keeps it encrypted" in lines
     assert not [w for w in wanted if w in lines]

@@ -114,7 +114,11 @@ def test_raw_key_value_and_headers_are_kept_byte_for_byte(spark: Any, table_dir:
 def test_rerunning_the_same_input_changes_nothing_but_history(spark: Any, table_dir: Path) -> None:
     _write_source(spark, table_dir, GOOD + POISON)
     _pipeline(spark, table_dir).run()
-    _pipeline(spark, table_dir).run()
+    again = _pipeline(spark, table_dir).run()  # nothing new: no batch, no write
+    assert again.batches == () and "nothing new" in again.render()
+    q = spark.read.format("delta").load(str(table_dir / "quarantine"))
+    assert {r[0] for r in q.select(F.size("error_history")).collect()} == {1}
+    _pipeline(spark, table_dir).run(full=True)  # the whole source: its open records run again
 
     target = spark.read.format("delta").load(str(table_dir / "target"))
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))
@@ -193,7 +197,7 @@ def test_a_quarantine_table_of_an_older_version_gets_the_missing_columns(spark: 
     spark.read.format("delta").load(q).select(*old_schema.fieldNames()).write.format("delta").mode(
         "overwrite").option("overwriteSchema", "true").save(q)
     assert "error_count" not in spark.read.format("delta").load(q).columns
-    _pipeline(spark, table_dir).run()
+    _pipeline(spark, table_dir).run(full=True)  # the open record runs again: its row is MERGEd
     after = spark.read.format("delta").load(q)
     assert "error_count" in after.columns and after.count() == 1
 
@@ -207,7 +211,7 @@ def test_a_rerun_says_its_records_in_are_the_open_ones_run_again_and_the_new_one
     _pipeline(spark, table_dir).run()
     _write_source(spark, table_dir, [b'{"order_id":"z","amount":9}'], start_offset=len(GOOD + POISON))
 
-    summary = _pipeline(spark, table_dir).run()
+    summary = _pipeline(spark, table_dir).run(full=True)  # after a fix: the whole source, open records again
 
     assert (summary.records_in, summary.records_ok, summary.reopened) == (len(POISON) + 1, 1, len(POISON))
     shown = summary.render()

@@ -30,7 +30,8 @@ def test_target_changed_allows_only_appends_and_compactions() -> None:
         {"version": 3, "operation": "OPTIMIZE"},
     ]) is None
     assert "version 4: DELETE" in str(target_changed([{"version": 4, "operation": "DELETE"}]))
-    assert "WRITE" in str(target_changed([{"version": 5, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}]))
+    overwrite = {"version": 5, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}
+    assert "WRITE" in str(target_changed([overwrite]))
     assert "MERGE" in str(target_changed([{"version": 6, "operation": "MERGE",
                                            "operationMetrics": {"numTargetRowsUpdated": "2"}}]))
 
