@@ -335,9 +335,10 @@ def _read_files(
 
 def record_read(plan: Plan, read: SourceRead) -> None:
     """Record on the target how far this run read (after all its writes committed): a table
-    property commit, made only when it changes (see the module doc)."""
+    property commit, made only when it changes (see the module doc). A run that read nothing
+    new wrote nothing: its read is the one recorded already, and nothing is looked up."""
     spark, config = plan.spark, plan.config
-    if not table_exists(spark, plan.target_table):
+    if (read.empty and read.since == read.version) or not table_exists(spark, plan.target_table):
         return
     source = _detail(spark, config.source.path or config.source.table or "")
     quarantine = plan.quarantine_table
@@ -347,7 +348,7 @@ def record_read(plan: Plan, read: SourceRead) -> None:
         quarantine_id=str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None,
         target_version=_version(spark, plan.target_table),
     )
-    if read.empty and _mark(plan) == mark:
+    if _mark(plan) == mark:
         return
     key = MARK_PREFIX + config.pipeline
     spark.sql(

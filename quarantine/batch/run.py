@@ -35,8 +35,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
-from quarantine.batch.settle import prepare, unsettled
+from quarantine.batch.settle import floors_of, prepare, unsettled
 from quarantine.batch.verdict import judging, quarantined_by_check
+from quarantine.batch.write_plan import BatchFacts, Hold, write_plan
 from quarantine.batch.writes import Batch, BatchMode, BatchWriter
 from quarantine.columns import REOPENED, RunKind
 from quarantine.errorhandling.fail_on import conditions_held
@@ -183,53 +184,32 @@ class Run:
         prepared = df if mode.staged else prepare(self.plan, df, streaming=streaming, floors=mode.floors)
         chain = self.plan.chain(prepared)
         split = prepared if mode.staged else self.plan.split_frame(prepared)
-        # a stream from a new checkpoint, inside what the tables hold, or the first micro-batch after
-        # a start (it may be a batch whose writes were made before a crash) into a target appended
-        # plainly: compared with the tables (reads them)
-        settling = (overlap is not None and not overlap.passed) or (
-            mode.resumed and self.plan.config.target.source_columns
-        )
-        if settling:
-            split = unsettled(self.plan, split)
         scope = Scope.REPLAY if mode.replaying else Scope.RUN
-        count_first = mode.resumed or self.plan.policy().may_stop(scope) or bool(judging(chain))
-        # Without a cache, the stages run again for the quarantine write: only where they give
-        # every record the same outcome, and only after a clean batch of this run. A bet: a clean
-        # batch saves the cache, a batch with failed records pays the stages twice (measured:
-        # benchmarks/README.md, where a clean batch's time goes).
-        rerun = (
-            not count_first and not settling and self._last_failed is False and all(s.deterministic for s in chain)
-        )
-        # A cached batch is built by a plain job: Delta's MERGE (a batch run's target write) plans
-        # its source anew and does not fill the cache, so a stage that is not deterministic would
-        # give the MERGE and the quarantine write different outcomes (records lost; see
-        # tests/integration/test_runner_paths.py). Appends (a stream's, or a batch run's into a
-        # target it creates) build it as they write.
-        # A stream's batch after one that failed records most likely fails some too. Counted
-        # first (a noop pass over the cache), its target and quarantine commits are made at once
-        # and it pays one commit's latency; written while counted, the quarantine write waits for
-        # the target's commit (measured: benchmarks/README.md, streaming).
-        # A batch run that creates the target appends to it plainly: the append builds the
-        # checkpoint as it writes and observes the counts on the way, so where the policy cannot
-        # stop the batch there is no counting pass (issue 36; benchmarks/README.md).
-        creates_target = (
-            not streaming and not mode.replaying and not table_exists(self.plan.spark, self.plan.target_table)
-        )
-        count_first = count_first or (
-            not rerun and ((not streaming and not creates_target) or self._last_failed is True)
-        )
-        # a stream's batch compared with the tables reads them, as a batch run's does: checkpointed
-        persisted = None if rerun else _hold(split, streaming and not settling)
+        wp = write_plan(BatchFacts(
+            streaming=streaming, replaying=mode.replaying, resumed=mode.resumed,
+            overlapping=overlap is not None and not overlap.passed,
+            keeps_coordinates=bool(self.plan.config.target.source_columns),
+            may_stop=self.plan.policy().may_stop(scope), judging=bool(judging(chain)),
+            last_failed=self._last_failed, deterministic=all(s.deterministic for s in chain),
+            target_exists=streaming or mode.replaying or table_exists(self.plan.spark, self.plan.target_table),
+            bounded=mode.floors is not None,
+            watermark_passed=mode.watermark is not None and mode.watermark.passed,
+        ))
+        if wp.settle:
+            # compared with the settled rows at or above the micro-batch's own lowest offsets
+            split = unsettled(self.plan, split, floors_of(split if mode.staged else df))
+        cached = wp.hold is Hold.CACHE
+        persisted = None if wp.hold is Hold.NONE else _hold(split, cached)
         batch = Batch(
             split=persisted if persisted is not None else split, chain=chain, batch_id=batch_id, now=now,
-            mode=mode, append=mode.watermark is not None and mode.watermark.passed, cached=persisted is not None,
-            overlap=overlap if overlap is not None and not overlap.passed else None,
+            mode=mode, append=wp.append_quarantine, cached=persisted is not None,
+            overlap=overlap if overlap is not None and not overlap.passed else None, target=wp.target,
         )
         try:
-            outcome = self._writer.write(batch, count_first=count_first)
+            outcome = self._writer.write(batch, count_first=wp.count_first)
         finally:
             if persisted is not None:
-                _release(persisted, streaming and not settling)
+                _release(persisted, cached)
         self._last_failed = outcome.quarantined > 0
         counts, quarantined, verdicts, failure = outcome.counts, outcome.quarantined, outcome.verdicts, outcome.failure
 

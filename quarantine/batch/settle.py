@@ -35,7 +35,7 @@ from quarantine.identity import DELIVERED, VARIANTS, Floors, against_settled, fi
 from quarantine.sinks.quarantine import settled_records
 from quarantine.tables import read_table, table_exists
 
-__all__ = ["prepare", "unsettled"]
+__all__ = ["floors_of", "prepare", "unsettled"]
 
 log = logging.getLogger("quarantine")
 
@@ -97,7 +97,18 @@ def prepare(plan: Plan, df: DataFrame, *, streaming: bool = False, floors: Floor
     return df
 
 
-def unsettled(plan: Plan, split: DataFrame) -> DataFrame:
+def floors_of(df: DataFrame) -> Floors | None:
+    """``df``'s lowest offset per topic-partition (one job over its coordinates); None when a
+    coordinate is NULL or there are too many (:meth:`Floors.of <quarantine.identity.Floors.of>`)."""
+    found = df.groupBy(TOPIC, PARTITION).agg(
+        F.min(OFFSET), F.count(F.when(F.col(OFFSET).isNull(), 1))
+    ).collect()
+    if any(r[3] for r in found):
+        return None
+    return Floors.of((r[0], r[1], r[2]) for r in found)
+
+
+def unsettled(plan: Plan, split: DataFrame, floors: Floors | None = None) -> DataFrame:
     """A Kafka stream's staged micro-batch less the records the tables already settled.
 
     For a query started from a new checkpoint (a reset, or after a topic was
@@ -107,9 +118,12 @@ def unsettled(plan: Plan, split: DataFrame) -> DataFrame:
     (:func:`~quarantine.identity.against_settled`): records in the target or
     closed in quarantine are left out, open ones run again into their own rows
     (``_q_open``: closed once they pass), and records whose coordinates other
-    content holds (``_q_reused``) run as new records.
+    content holds (``_q_reused``) run as new records. With ``floors`` (the micro-batch's own), only
+    the settled rows at or above them are read.
     """
     settled = _union(settled_records(plan.spark, plan.quarantine_table, plan.config.pipeline), _delivered(plan))
+    if settled is not None and floors is not None:
+        settled = settled.where(floors.above(F.col(TOPIC), F.col(PARTITION), F.col(OFFSET)))
     return split if settled is None else against_settled(split.drop(OPEN), settled)
 
 

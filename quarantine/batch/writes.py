@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 
 from quarantine.batch.plan import Plan
 from quarantine.batch.verdict import Verdicts, check_counts, judge_batch
+from quarantine.batch.write_plan import TargetWrite
 from quarantine.columns import CLOSING, ERROR, FINGERPRINT, OPEN, REOPENED, REUSED, SOURCE_KEY, QuarantineStatus
 from quarantine.config import BreachAction
 from quarantine.errorhandling.handlers import BatchDecision, counts_by_kind
@@ -196,6 +197,8 @@ class Batch:
     overlap: OffsetWatermark | None = None
     #: the columns the target gained before this batch's writes (``target.schema_evolution: add_columns``)
     added_columns: tuple[str, ...] = ()
+    #: how its good rows reach the target (:func:`~quarantine.batch.write_plan.write_plan`)
+    target: TargetWrite = TargetWrite.MERGE
 
 
 @dataclass
@@ -443,13 +446,13 @@ class BatchWriter:
         """
         run_id, batch_id = self.run_id, b.batch_id
         good = self.plan.target_rows(split)
-        if b.mode.streaming:
+        if b.target in (TargetWrite.APPEND, TargetWrite.APPEND_TXN):
             # A target keeping the coordinates is appended plainly: the batch that may hold
             # records the tables have (the first after a start) was compared with them
             # (Run.process_batch); else Delta's transaction identifiers make it exactly once.
             # txnAppId carries the run (= streaming query) id: a new checkpoint restarts
             # batch ids at 0, and Delta would silently skip those appends otherwise.
-            txn_version = None if self.plan.config.target.source_columns else batch_id
+            txn_version = batch_id if b.target is TargetWrite.APPEND_TXN else None
             retried_write(
                 self.plan.write_operator, "target append", self.plan.target_table, batch_id,
                 lambda: append_batch(
@@ -462,7 +465,8 @@ class BatchWriter:
             def merge() -> None:
                 b.inserted = merge_new_rows(
                     self.plan.spark, good, self.plan.target_table, pipeline=self.plan.config.pipeline,
-                    evolution=self.plan.config.target.schema_evolution, floors=b.mode.floors,
+                    evolution=self.plan.config.target.schema_evolution,
+                    floors=b.mode.floors if b.target is TargetWrite.MERGE_BOUNDED else None,
                 )
 
             retried_write(self.plan.write_operator, "target MERGE", self.plan.target_table, batch_id, merge)

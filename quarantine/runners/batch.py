@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from quarantine.batch.increment import SourceRead, plan_read, record_read
 from quarantine.batch.plan import Plan
 from quarantine.batch.run import start_run
+from quarantine.batch.settle import floors_of
 from quarantine.batch.writes import BatchMode
-from quarantine.columns import OFFSET, PARTITION, TOPIC
 from quarantine.config import SourceConfig, SourceFormat
 from quarantine.errorhandling.retry import retried_write
 from quarantine.errors import SourceError, TableWriteError, describe_failure
@@ -88,15 +87,8 @@ def _source_read(plan: Plan, *, full: bool) -> SourceRead:
 
 
 def _floors(read: SourceRead) -> Floors | None:
-    """A read of what was added since the last run: its lowest offset per topic-partition (one job
-    over the new files' coordinates); None for a whole read."""
-    if read.since is None:
-        return None
-    rows = read.df.groupBy(TOPIC, PARTITION).agg(F.min(OFFSET), F.count(F.when(F.col(OFFSET).isNull(), 1)))
-    found = rows.collect()
-    if any(r[3] for r in found):
-        return None
-    return Floors.of((r[0], r[1], r[2]) for r in found)
+    """A read of what was added since the last run: its floors (:func:`floors_of`); None for a whole read."""
+    return None if read.since is None else floors_of(read.df)
 
 
 def _record(plan: Plan, read: SourceRead) -> None:

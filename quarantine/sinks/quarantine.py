@@ -202,8 +202,15 @@ def quarantine_rows(
 
 
 def _history(existing: Column, new: Column) -> Column:
-    """``existing ++ new``, cut to the first :data:`HISTORY_FIRST` and latest :data:`HISTORY_LATEST`."""
-    both = F.concat(F.coalesce(existing, F.array()), new)
+    """``existing ++ new``, cut to the first :data:`HISTORY_FIRST` and latest :data:`HISTORY_LATEST`;
+    ``existing`` alone when ``new``'s one entry repeats the latest (the same stage, class and
+    message): the history records each change of error, ``error_count`` every failure."""
+    prior = F.coalesce(existing, F.array())
+    latest, entry = F.get(prior, F.size(prior) - 1), F.get(new, 0)
+    repeats = F.size(prior) > 0
+    for c in (STAGE, ERROR_CLASS, MESSAGE):
+        repeats = repeats & latest[c].eqNullSafe(entry[c])
+    both = F.when(repeats, prior).otherwise(F.concat(prior, new))
     keep = HISTORY_FIRST + HISTORY_LATEST
     return F.when(F.size(both) <= keep, both).otherwise(
         F.concat(F.slice(both, 1, HISTORY_FIRST), F.slice(both, -HISTORY_LATEST, HISTORY_LATEST))
@@ -260,9 +267,10 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
 
     * an ``open`` row last written by this same ``(run_id, batch_id)`` with the same
       error is left as it is (a replayed micro-batch is a no-op);
-    * another ``open`` row gets the latest error, one more ``error_history`` entry
-      (bounded: the first :data:`HISTORY_FIRST` and the latest :data:`HISTORY_LATEST`)
-      and ``error_count + 1``;
+    * another ``open`` row gets the latest error, one more ``error_history`` entry when the
+      error is not the latest entry's again (the same stage, class and message: a record
+      failing the same way keeps one entry), bounded (the first :data:`HISTORY_FIRST` and the
+      latest :data:`HISTORY_LATEST`), and ``error_count + 1``;
     * a ``replayed`` or ``discarded`` row stays closed and unchanged: only replay
       re-runs closed records' outcomes, and a discard is an operator's decision.
 

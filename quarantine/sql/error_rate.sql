@@ -1,8 +1,9 @@
 -- Error rate per topic and partition over time: failures from the quarantine table, records from the metrics table.
 --
 -- One row per period (the failure's time truncated to :bucket), pipeline, topic and partition:
--- failures counts every failure in error_history (a record that failed in two periods counts
--- in both; error_history keeps a record's first and latest 9 failures). The metrics table
+-- failures counts the failures error_history holds (a record that failed in two periods counts
+-- in both; error_history keeps each change of a record's error, its first and latest 9: a
+-- record failing the same way again counts once, at its first such failure). The metrics table
 -- counts per topic, not per partition, so the rate is the topic's: topic_quarantined /
 -- topic_records_in for the same period (NULL when no metrics were written for it).
 -- Periods are UTC's in any session time zone (a day starts at 00:00 UTC, a week on Monday

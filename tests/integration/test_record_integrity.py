@@ -177,19 +177,23 @@ def test_a_discarded_record_that_would_now_pass_is_not_written_to_the_target(spa
 
 
 def test_error_history_keeps_the_first_and_latest_entries_and_counts_them_all(spark: Any, table_dir: Path) -> None:
-    failed = kafka_df(spark, [b"\xff"]).withColumn(
-        "_q_error",
-        F.struct(
-            F.lit("decode").alias("stage"), F.lit("deserialize").alias("kind"), F.lit("E").alias("error_class"),
-            F.lit("bad").alias("message"), F.lit(None).cast("string").alias("stacktrace"),
-            F.lit(False).alias("retriable"), F.lit(1).alias("attempts"),
-        ),
-    )
+    def failed(message: str) -> Any:
+        return kafka_df(spark, [b"\xff"]).withColumn(
+            "_q_error",
+            F.struct(
+                F.lit("decode").alias("stage"), F.lit("deserialize").alias("kind"), F.lit("E").alias("error_class"),
+                F.lit(message).alias("message"), F.lit(None).cast("string").alias("stacktrace"),
+                F.lit(False).alias("retriable"), F.lit(1).alias("attempts"),
+            ),
+        )
+
     name = str(table_dir / "quarantine")
     runs = HISTORY_FIRST + HISTORY_LATEST + 5
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    for i in range(runs):
-        rows = quarantine_rows(failed, pipeline="p", run_id=f"run{i}", batch_id=0, now=t0 + dt.timedelta(hours=i))
+    for i in range(runs):  # each failure another message: each an entry
+        rows = quarantine_rows(
+            failed(f"bad {i}"), pipeline="p", run_id=f"run{i}", batch_id=0, now=t0 + dt.timedelta(hours=i)
+        )
         merge_quarantine(spark, name, rows, pipeline="p")
     (row,) = spark.read.format("delta").load(name).collect()
     history = [h["run_id"] for h in row["error_history"]]
@@ -249,7 +253,9 @@ def test_replay_under_a_fail_handler_leaves_still_failing_records_open(spark: An
     assert (result.replayed, result.still_failing) == (1, 1)
     _, quarantine = _tables(spark, table_dir)
     by_offset = {r["offset"]: r for r in quarantine}
-    assert by_offset[1]["status"] == "open" and len(by_offset[1]["error_history"]) == 2
+    # failed the same way again: counted, no second entry
+    assert by_offset[1]["status"] == "open" and len(by_offset[1]["error_history"]) == 1
+    assert by_offset[1]["error_count"] == 2
 
 
 # ------------------------------------------------------------------ SQL-safe names (point 15)
