@@ -109,6 +109,8 @@ class SourceRead:
         since: the version after which the records were committed; None: the whole source.
         note: the summary's line: what was read, and why the whole source when it was.
         empty: nothing was committed since (no batch to run).
+        source_id: the source's Delta table id (None: not looked up).
+        mark: the mark the read started from (None: none).
     """
 
     df: DataFrame
@@ -116,6 +118,8 @@ class SourceRead:
     since: int | None
     note: str
     empty: bool = False
+    source_id: str | None = None
+    mark: ReadMark | None = None
 
 
 def new_files(commits: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[NewFile] | str:
@@ -201,18 +205,25 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
     version = _version(spark, name)
     whole = _read_version(spark, name, version)
 
+    source_id = str(detail["id"])
+    mark = None if full else _mark(plan)
+
     def everything(why: str) -> SourceRead:
-        return SourceRead(whole, version, None, f"source: read whole (version {version}): {why}")
+        return SourceRead(
+            whole, version, None, f"source: read whole (version {version}): {why}", source_id=source_id, mark=mark
+        )
 
     if full:
         return everything("quarantine run --full")
-    mark = _mark(plan)
     reason = _must_read_whole(plan, mark, detail)
     if reason is not None:
         return everything(reason)
     assert mark is not None
     if version == mark.version:
-        return SourceRead(whole.limit(0), version, version, f"source: nothing new since version {version}", empty=True)
+        return SourceRead(
+            whole.limit(0), version, version, f"source: nothing new since version {version}", empty=True,
+            source_id=source_id, mark=mark,
+        )
     files = _files_since(spark, str(detail["location"]), mark.version, version)
     if isinstance(files, str):
         return everything(files)
@@ -220,6 +231,7 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
         return SourceRead(
             whole.limit(0), version, mark.version,
             f"source: nothing new since version {mark.version} (version {version}: no records added)", empty=True,
+            source_id=source_id, mark=mark,
         )
     location = str(detail["location"])
     if any(_absolute(location, f.path) is None for f in files):
@@ -228,7 +240,7 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
     return SourceRead(
         df, version, mark.version,
         f"source: read what versions {mark.version + 1}..{version} added ({len(files)} file(s)); "
-        "records before were settled by earlier runs",
+        "records before were settled by earlier runs", source_id=source_id, mark=mark,
     )
 
 
@@ -340,15 +352,15 @@ def record_read(plan: Plan, read: SourceRead) -> None:
     spark, config = plan.spark, plan.config
     if (read.empty and read.since == read.version) or not table_exists(spark, plan.target_table):
         return
-    source = _detail(spark, config.source.path or config.source.table or "")
+    source_id = read.source_id or str(_detail(spark, config.source.path or config.source.table or "")["id"])
     quarantine = plan.quarantine_table
     mark = ReadMark(
-        source=config.source.location, source_id=str(source["id"]), version=read.version,
+        source=config.source.location, source_id=source_id, version=read.version,
         stages=stages_fingerprint(plan),
         quarantine_id=str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None,
         target_version=_version(spark, plan.target_table),
     )
-    if _mark(plan) == mark:
+    if (read.mark if read.mark is not None or read.since is not None else _mark(plan)) == mark:
         return
     key = MARK_PREFIX + config.pipeline
     spark.sql(

@@ -436,7 +436,8 @@ class BatchWriter:
         """Write the batch's ``records`` failed rows (``failed``, else ``b.split``'s) to the quarantine table."""
         failed = b.split.where(F.col(ERROR).isNotNull()) if failed is None else failed
         return self.plan.quarantine_writer().write(
-            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records
+            failed, run_id=self.run_id, batch_id=b.batch_id, now=b.now, error=ERROR, append=b.append, records=records,
+            floors=b.mode.floors if b.target is TargetWrite.MERGE_BOUNDED else None,
         )
 
     def _write_target(self, b: Batch, split: DataFrame) -> None:

@@ -58,7 +58,7 @@ from quarantine.columns import (
 from quarantine.encryption import seal_rows
 from quarantine.errorhandling.retry import RetryWithToleranceOperator, retried_write
 from quarantine.errors import QuarantineWriteError
-from quarantine.identity import fingerprint, null_safe_key_match
+from quarantine.identity import Floors, fingerprint, null_safe_key_match
 from quarantine.keyring import KeyRing
 from quarantine.schema import ERROR_STRUCT, QUARANTINE_SCHEMA, check_quarantine_columns
 from quarantine.sinks.redacted_error import redact_error
@@ -259,7 +259,9 @@ def record_match(name: str, pipeline: str) -> Column:
     )
 
 
-def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str) -> None:
+def merge_quarantine(
+    spark: SparkSession, name: str, rows: DataFrame, *, pipeline: str, floors: Floors | None = None
+) -> None:
     """MERGE quarantine rows into the table on ``(pipeline, topic, partition, offset)``.
 
     ``rows`` must hold each key at most once (:func:`quarantine.identity.identify`
@@ -274,7 +276,8 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     * a ``replayed`` or ``discarded`` row stays closed and unchanged: only replay
       re-runs closed records' outcomes, and a discard is an operator's decision.
 
-    The pipeline name is a literal value in the condition, never SQL text.
+    The pipeline name is a literal value in the condition, never SQL text. With ``floors``
+    (every row at or above them), the condition reads only the table's rows at or above them.
     """
     if ensure_quarantine_table(spark, name):
         # Created empty just now: nothing can match, and a plain append is the same
@@ -301,7 +304,9 @@ def merge_quarantine(spark: SparkSession, name: str, rows: DataFrame, *, pipelin
     )
     open_row = t("status") == F.lit(QuarantineStatus.OPEN.value)
     (
-        rows.alias("s").mergeInto(table_ref(name), record_match(name, pipeline))
+        rows.alias("s").mergeInto(table_ref(name), record_match(name, pipeline) & (
+            F.lit(True) if floors is None else floors.above(*(table_column(name, c) for c in SOURCE_KEY))
+        ))
         .whenMatched(open_row & ~same_write).update(update)
         .whenNotMatched().insertAll()
         .merge()
@@ -388,6 +393,7 @@ class QuarantineWriter:
         action: str = "quarantine MERGE",
         append: bool = False,
         records: int | None = None,
+        floors: Floors | None = None,
     ) -> QuarantineWrite:
         """Write failed records; durable on return.
 
@@ -407,6 +413,9 @@ class QuarantineWriter:
                 from every partition of the batch they came from: an append makes that many
                 files at most (a micro-batch's few failed records make one). A MERGE writes
                 what its own join gives (``tests/integration/test_quarantine_files.py``).
+            floors: every row of ``failed`` is at or above them
+                (:class:`~quarantine.identity.Floors`): the MERGE reads only the table's rows at
+                or above them too (Delta skips the files below by their statistics).
 
         Returns:
             The attempts the table's write took, and the rows it wrote.
@@ -421,7 +430,7 @@ class QuarantineWriter:
         rows = self.rows(failed, run_id=run_id, batch_id=batch_id, now=now, error=error)
         action = action.replace("MERGE", "append") if append else action
         write = (lambda: append_quarantine(self.spark, self.table, rows)) if append else (
-            lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline))
+            lambda: merge_quarantine(self.spark, self.table, rows, pipeline=self.pipeline, floors=floors))
         attempts = retried_write(self.retry, action, self.table, batch_id, write, failure=QuarantineWriteError)
         return QuarantineWrite(attempts, rows)
 
