@@ -103,6 +103,9 @@ class UndeclaredFields(StrEnum):
     """They are dropped (counted as drift)."""
     QUARANTINE = "quarantine"
     """A record holding any is an ``UndeclaredField`` error."""
+    IGNORE = "ignore"
+    """They are dropped uncounted, as Spark's ``from_json`` drops them: no second look at each
+    record's keys (``json_object_keys``), and no ``schema-drift-records``."""
 
 
 class JsonOptions(StageOptions):
@@ -122,8 +125,9 @@ class JsonOptions(StageOptions):
     """strict: a top-level STRING field takes only a JSON string or null (an object, array, number or
     boolean is a SchemaMismatch); coerce: any JSON value, a non-string one kept as its JSON text."""
     undeclared_fields: Annotated[UndeclaredFields, choice(UndeclaredFields)] = UndeclaredFields.DROP
-    """Top-level fields the schema does not declare: drop (counted in schema-drift-records) or
-    quarantine (the record is an UndeclaredField error)."""
+    """Top-level fields the schema does not declare: drop (counted in schema-drift-records),
+    quarantine (the record is an UndeclaredField error) or ignore (dropped uncounted: no second look
+    at each record's keys)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -139,8 +143,8 @@ class JsonParse(Stage):
             null; anything else is a SchemaMismatch) or :attr:`Strings.COERCE` (any JSON value,
             a non-string one as its JSON text).
         undeclared_fields: :attr:`UndeclaredFields.DROP` (top-level fields the schema does not declare
-            are dropped, and counted as drift) or :attr:`UndeclaredFields.QUARANTINE` (a record holding
-            any is an ``UndeclaredField`` error).
+            are dropped, and counted as drift), :attr:`UndeclaredFields.QUARANTINE` (a record holding
+            any is an ``UndeclaredField`` error) or :attr:`UndeclaredFields.IGNORE` (dropped uncounted).
     """
 
     name: str
@@ -218,7 +222,11 @@ class JsonParse(Stage):
         has_missing = missing_list != F.lit("") if missing else F.lit(False)
         # the top-level keys the schema does not declare (NULL when the value is no JSON object)
         declared_names = F.array(*[F.lit(f.name) for f in self.schema.fields])
-        undeclared = ctx.once("undeclared", F.array_except(F.json_object_keys(value), declared_names))
+        keys = (
+            F.lit(None).cast("array<string>") if self.undeclared_fields == UndeclaredFields.IGNORE
+            else F.array_except(F.json_object_keys(value), declared_names)
+        )
+        undeclared = ctx.once("undeclared", keys)
         has_undeclared = F.coalesce(F.size(undeclared) > 0, F.lit(False))
         drifted = has_undeclared if self.undeclared_fields == UndeclaredFields.QUARANTINE else F.lit(False)
         failed = value.isNull() | parsed.isNull() | mismatch | has_missing | drifted

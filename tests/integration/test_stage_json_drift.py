@@ -55,11 +55,11 @@ def test_undeclared_fields_quarantine_sends_records_with_them_to_quarantine_nami
     ]
 
 
-def test_options_undeclared_fields_is_drop_or_quarantine() -> None:
+def test_options_undeclared_fields_is_drop_quarantine_or_ignore() -> None:
     def spec(**options: Any) -> StageSpec:
         return StageSpec(name="parse", type="json", options={"schema": "name STRING", **options})
 
-    with pytest.raises(ConfigError, match=r"drop \| quarantine"):
+    with pytest.raises(ConfigError, match=r"drop \| quarantine \| ignore"):
         from_spec(spec(undeclared_fields="keep"))
 
 
@@ -95,3 +95,13 @@ def test_the_readmes_undeclared_fields_quarantine_option_quarantines_drift(spark
     quarantine = spark.read.format("delta").load(str(table_dir / "quarantine"))
     assert sorted(r["error_class"] for r in quarantine.collect()) == ["MalformedJson", "UndeclaredField",
                                                                       "UndeclaredField"]
+
+
+def test_undeclared_fields_ignore_drops_them_uncounted_without_reading_the_keys(spark: Any, table_dir: Path) -> None:
+    summary = _run(spark, table_dir, undeclared_fields="ignore")
+    assert (summary.records_ok, summary.records_quarantined) == (3, 1)
+    assert summary.batches[0].metrics.get("schema-drift-records/stage/parse", 0) == 0
+    assert "schema drift" not in summary.render()
+    stage = JsonParse("parse", SCHEMA, undeclared_fields="ignore")
+    plan = apply_stages(kafka_df(spark, VALUES), [DecodeUtf8("decode"), stage])._jdf.queryExecution().optimizedPlan()
+    assert "json_object_keys" not in plan.toString()
