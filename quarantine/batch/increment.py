@@ -34,23 +34,24 @@ import hashlib
 import inspect
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from enum import Enum
 from typing import Any
 from urllib.parse import unquote
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from quarantine.batch.plan import Plan
 from quarantine.columns import PIPELINE, RETRIABLE, STATUS, QuarantineStatus
 from quarantine.table_names import is_path, sql_literal, table_ref
 from quarantine.tables import read_table, table_exists
 
-__all__ = ["MARK_PREFIX", "NewFile", "ReadMark", "SourceRead", "new_files", "plan_read", "record_read",
-           "stages_fingerprint", "target_changed"]
+__all__ = ["MARK_PREFIX", "NewFile", "ReadFacts", "ReadMark", "SourceRead", "new_files", "plan_read", "record_read",
+           "stages_fingerprint", "target_changed", "whole_read_reason"]
 
 log = logging.getLogger("quarantine")
 
@@ -111,6 +112,7 @@ class SourceRead:
         empty: nothing was committed since (no batch to run).
         source_id: the source's Delta table id (None: not looked up).
         mark: the mark the read started from (None: none).
+        stages: the stages' fingerprint before the run (:func:`stages_fingerprint`; None: not taken).
     """
 
     df: DataFrame
@@ -120,6 +122,7 @@ class SourceRead:
     empty: bool = False
     source_id: str | None = None
     mark: ReadMark | None = None
+    stages: str | None = None
 
 
 def new_files(commits: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[NewFile] | str:
@@ -168,23 +171,53 @@ def target_changed(history: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def stages_fingerprint(plan: Plan) -> str:
-    """A fingerprint of what decides a record's outcome: the stages' config, the target's columns,
-    and the code of each user's Python stage (its module's source)."""
-    raw = plan.config.redacted()
-    digest = hashlib.sha256(
-        json.dumps({"stages": raw.get("stages"), "target": raw.get("target")}, sort_keys=True, default=str).encode()
-    )
-    for stage in plan.stages:
-        fn = getattr(stage, "fn", None)
-        if fn is None:
-            continue
-        try:
-            module = inspect.getmodule(fn)
-            digest.update(inspect.getsource(module if module is not None else fn).encode())
-        except (OSError, TypeError):  # no source to read (a notebook's closure): its name, at least
-            digest.update(repr(fn).encode())
+def stages_fingerprint(stages: Sequence[Any], target: Any) -> str:
+    """A fingerprint of what decides a record's outcome: each stage as built (its type and every
+    field, the source of a user's Python function's module) and the target's config.
+
+    Stable across processes (no object address, no set order, no hash seed): a run in a new
+    process over unchanged stages gets the same fingerprint, so it reads only what is new.
+    """
+    digest = hashlib.sha256(json.dumps(_described(target), sort_keys=True).encode())
+    for stage in stages:
+        digest.update(json.dumps(_described(stage), sort_keys=True).encode())
     return digest.hexdigest()[:32]
+
+
+def _described(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-able data that is the same in every process (see :func:`stages_fingerprint`)."""
+    if depth > 12:
+        return type(value).__qualname__
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return sorted(([str(k), _described(v, depth + 1)] for k, v in value.items()), key=lambda kv: kv[0])
+    if isinstance(value, set | frozenset):
+        return sorted(json.dumps(_described(v, depth + 1), sort_keys=True) for v in value)
+    if isinstance(value, list | tuple):
+        return [_described(v, depth + 1) for v in value]
+    if isinstance(value, DataType):
+        return value.json()
+    if is_dataclass(value) and not isinstance(value, type):
+        named = {f.name: _described(getattr(value, f.name), depth + 1) for f in fields(value)}
+        return [type(value).__qualname__, named]
+    if callable(value) and hasattr(value, "__code__"):
+        try:
+            module = inspect.getmodule(value)
+            return [getattr(value, "__qualname__", "?"), inspect.getsource(module if module is not None else value)]
+        except (OSError, TypeError):  # no source to read (a notebook's closure): its code's bytes
+            return [getattr(value, "__qualname__", "?"), value.__code__.co_code.hex()]
+    if hasattr(value, "__dict__"):
+        return [type(value).__qualname__, _described(vars(value), depth + 1)]
+    return type(value).__qualname__
+
+
+def _fingerprint(plan: Plan) -> str:
+    return stages_fingerprint(plan.stages, plan.config.redacted().get("target"))
 
 
 def _detail(spark: SparkSession, name: str) -> Any:
@@ -205,24 +238,28 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
     version = _version(spark, name)
     whole = _read_version(spark, name, version)
 
-    source_id = str(detail["id"])
+    source_id, stages = str(detail["id"]), _fingerprint(plan)
     mark = None if full else _mark(plan)
 
     def everything(why: str) -> SourceRead:
         return SourceRead(
-            whole, version, None, f"source: read whole (version {version}): {why}", source_id=source_id, mark=mark
+            whole, version, None, f"source: read whole (version {version}): {why}",
+            source_id=source_id, mark=mark, stages=stages,
         )
 
     if full:
         return everything("quarantine run --full")
-    reason = _must_read_whole(plan, mark, detail)
+    reason = whole_read_reason(
+        mark, _facts(plan, mark, detail, stages) if mark is not None else _NO_FACTS,
+        lambda: _open_retriable(spark, plan.quarantine_table, config.pipeline),
+    )
     if reason is not None:
         return everything(reason)
     assert mark is not None
     if version == mark.version:
         return SourceRead(
             whole.limit(0), version, version, f"source: nothing new since version {version}", empty=True,
-            source_id=source_id, mark=mark,
+            source_id=source_id, mark=mark, stages=stages,
         )
     files = _files_since(spark, str(detail["location"]), mark.version, version)
     if isinstance(files, str):
@@ -231,7 +268,7 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
         return SourceRead(
             whole.limit(0), version, mark.version,
             f"source: nothing new since version {mark.version} (version {version}: no records added)", empty=True,
-            source_id=source_id, mark=mark,
+            source_id=source_id, mark=mark, stages=stages,
         )
     location = str(detail["location"])
     if any(_absolute(location, f.path) is None for f in files):
@@ -240,36 +277,77 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
     return SourceRead(
         df, version, mark.version,
         f"source: read what versions {mark.version + 1}..{version} added ({len(files)} file(s)); "
-        "records before were settled by earlier runs", source_id=source_id, mark=mark,
+        "records before were settled by earlier runs", source_id=source_id, mark=mark, stages=stages,
     )
 
 
-def _must_read_whole(plan: Plan, mark: ReadMark | None, source: Any) -> str | None:
-    spark, config = plan.spark, plan.config
+@dataclass(frozen=True)
+class ReadFacts:
+    """What decides whether a run reads only what is new, as either engine finds it (Spark's
+    ``DESCRIBE``, or delta-rs without a JVM: :mod:`quarantine.ops.nothing_new`).
+
+    Attributes:
+        source: the configured source (``source.location``).
+        source_id: the source's Delta table id.
+        column_mapping: the source's ``delta.columnMapping.mode``.
+        stages: the stages' fingerprint (:func:`stages_fingerprint`).
+        quarantine_id: the quarantine table's id; None: there is none.
+        target_history: the target's commits since the mark's target version (history rows).
+    """
+
+    source: str
+    source_id: str
+    column_mapping: str
+    stages: str
+    quarantine_id: str | None
+    target_history: tuple[Mapping[str, Any], ...]
+
+
+#: facts never read (no mark: the first reason decides)
+_NO_FACTS = ReadFacts(source="", source_id="", column_mapping="none", stages="", quarantine_id=None, target_history=())
+
+
+def whole_read_reason(mark: ReadMark | None, facts: ReadFacts, open_retriable: Callable[[], bool]) -> str | None:
+    """Why a run must read its whole source (see the module doc), or None: what is new will do.
+
+    ``open_retriable`` (whether a record open in quarantine failed with a retriable error) is
+    asked last, only when nothing else decided (it reads the quarantine table).
+    """
     if mark is None:
         return "no earlier run's read is recorded on the target (a first run, or a new target)"
-    if mark.source != config.source.location or mark.source_id != str(source["id"]):
+    if mark.source != facts.source or mark.source_id != facts.source_id:
         return "the source is not the one the last run read (recreated, or another table)"
-    mode = (source["properties"] or {}).get("delta.columnMapping.mode", "none")
-    if mode != "none":
-        return f"the source maps its columns (delta.columnMapping.mode: {mode})"
-    if mark.stages != stages_fingerprint(plan):
+    if facts.column_mapping != "none":
+        return f"the source maps its columns (delta.columnMapping.mode: {facts.column_mapping})"
+    if mark.stages != facts.stages:
         return "the stages changed since the last run: records open in quarantine run again"
+    if mark.quarantine_id is not None and facts.quarantine_id != mark.quarantine_id:
+        return "the quarantine table is not the one the last run wrote (dropped or recreated)"
+    changed = target_changed(facts.target_history)
+    if changed is not None:
+        return changed
+    if facts.quarantine_id is not None and open_retriable():
+        return "records open in quarantine failed with a retriable error: they run again"
+    return None
+
+
+def _facts(plan: Plan, mark: ReadMark, source: Any, stages: str) -> ReadFacts:
+    """:class:`ReadFacts` as Spark finds them."""
+    spark = plan.spark
     quarantine = plan.quarantine_table
-    q_exists = table_exists(spark, quarantine)
-    if mark.quarantine_id is not None and (not q_exists or str(_detail(spark, quarantine)["id"]) != mark.quarantine_id):
-        return f"the quarantine table {quarantine} is not the one the last run wrote (dropped or recreated)"
+    q_id = str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None
     now = _version(spark, plan.target_table)
+    history: tuple[Mapping[str, Any], ...] = ()
     if now > mark.target_version:
         rows = spark.sql(
             f"DESCRIBE HISTORY {table_ref(plan.target_table)} LIMIT {now - mark.target_version}"
         ).select("version", "operation", "operationParameters", "operationMetrics").collect()
-        changed = target_changed(r.asDict() for r in rows if int(r["version"]) > mark.target_version)
-        if changed is not None:
-            return changed
-    if q_exists and _open_retriable(spark, quarantine, config.pipeline):
-        return "records open in quarantine failed with a retriable error: they run again"
-    return None
+        history = tuple(r.asDict() for r in rows if int(r["version"]) > mark.target_version)
+    return ReadFacts(
+        source=plan.config.source.location, source_id=str(source["id"]),
+        column_mapping=(source["properties"] or {}).get("delta.columnMapping.mode", "none"),
+        stages=stages, quarantine_id=q_id, target_history=history,
+    )
 
 
 def _open_retriable(spark: SparkSession, quarantine: str, pipeline: str) -> bool:
@@ -356,7 +434,7 @@ def record_read(plan: Plan, read: SourceRead) -> None:
     quarantine = plan.quarantine_table
     mark = ReadMark(
         source=config.source.location, source_id=source_id, version=read.version,
-        stages=stages_fingerprint(plan),
+        stages=read.stages or _fingerprint(plan),
         quarantine_id=str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None,
         target_version=_version(spark, plan.target_table),
     )

@@ -27,8 +27,9 @@ would import pandas; the Parquet reader does not).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 from urllib.parse import unquote, urlparse
 
 from deltalake import DeltaTable
@@ -37,7 +38,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from quarantine.columns import HEADER_KEY, HEADER_VALUE, HEADERS
 from quarantine.errors import DeltaRsUnreadableError
 
-__all__ = ["ArrowStream", "read_delta", "row_count"]
+__all__ = ["ArrowStream", "open_table", "read_columns", "read_delta", "row_count"]
 
 
 class ArrowStream(Protocol):
@@ -96,7 +97,7 @@ def _files(table: DeltaTable) -> ArrowStream:
     return cast("ArrowStream", pa.concat_tables(parts) if parts else schema.empty_table())
 
 
-def _open(path: str, role: str) -> DeltaTable | None:
+def open_table(path: str, role: str) -> DeltaTable | None:
     """delta-rs's current snapshot of the Delta table at ``path`` (``~`` expanded, relative to the working
     folder); None: no Delta table there.
 
@@ -110,6 +111,31 @@ def _open(path: str, role: str) -> DeltaTable | None:
         return None
     except DeltaError as exc:
         raise DeltaRsUnreadableError(f"delta-rs cannot open the {role} table at {path}: {_line(exc)}") from exc
+
+
+def read_columns(table: DeltaTable, columns: Sequence[str]) -> Any:
+    """``columns`` of a plain table's current snapshot (a ``pyarrow.Table``), read from its data
+    files' column chunks alone; None: the table is not plain (:func:`_plain`) or lacks a column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not _plain(table):
+        return None
+    schema = pa.schema(table.schema().to_arrow())  # type: ignore[arg-type]
+    if any(c not in schema.names for c in columns):
+        return None
+    wanted = pa.schema([schema.field(c) for c in columns])
+    parts = []
+    for uri in table.file_uris():
+        data = pq.ParquetFile(_local(uri), coerce_int96_timestamp_unit="us")
+        have = [c for c in columns if c in data.schema_arrow.names]
+        read = data.read(columns=have)
+        for name in columns:  # a column added after the file was written reads NULL
+            if name not in read.column_names:
+                read = read.append_column(pa.field(name, wanted.field(name).type),
+                                          pa.nulls(read.num_rows, wanted.field(name).type))
+        parts.append(read.select(list(columns)).cast(wanted))
+    return pa.concat_tables(parts) if parts else wanted.empty_table()
 
 
 def read_delta(path: str, role: str) -> ArrowStream | None:
@@ -126,7 +152,7 @@ def read_delta(path: str, role: str) -> ArrowStream | None:
     Raises:
         DeltaRsUnreadableError: delta-rs cannot read it (the message says why, in one line).
     """
-    table = _open(path, role)
+    table = open_table(path, role)
     if table is None:
         return None
     if _plain(table):
@@ -159,7 +185,7 @@ def row_count(path: str, role: str) -> int | None:
     """
     import pyarrow.parquet as pq  # the Parquet reader, without the pandas pyarrow.dataset would import
 
-    table = _open(path, role)
+    table = open_table(path, role)
     if table is None:
         return None
     if "deletionVectors" in set(table.protocol().reader_features or []):

@@ -153,3 +153,52 @@ def test_a_recreated_topics_records_below_what_was_read_are_still_compared(spark
     q = spark.read.format("delta").load(str(table_dir / "quarantine"))
     assert {r["error_class"] for r in q.collect()} == {"CoordinatesReused"}
 
+
+
+def _conf(d: Path, **config: Any) -> Any:
+    cfg = orders_config(d)
+    cfg.update(config)
+    return parse_config(cfg)
+
+
+def test_quarantine_run_with_nothing_new_answers_from_the_delta_logs_without_a_jvm(spark: Any, table_dir: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.support.crash import write_conf
+
+    _append(spark, table_dir, [GOOD % 0, b"{"], 0)
+    _run(spark, table_dir)
+    conf = write_conf(orders_config(table_dir), table_dir / "p.yml")
+    java = shutil.which("java")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not java or Path(java).parent != Path(p))
+    # no java anywhere: a run that started Spark would fail
+    env = {**os.environ, "JAVA_HOME": str(table_dir / "no-java"), "PATH": path}
+    done = subprocess.run([sys.executable, "-m", "quarantine", "run", "--conf", str(conf)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "source: nothing new since version 0 (answered from the Delta logs, without Spark)" in done.stdout
+    assert "records in                      0" in done.stdout
+
+
+def test_the_jvm_free_answer_is_spark_s_or_none(spark: Any, table_dir: Path) -> None:
+    from quarantine.ops.nothing_new import nothing_new
+
+    _append(spark, table_dir, [GOOD % 0, b"{"], 0)
+    _run(spark, table_dir)
+    assert nothing_new(_conf(table_dir)) is not None
+    assert nothing_new(_conf(table_dir, mlflow={"enabled": True})) is None, "a listener that hears every run"
+    stages = orders_config(table_dir)["stages"]
+    stages[1]["options"]["required"] = []
+    assert nothing_new(_conf(table_dir, stages=stages)) is None, "the stages changed"
+    _append(spark, table_dir, [GOOD % 2], 2)
+    assert nothing_new(_conf(table_dir)) is None, "new records"
+    _run(spark, table_dir)
+    assert nothing_new(_conf(table_dir)) is not None
+    spark.sql(f"DELETE FROM delta.`{table_dir / 'target'}` WHERE _source_offset = 2")
+    assert nothing_new(_conf(table_dir)) is None, "the target changed: Spark reads the source whole"
+    _run(spark, table_dir)
+    spark.sql(f"UPDATE delta.`{table_dir / 'quarantine'}` SET retriable = true")
+    assert nothing_new(_conf(table_dir)) is None, "an open record failed with a retriable error"

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from quarantine.batch.increment import NewFile, ReadMark, new_files, target_changed
 from quarantine.identity import Floors
 
@@ -49,3 +54,30 @@ def test_floors_need_every_coordinate_and_a_bounded_count() -> None:
     assert Floors.of([("a", p, 0) for p in range(Floors.MOST + 1)]) is None
     sql = Floors((("o'x", 0, 5),)).sql("t", "tp", "pa", "of")
     assert sql == "((t.tp = 'o\\'x' AND t.pa = 0 AND t.of >= 5))"
+
+
+_FINGERPRINT = """
+import sys
+from quarantine.config import load_config
+from quarantine.stages import build_stages
+from quarantine.stages.python import python_stage
+from quarantine.batch.increment import stages_fingerprint
+from tests.fixtures_py_stage import parse_amount
+c = load_config("conf/orders_demo.yml")
+stages = [*build_stages(c.stages), python_stage("amount", parse_amount, "DOUBLE", input="decode")]
+print(stages_fingerprint(stages, c.redacted().get("target")))
+"""
+
+
+def test_the_stages_fingerprint_is_the_same_in_every_process_and_changes_with_a_stage() -> None:
+    root = Path(__file__).resolve().parents[2]
+
+    def taken(seed: str, code: str = _FINGERPRINT) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+        run = [sys.executable, "-c", code]
+        out = subprocess.run(run, cwd=root, env=env, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    first = taken("1")
+    assert len(first) == 32 and taken("2") == first == taken("3")
+    assert taken("1", _FINGERPRINT.replace('"DOUBLE"', '"FLOAT"')) != first
