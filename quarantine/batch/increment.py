@@ -18,6 +18,8 @@ that version added (:func:`new_files`), as long as nothing says it must read the
 * the stages changed (their config, and the code of a user's Python stage): records open in
   quarantine run again under the new stages;
 * a record is open in quarantine with a retriable error (a timeout, a service down): it runs again;
+* the source is a catalog table (its files are its catalog's to read: Unity Catalog refuses path
+  access to a managed table's location), or its log cannot be read by path;
 * the user asked (``quarantine run --full``).
 
 The summary says which, and why (:attr:`SourceRead.note`). Whichever way, the records read are
@@ -261,6 +263,11 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
             whole.limit(0), version, version, f"source: nothing new since version {version}", empty=True,
             source_id=source_id, mark=mark, stages=stages,
         )
+    if not is_path(name):
+        # a catalog table's files are its catalog's to read (Unity Catalog refuses path access to a
+        # managed table's location): Spark reads it whole, as before, and compares
+        return everything("a catalog table is read whole (its data files are read by path only for a "
+                          "source given as source.path)")
     files = _files_since(spark, str(detail["location"]), mark.version, version)
     if isinstance(files, str):
         return everything(files)
@@ -387,6 +394,9 @@ def _files_since(spark: SparkSession, location: str, since: int, version: int) -
         lines = text.select(F.col("_metadata.file_name"), text.columns[0]).collect()
     except AnalysisException:
         return f"the source's log no longer holds its commits since version {since} (log retention)"
+    except Exception as exc:  # a log this session may not read by path: the whole table instead, said
+        # (by the error's class: its message may name a credential in a storage URL)
+        return f"the source's log could not be read by path ({type(exc).__name__})"
     commits: dict[int, list[Mapping[str, Any]]] = {v: [] for v in range(since + 1, version + 1)}
     for file_name, line in lines:
         commits[int(str(file_name).split(".")[0])].append(json.loads(line))
