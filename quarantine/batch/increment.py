@@ -49,6 +49,7 @@ from pyspark.sql.types import DataType, StructType
 
 from quarantine.batch.plan import Plan
 from quarantine.columns import PIPELINE, RETRIABLE, STATUS, QuarantineStatus
+from quarantine.errors import SourceError, describe_failure
 from quarantine.table_names import is_path, sql_literal, table_ref
 from quarantine.tables import read_table, table_exists
 
@@ -232,13 +233,22 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
     """What this batch run reads of its Delta source (see the module doc).
 
     Raises:
-        AnalysisException: the source cannot be read (the caller names the key to check).
+        SourceError: the source cannot be read (naming the key to check). A failure to read the
+            target or the quarantine table is raised as Spark raised it (the caller's storage
+            fault line names the table).
     """
     spark, config = plan.spark, plan.config
     name = config.source.path or config.source.table or ""
-    detail = _detail(spark, name)
-    version = _version(spark, name)
-    whole = _read_version(spark, name, version)
+    try:
+        detail = _detail(spark, name)
+        version = _version(spark, name)
+        whole = _read_version(spark, name, version)
+    except AnalysisException as exc:
+        key = "source.path" if config.source.path else "source.table"
+        raise SourceError(
+            f"source {config.source.location} could not be read: {describe_failure(exc)} — check {key} "
+            "(an existing Delta table the job may read)"
+        ) from exc
 
     source_id, stages = str(detail["id"]), _fingerprint(plan)
     mark = None if full else _mark(plan)

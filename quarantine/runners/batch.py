@@ -74,14 +74,7 @@ def _source_read(plan: Plan, *, full: bool) -> SourceRead:
     if source.format is not SourceFormat.DELTA:
         df = read_source(plan.spark, source)
         return SourceRead(df, 0, None, "source: read whole (a Parquet directory is read whole every run)")
-    try:
-        read = plan_read(plan, full=full)
-    except AnalysisException as exc:
-        key = "source.path" if source.path else "source.table"
-        raise SourceError(
-            f"source {source.location} could not be read: {describe_failure(exc)} — check {key} "
-            "(an existing Delta table the job may read)"
-        ) from exc
+    read = plan_read(plan, full=full)
     check_kafka_shaped(read.df, source.location)
     return read
 
