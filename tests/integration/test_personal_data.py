@@ -109,7 +109,9 @@ def test_an_encrypted_quarantine_table_holds_no_plaintext_in_any_file(spark: Any
     q = spark.read.format("delta").load(str(d / "quarantine"))
     assert q.count() == encrypted["rows_after_first"] == N  # nothing new: a record is known by its plaintext
     assert {r[0] for r in q.select("encryption_key_id").distinct().collect()} == {"k1"}
-    assert q.where(F.size("error_history") != 3).count() == 0
+    # failed the same way three times: one entry (the sealing is deterministic: the same plaintext
+    # seals the same), counted three times
+    assert q.where((F.size("error_history") != 1) | (F.col("error_count") != 3)).count() == 0
     # identity is the plaintext's: the fingerprints are the source records'
     source = spark.read.format("delta").load(str(d / "source"))
     expected = {(r[0], r[1]) for r in source.select("offset", fingerprint().alias("fp")).collect()}
