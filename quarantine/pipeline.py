@@ -66,9 +66,9 @@ class Pipeline(Plan):
         :func:`~quarantine.runners.streaming.run_stream` for streaming sources.
 
         Args:
-            full: a batch run reads the whole source, not only what was committed since the
-                last run (:mod:`quarantine.batch.increment`): every record open in quarantine
-                runs again.
+            full: a batch run reads the whole source, not only what was committed (a Delta
+                table) or written (a Parquet directory) since the last run
+                (:mod:`quarantine.batch.increment`): every record open in quarantine runs again.
 
         Raises:
             ConfigError: ``target.written_by`` is ``pipeline``: a declarative pipeline's

@@ -22,6 +22,13 @@ that version added (:func:`new_files`), as long as nothing says it must read the
   access to a managed table's location), or its log cannot be read by path;
 * the user asked (``quarantine run --full``).
 
+A Parquet directory has no log: its mark holds the names of the files the run read
+(:func:`encode_files`), and the next run reads the files not among them (:func:`files_not_read`),
+or the whole directory when a file it read is gone (removed, or rewritten under another name), the
+mark holds no names (more files than :data:`MAX_FILES_BYTES` records) or for any reason above
+that applies to it. A file is known by its name: Parquet files are written once, and one rewritten
+under the same name is not read again (``quarantine run --full`` reads everything).
+
 The summary says which, and why (:attr:`SourceRead.note`). Whichever way, the records read are
 compared with what the tables settled, as before (:func:`quarantine.batch.settle.prepare`):
 reading less never makes a record settled twice.
@@ -32,10 +39,12 @@ and history rows; the I/O half reads them.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import inspect
 import json
 import logging
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from enum import Enum
@@ -53,13 +62,19 @@ from quarantine.errors import SourceError, describe_failure
 from quarantine.table_names import is_path, sql_literal, table_ref
 from quarantine.tables import read_table, table_exists
 
-__all__ = ["MARK_PREFIX", "NewFile", "ReadFacts", "ReadMark", "SourceRead", "new_files", "plan_read", "record_read",
+__all__ = ["MARK_PREFIX", "MAX_FILES_BYTES", "NewFile", "ReadFacts", "ReadMark", "SourceRead", "decode_files",
+           "encode_files", "files_not_read", "new_files", "plan_parquet_read", "plan_read", "record_read",
            "stages_fingerprint", "target_changed", "whole_read_reason"]
 
 log = logging.getLogger("quarantine")
 
 #: The target's table property holding a pipeline's :class:`ReadMark`: ``quarantine.read.<pipeline>``.
 MARK_PREFIX = "quarantine.read."
+#: The most a Parquet source's mark holds of the names of the files read (compressed, base64):
+#: a directory with more files than fit is read whole each run, and its summary says so.
+MAX_FILES_BYTES = 256 * 1024
+#: A Parquet directory's stand-in for a Delta table id (it has none).
+PARQUET_ID = "parquet directory"
 #: Characters Spark's file reader takes as a glob: a data file named with one is read with the whole source.
 _GLOB = frozenset("*?[]{}\\")
 #: Target operations that only add records or leave them as they are.
@@ -79,6 +94,8 @@ class ReadMark:
     stages: str
     quarantine_id: str | None
     target_version: int
+    #: a Parquet source's files read (:func:`encode_files`); None for a Delta source, or too many
+    files: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -116,6 +133,7 @@ class SourceRead:
         source_id: the source's Delta table id (None: not looked up).
         mark: the mark the read started from (None: none).
         stages: the stages' fingerprint before the run (:func:`stages_fingerprint`; None: not taken).
+        files: a Parquet source's files as listed by this run (:func:`encode_files`), for the mark.
     """
 
     df: DataFrame
@@ -126,6 +144,47 @@ class SourceRead:
     source_id: str | None = None
     mark: ReadMark | None = None
     stages: str | None = None
+    files: str | None = None
+
+
+def encode_files(names: Iterable[str]) -> str | None:
+    """``names`` (a Parquet directory's files) as a mark holds them: sorted, compressed, base64;
+    None when that is longer than :data:`MAX_FILES_BYTES` (the next run then reads the whole
+    directory). Spark's file names share long prefixes and a job's id, so a name costs a few bytes."""
+    text = "\n".join(sorted(set(names))).encode()
+    encoded = base64.b64encode(zlib.compress(text, 9)).decode("ascii")
+    return encoded if len(encoded) <= MAX_FILES_BYTES else None
+
+
+def decode_files(encoded: str) -> frozenset[str]:
+    """The names :func:`encode_files` encoded (an empty set for no names).
+
+    Raises:
+        ValueError: ``encoded`` is not what :func:`encode_files` writes.
+    """
+    try:
+        text = zlib.decompress(base64.b64decode(encoded.encode("ascii"), validate=True)).decode()
+    except (zlib.error, UnicodeError, ValueError) as exc:
+        raise ValueError(f"not a list of files read: {type(exc).__name__}") from exc
+    return frozenset(text.split("\n")) if text else frozenset()
+
+
+def files_not_read(read: str | None, listed: Iterable[str]) -> list[str] | str:
+    """The files of ``listed`` (a Parquet directory now) that the mark's ``read`` (:func:`encode_files`)
+    does not hold, sorted; or why the whole directory must be read: the mark holds no names, or a
+    file it read is gone (removed, or rewritten under another name)."""
+    if read is None:
+        return (f"the last run read more files than a read mark records ({MAX_FILES_BYTES // 1024} KiB of "
+                "names): a Parquet directory that large is read whole")
+    try:
+        before = decode_files(read)
+    except ValueError:
+        return "the last run's list of files read could not be decoded"
+    now = set(listed)
+    gone = before - now
+    if gone:
+        return f"{len(gone)} file(s) the last run read are gone from the directory (removed or rewritten)"
+    return sorted(now - before)
 
 
 def new_files(commits: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[NewFile] | str:
@@ -261,8 +320,9 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
 
     if full:
         return everything("quarantine run --full")
+    mapping = (detail["properties"] or {}).get("delta.columnMapping.mode", "none")
     reason = whole_read_reason(
-        mark, _facts(plan, mark, detail, stages) if mark is not None else _NO_FACTS,
+        mark, _facts(plan, mark, source_id, mapping, stages) if mark is not None else _NO_FACTS,
         lambda: _open_retriable(spark, plan.quarantine_table, config.pipeline),
     )
     if reason is not None:
@@ -295,6 +355,50 @@ def plan_read(plan: Plan, *, full: bool = False) -> SourceRead:
         df, version, mark.version,
         f"source: read what versions {mark.version + 1}..{version} added ({len(files)} file(s)); "
         "records before were settled by earlier runs", source_id=source_id, mark=mark, stages=stages,
+    )
+
+
+def plan_parquet_read(plan: Plan, whole: DataFrame, *, full: bool = False) -> SourceRead:
+    """What this batch run reads of its Parquet directory, ``whole`` being all of it as Spark
+    listed it: the files the last run did not read, or all of them, and why (see the module doc).
+
+    The files listed are ``whole``'s own (:meth:`DataFrame.inputFiles`): the mark records exactly
+    the files this run's whole read would read, so a file written while the run runs is read by
+    the next one. ``SourceRead.version`` is the count of files listed.
+    """
+    spark, config = plan.spark, plan.config
+    listed = whole.inputFiles()
+    stages, encoded = _fingerprint(plan), encode_files(listed)
+    mark = None if full else _mark(plan)
+
+    def everything(why: str) -> SourceRead:
+        return SourceRead(whole, len(listed), None, f"source: read whole ({len(listed)} file(s)): {why}",
+                          source_id=PARQUET_ID, mark=mark, stages=stages, files=encoded)
+
+    if full:
+        return everything("quarantine run --full")
+    reason = whole_read_reason(
+        mark, _facts(plan, mark, PARQUET_ID, "none", stages) if mark is not None else _NO_FACTS,
+        lambda: _open_retriable(spark, plan.quarantine_table, config.pipeline),
+    )
+    if reason is not None:
+        return everything(reason)
+    assert mark is not None
+    new = files_not_read(mark.files, listed)
+    if isinstance(new, str):
+        return everything(new)
+    if not new:
+        return SourceRead(whole.limit(0), len(listed), len(listed),
+                          f"source: nothing new ({len(listed)} file(s), each read by an earlier run)", empty=True,
+                          source_id=PARQUET_ID, mark=mark, stages=stages, files=encoded)
+    paths = [_absolute("", name) for name in new]
+    if any(path is None for path in paths):
+        return everything("a new file's name holds a character Spark reads as a pattern")
+    df = spark.read.schema(whole.schema).option("basePath", config.source.path or "").parquet(*map(str, paths))
+    return SourceRead(
+        df, len(listed), len(listed) - len(new),
+        f"source: read the {len(new)} file(s) not read before (of {len(listed)}); records before were settled "
+        "by earlier runs", source_id=PARQUET_ID, mark=mark, stages=stages, files=encoded,
     )
 
 
@@ -348,7 +452,7 @@ def whole_read_reason(mark: ReadMark | None, facts: ReadFacts, open_retriable: C
     return None
 
 
-def _facts(plan: Plan, mark: ReadMark, source: Any, stages: str) -> ReadFacts:
+def _facts(plan: Plan, mark: ReadMark, source_id: str, column_mapping: str, stages: str) -> ReadFacts:
     """:class:`ReadFacts` as Spark finds them."""
     spark = plan.spark
     quarantine = plan.quarantine_table
@@ -361,9 +465,8 @@ def _facts(plan: Plan, mark: ReadMark, source: Any, stages: str) -> ReadFacts:
         ).select("version", "operation", "operationParameters", "operationMetrics").collect()
         history = tuple(r.asDict() for r in rows if int(r["version"]) > mark.target_version)
     return ReadFacts(
-        source=plan.config.source.location, source_id=str(source["id"]),
-        column_mapping=(source["properties"] or {}).get("delta.columnMapping.mode", "none"),
-        stages=stages, quarantine_id=q_id, target_history=history,
+        source=plan.config.source.location, source_id=source_id, column_mapping=column_mapping, stages=stages,
+        quarantine_id=q_id, target_history=history,
     )
 
 
@@ -456,7 +559,7 @@ def record_read(plan: Plan, read: SourceRead) -> None:
         source=config.source.location, source_id=source_id, version=read.version,
         stages=read.stages or _fingerprint(plan),
         quarantine_id=str(_detail(spark, quarantine)["id"]) if table_exists(spark, quarantine) else None,
-        target_version=_version(spark, plan.target_table),
+        target_version=_version(spark, plan.target_table), files=read.files,
     )
     if (read.mark if read.mark is not None or read.since is not None else _mark(plan)) == mark:
         return

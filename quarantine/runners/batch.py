@@ -1,7 +1,8 @@
 """The batch runner: a Kafka-shaped Delta table or Parquet directory, read once, as batch 0.
 
-A Delta source is read as :mod:`quarantine.batch.increment` says: what was committed since the
-last run, or the whole table (the summary says which, and why); a Parquet directory whole.
+A source is read as :mod:`quarantine.batch.increment` says: what was committed to a Delta table
+since the last run, the files of a Parquet directory the last run did not read, or the whole
+source (the summary says which, and why).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
-from quarantine.batch.increment import SourceRead, plan_read, record_read
+from quarantine.batch.increment import SourceRead, plan_parquet_read, plan_read, record_read
 from quarantine.batch.plan import Plan
 from quarantine.batch.run import start_run
 from quarantine.batch.settle import floors_of
@@ -65,15 +66,15 @@ def read_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
 
 
 def _source_read(plan: Plan, *, full: bool) -> SourceRead:
-    """What the run reads: a Delta source's new commits or all of it; a Parquet directory whole.
+    """What the run reads: a Delta source's new commits, a Parquet directory's files not read
+    before, or all of it (:mod:`quarantine.batch.increment`).
 
     Raises:
         SourceError: as :func:`read_source`.
     """
     source = plan.config.source
     if source.format is not SourceFormat.DELTA:
-        df = read_source(plan.spark, source)
-        return SourceRead(df, 0, None, "source: read whole (a Parquet directory is read whole every run)")
+        return plan_parquet_read(plan, read_source(plan.spark, source), full=full)
     read = plan_read(plan, full=full)
     check_kafka_shaped(read.df, source.location)
     return read

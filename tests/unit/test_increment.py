@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
-from quarantine.batch.increment import NewFile, ReadMark, new_files, target_changed
+from quarantine.batch.increment import (
+    MAX_FILES_BYTES,
+    NewFile,
+    ReadMark,
+    decode_files,
+    encode_files,
+    files_not_read,
+    new_files,
+    target_changed,
+)
 from quarantine.identity import Floors
 
 
@@ -46,6 +56,37 @@ def test_a_mark_reads_back_as_written_and_an_unreadable_one_as_none() -> None:
     assert ReadMark.from_json(mark.to_json()) == mark
     assert ReadMark.from_json("{") is None and ReadMark.from_json('{"version": 1}') is None
     assert ReadMark.from_json(None) is None
+
+
+def test_a_parquet_marks_files_read_back_as_written() -> None:
+    names = [f"file:/data/orders/part-{i:05d}-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901-c000.snappy.parquet"
+             for i in range(2000)]
+    encoded = encode_files(reversed(names))
+    assert encoded is not None and decode_files(encoded) == frozenset(names)
+    assert len(encoded) < 20 * 1024, "a Spark job's names cost a few bytes each"
+    assert decode_files(encode_files([]) or "") == frozenset()
+    mark = ReadMark(source="/s", source_id="p", version=2, stages="f", quarantine_id=None, target_version=1,
+                    files=encode_files(["a", "b"]))
+    assert ReadMark.from_json(mark.to_json()) == mark
+    # a mark written before Parquet sources were marked reads back with no files
+    assert ReadMark.from_json(mark.to_json().replace(',"files":"' + str(mark.files) + '"', "")) is not None
+
+
+def test_more_names_than_a_mark_holds_are_not_recorded() -> None:
+    rng = random.Random(61)
+    names = [f"{rng.getrandbits(128):032x}.parquet" for _ in range(MAX_FILES_BYTES // 8)]
+    assert encode_files(names) is None
+    assert "read whole" in str(files_not_read(None, names))
+
+
+def test_files_not_read_are_the_new_ones_and_a_gone_file_reads_all() -> None:
+    read = encode_files(["a.parquet", "b.parquet"])
+    assert files_not_read(read, ["b.parquet", "a.parquet"]) == []
+    assert files_not_read(read, ["c.parquet", "a.parquet", "b.parquet", "0.parquet"]) == ["0.parquet", "c.parquet"]
+    assert files_not_read(read, ["a.parquet", "c.parquet"]) == (
+        "1 file(s) the last run read are gone from the directory (removed or rewritten)")
+    assert "could not be decoded" in str(files_not_read("not base64!", ["a.parquet"]))
+    assert "could not be decoded" in str(files_not_read("aGVsbG8=", ["a.parquet"]))
 
 
 def test_floors_need_every_coordinate_and_a_bounded_count() -> None:
