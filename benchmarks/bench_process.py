@@ -1,6 +1,7 @@
 """A whole ``quarantine run`` process against hand-written jobs, each a fresh process and JVM.
 
-    python -m benchmarks.bench_process [--records N] [--poison-rate R] [--repeat K] [--sizes 1000000,4000000] [--smoke]
+    python -m benchmarks.bench_process [--records N] [--poison-rate R] [--repeat K] [--sizes 1000000,4000000]
+        [--baseline REV] [--smoke]
 
 A Databricks job pays a new JVM's start-up and JIT on every run, which the in-process
 benchmarks (one warm session for every arm) do not see. Here every arm is an OS process
@@ -18,7 +19,12 @@ The source is Kafka-shaped Delta, written once per size beforehand by
 * **handwritten_split** — :mod:`benchmarks.handwritten.split_job`: parse once, cache,
   good rows to one Delta table, bad rows (raw bytes, coordinates, a reason) to another;
 * **handwritten_good_only** — :mod:`benchmarks.handwritten.good_only`: parse once, keep
-  the good rows, append them; bad rows are lost.
+  the good rows, append them; bad rows are lost;
+* **baseline** (with ``--baseline REV``) — the quarantine arm's command and config, run by the
+  code of commit ``REV`` (a git worktree of it under ``$BENCH_DIR/worktrees``, the same venv):
+  a change measured against the code before it, side by side in one run, where the ratios to
+  the hand-written job of two days are not comparable on a shared machine. Reported: each
+  commit's ratio to the split job, and this commit's against ``REV``'s (goal: no worse).
 
 All three build their session with :func:`quarantine.spark.session.get_spark` (same jars,
 settings and JVM options) and keep the same rows: every run's target row count (and
@@ -47,7 +53,8 @@ from benchmarks.bench_memory import TreeMemory, watch
 from benchmarks.run import environment, write_results
 
 __all__ = [
-    "ARMS", "GOALS", "Sample", "child_env", "delta_rows", "ensure_demo_source", "main", "quarantine_config", "run",
+    "ARMS", "BASELINE", "GOALS", "Sample", "baseline_tree", "child_env", "delta_rows", "ensure_demo_source", "main",
+    "quarantine_config", "run",
     "run_arm",
 ]
 
@@ -58,6 +65,8 @@ DEMO_CONF = _REPO / "conf" / "orders_demo.yml"
 ARMS: tuple[str, ...] = ("quarantine", "handwritten_split", "handwritten_good_only")
 #: quarantine / each hand-written arm.
 GOALS: dict[str, float] = {"handwritten_split": 1.15, "handwritten_good_only": 1.30}
+#: The arm run by another commit's code (``--baseline``).
+BASELINE = "baseline"
 
 
 class CountMismatchError(RuntimeError):
@@ -147,14 +156,31 @@ def ensure_demo_source(records: int, poison_rate: float, *, in_process: bool = F
     return str(out / "source")
 
 
-def child_env() -> dict[str, str]:
-    """The children's environment: this one, with the repository importable (``benchmarks.handwritten``)."""
+def child_env(repo: Path = _REPO) -> dict[str, str]:
+    """The children's environment: this one, with ``repo`` importable first (``quarantine``,
+    ``benchmarks.handwritten``)."""
     path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_REPO), path) if p)}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), path) if p)}
+
+
+def baseline_tree(rev: str) -> Path:
+    """A git worktree of ``rev`` (made once per commit under ``$BENCH_DIR/worktrees``), whose
+    ``quarantine`` a ``baseline`` arm runs.
+
+    Raises:
+        subprocess.CalledProcessError: ``rev`` is not a commit of this repository.
+    """
+    commit = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    tree = bench_dir() / "worktrees" / commit[:12]
+    if not (tree / "quarantine" / "__init__.py").is_file():
+        subprocess.run(["git", "-C", str(_REPO), "worktree", "add", "--force", "--detach", str(tree), commit],
+                       check=True, capture_output=True)
+    return tree
 
 
 def _command(arm: str, source: str, out: Path) -> list[str]:
-    if arm == "quarantine":
+    if arm in ("quarantine", BASELINE):
         conf = out / "quarantine.yml"
         conf.write_text(yaml.safe_dump(quarantine_config(source, out), sort_keys=False), encoding="utf-8")
         return [sys.executable, "-m", "quarantine", "run", "--conf", str(conf)]
@@ -167,8 +193,9 @@ def _command(arm: str, source: str, out: Path) -> list[str]:
     raise ValueError(f"unknown arm {arm!r}; expected one of {', '.join(ARMS)}")
 
 
-def run_arm(arm: str, source: str) -> Sample:
-    """Run ``arm`` once as a fresh process on fresh output folders (deleted afterwards).
+def run_arm(arm: str, source: str, baseline: Path | None = None) -> Sample:
+    """Run ``arm`` once as a fresh process on fresh output folders (deleted afterwards); the
+    ``baseline`` arm in the worktree ``baseline`` (:func:`baseline_tree`).
 
     Raises:
         RuntimeError: the process failed (its output's last lines in the message).
@@ -179,7 +206,9 @@ def run_arm(arm: str, source: str) -> Sample:
         log = out / "output.log"
         with log.open("wb") as fh:
             start = time.perf_counter()
-            mem = watch(subprocess.Popen(cmd, cwd=_REPO, env=child_env(), stdout=fh, stderr=subprocess.STDOUT), start)
+            repo = baseline if arm == BASELINE and baseline is not None else _REPO
+            mem = watch(subprocess.Popen(cmd, cwd=repo, env=child_env(repo), stdout=fh, stderr=subprocess.STDOUT),
+                        start)
         if mem.returncode != 0:
             tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
             raise RuntimeError(f"process: {arm} exited {mem.returncode}: {' '.join(cmd)}\n{tail}")
@@ -207,13 +236,16 @@ def _check_counts(samples: Sequence[Sample]) -> None:
             )
 
 
-def measure_size(records: int, poison_rate: float, repeat: int, *, smoke: bool = False) -> list[Sample]:
-    """Every arm ``repeat`` times at one size, interleaved; the target counts checked equal."""
+def measure_size(
+    records: int, poison_rate: float, repeat: int, *, smoke: bool = False, baseline: Path | None = None
+) -> list[Sample]:
+    """Every arm (and ``baseline``'s) ``repeat`` times at one size, interleaved; the counts checked equal."""
     source = ensure_demo_source(records, poison_rate, in_process=smoke)
     samples: list[Sample] = []
+    arms = ARMS if baseline is None else (ARMS[0], BASELINE, *ARMS[1:])
     for k in range(repeat):
-        for arm in ARMS if k % 2 == 0 else ARMS[::-1]:
-            s = run_arm(arm, source)
+        for arm in arms if k % 2 == 0 else arms[::-1]:
+            s = run_arm(arm, source, baseline)
             samples.append(s)
             print(f"  [{arm}] {records:,} rec, repeat {k + 1}/{repeat}: {s.memory.seconds:.1f}s, "
                   f"peak PSS {s.memory.peak_pss_mib:.0f} MiB, target {s.target_rows:,} rows"
@@ -242,7 +274,7 @@ def _table(records: int, poison_rate: float, by_arm: dict[str, list[Sample]]) ->
     return "\n".join(lines)
 
 
-def _rows(records: int, poison_rate: float, by_arm: dict[str, list[Sample]]) -> list[Row]:
+def _rows(records: int, poison_rate: float, by_arm: dict[str, list[Sample]], baseline_rev: str = "") -> list[Row]:
     def secs(arm: str) -> list[float]:
         return [s.memory.seconds for s in by_arm[arm]]
 
@@ -259,6 +291,15 @@ def _rows(records: int, poison_rate: float, by_arm: dict[str, list[Sample]]) -> 
             "process", f"{size}: whole process vs {what}", base, q, q / base, f"<= {goal:.2f}x", q / base <= goal,
             samples={"quarantine": secs("quarantine"), arm: secs(arm)},
         ))
+    if BASELINE in by_arm:
+        split = median(secs("handwritten_split"))
+        then, now = median(secs(BASELINE)) / split, q / split
+        rows.append(Row(
+            "process", f"{size}: whole process / hand-written split job, this commit vs {baseline_rev}",
+            then, now, now / then, f"<= 1.00x (no worse than {baseline_rev})", now <= then,
+            unit="x", samples={"quarantine": secs("quarantine"), BASELINE: secs(BASELINE),
+                               "handwritten_split": secs("handwritten_split")},
+        ))
     base_mib, q_mib = max(pss("handwritten_split")), max(pss("quarantine"))
     rows.append(Row(
         "process", f"{size}: peak driver PSS (python+JVM), whole process vs hand-written split job",
@@ -273,8 +314,10 @@ def _rows(records: int, poison_rate: float, by_arm: dict[str, list[Sample]]) -> 
 
 
 def run(records: int = 2_000_000, repeat: int = 3, *, poison_rate: float = 0.01,
-        sizes: Sequence[int] = (), smoke: bool = False) -> list[Row]:
+        sizes: Sequence[int] = (), smoke: bool = False, baseline: str = "") -> list[Row]:
     """Measure the arms at each size (``sizes``, else ``records``); return the result rows.
+
+    ``baseline``: a commit whose code runs the quarantine arm too (:func:`baseline_tree`).
 
     ``smoke``: the first size only, its source written in this process; every arm is still a
     process of its own.
@@ -284,12 +327,13 @@ def run(records: int = 2_000_000, repeat: int = 3, *, poison_rate: float = 0.01,
         RuntimeError: an arm's process failed.
     """
     rows: list[Row] = []
+    tree = baseline_tree(baseline) if baseline else None
     for n in (sizes or (records,))[: 1 if smoke else None]:
         print(f"process: {n:,} records, {poison_rate:.1%} poison, {repeat} repeats per arm", file=sys.stderr)
-        samples = measure_size(n, poison_rate, repeat, smoke=smoke)
-        by_arm = {a: [s for s in samples if s.arm == a] for a in ARMS}
+        samples = measure_size(n, poison_rate, repeat, smoke=smoke, baseline=tree)
+        by_arm = {a: [s for s in samples if s.arm == a] for a in (*ARMS, *((BASELINE,) if tree else ()))}
         print(_table(n, poison_rate, by_arm), flush=True)
-        rows.extend(_rows(n, poison_rate, by_arm))
+        rows.extend(_rows(n, poison_rate, by_arm, baseline))
     return rows
 
 
@@ -300,11 +344,14 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     ap.add_argument("--poison-rate", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=3, help="runs per arm, median reported (>= 3 advised)")
     ap.add_argument("--sizes", default="", help="comma-separated record counts, each measured (instead of --records)")
+    ap.add_argument("--baseline", default="", metavar="REV",
+                    help="also run the quarantine arm with commit REV's code, side by side (a git worktree)")
     add_smoke(ap)
     args = ap.parse_args([] if argv is None else list(argv))
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     try:
-        rows = run(args.records, max(args.repeat, 1), poison_rate=args.poison_rate, sizes=sizes, smoke=args.smoke)
+        rows = run(args.records, max(args.repeat, 1), poison_rate=args.poison_rate, sizes=sizes, smoke=args.smoke,
+                   baseline=args.baseline)
     except CountMismatchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         raise
