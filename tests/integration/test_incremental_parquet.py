@@ -82,7 +82,7 @@ def test_a_file_gone_from_the_directory_reads_it_whole(spark: Any, table_dir: Pa
     _write(spark, table_dir, [GOOD % i for i in range(5)], 0, mode="overwrite")
     after = _run(spark, table_dir)
     assert "1 file(s) the last run read are gone from the directory" in _source_line(after)
-    assert (after.records_in, after.records_ok) == (1, 1), "the directory is read whole; what the tables hold is left out"
+    assert (after.records_in, after.records_ok) == (1, 1), "read whole; what the tables hold is left out"
     assert _settled(spark, table_dir) == [(0, o) for o in range(5)]
 
 
