@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
@@ -50,11 +50,14 @@ from quarantine.sinks.target_schema import (
 from quarantine.tables import read_table, save, table_exists, table_ref
 
 __all__ = [
+    "DELTA_INDEXED_COLUMNS",
+    "INDEXED_COLUMNS_PROPERTY",
     "SOURCE_COLUMNS",
     "aligned",
     "append_batch",
     "evolve_target",
     "highest_offsets",
+    "layout_properties",
     "merge_new_rows",
     "target_change",
     "txn_app_id",
@@ -200,6 +203,8 @@ def append_batch(
     if existed:
         rows = _fitted(spark, rows, table, evolution)
     writer = rows.write.format("delta").mode("append")
+    if not existed:
+        writer = _laid_out(writer, rows.schema)
     if batch_id is not None:
         # Delta checks the identifiers against the snapshot's whole state (in Delta 4.1,
         # Snapshot.setTransactions reconstructs it on every such commit)
@@ -238,7 +243,7 @@ def merge_new_rows(
         SchemaMismatchError: the table cannot take the rows (:func:`target_change`).
     """
     if not table_exists(spark, table):
-        save(rows.write.format("delta").mode("append"), table)
+        save(_laid_out(rows.write.format("delta").mode("append"), rows.schema), table)
         if pipeline is not None:
             claim_written_topics(spark, table, pipeline, rows)
         return None
@@ -254,6 +259,47 @@ def merge_new_rows(
     finally:
         spark.catalog.dropTempView(view)
     return int(out[0]["num_inserted_rows"]) if out and "num_inserted_rows" in out[0] else None
+
+
+#: Delta's default count of a table's leading leaf columns it keeps statistics of
+#: (``delta.dataSkippingNumIndexedCols``).
+DELTA_INDEXED_COLUMNS = 32
+#: The property a new target gets when its coordinates lie past them.
+INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+
+
+def layout_properties(schema: StructType) -> dict[str, str]:
+    """The table properties a new target of ``schema`` is created with, so that Delta keeps each
+    file's smallest and largest source coordinate: a batch of what is new is compared with, and
+    MERGEd into, only the files at or above its offsets (:class:`quarantine.identity.Floors`), and
+    Delta skips the others by these statistics.
+
+    Delta keeps statistics of a table's first :data:`DELTA_INDEXED_COLUMNS` leaf columns (a
+    struct's fields counted one by one), and the coordinates follow the record's fields: a
+    target whose record has more keeps statistics of every column (``-1``). None are needed
+    (an empty dict) when the coordinates lie within them, or the target does not keep them.
+    """
+    position = 0
+    for field in schema.fields:
+        position += _leaves(field.dataType)
+        if field.name in (TARGET_TOPIC, TARGET_PARTITION, TARGET_OFFSET) and position > DELTA_INDEXED_COLUMNS:
+            return {INDEXED_COLUMNS_PROPERTY: "-1"}
+    return {}
+
+
+def _leaves(dtype: DataType) -> int:
+    """The leaf columns Delta counts for a column of ``dtype`` (a struct's fields one by one)."""
+    if isinstance(dtype, StructType):
+        return sum(_leaves(f.dataType) for f in dtype.fields) or 1
+    return 1
+
+
+def _laid_out(writer: DataFrameWriter, schema: StructType) -> DataFrameWriter:
+    """``writer``, creating the target, with :func:`layout_properties` (Delta takes a ``delta.``
+    option of the write that creates a table as its table property)."""
+    for key, value in layout_properties(schema).items():
+        writer = writer.option(key, value)
+    return writer
 
 
 #: The insert-only MERGE's condition: the same source record (see the module doc).

@@ -225,3 +225,27 @@ def test_a_catalog_table_source_is_read_whole_and_compared_but_nothing_new_runs_
         assert again.batches == () and "nothing new" in _source_line(again)
     finally:
         spark.sql(f"DROP DATABASE {db} CASCADE")
+
+
+def test_a_wide_target_keeps_statistics_of_its_coordinates_so_day_two_can_skip_settled_files(
+    spark: Any, table_dir: Path
+) -> None:
+    # 40 fields before the coordinates: past the 32 leaf columns Delta keeps statistics of by default
+    fields = [f"f{i}" for i in range(40)]
+    stages = orders_config(table_dir)["stages"]
+    stages[1]["options"] = {"schema": ", ".join(f"{f} STRING" for f in fields), "required": ["f0"]}
+    record = json.dumps({f: "x" for f in fields}).encode()
+    _append(spark, table_dir, [record] * 4, 0)
+    _run(spark, table_dir, stages=stages)
+    target = table_dir / "target"
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{target}`").collect()}
+    assert props.get("delta.dataSkippingNumIndexedCols") == "-1"
+    first = (target / "_delta_log" / f"{0:020d}.json").read_text(encoding="utf-8").splitlines()
+    stats = [json.loads(json.loads(line)["add"]["stats"]) for line in first if '"add"' in line]
+    assert stats and all("_source_offset" in s["minValues"] for s in stats), (
+        "Delta skips a file below a batch's floors by its offsets' statistics")
+
+    _append(spark, table_dir, [record] * 2, 4)
+    second = _run(spark, table_dir, stages=stages)
+    assert second.records_in == 2 and "read what versions" in _source_line(second)
+    _settled_once(spark, table_dir, 6)

@@ -152,3 +152,23 @@ def test_fail_refuses_new_fields_naming_them_but_not_the_source_columns_an_older
 def test_a_new_field_of_no_type_is_refused() -> None:
     with pytest.raises(SchemaMismatchError, match="no type"):
         check(compare(TABLE, _with(StructField("x", NullType()))), table="t", evolution=SchemaEvolution.ADD_COLUMNS)
+
+
+def test_a_new_target_keeps_statistics_of_its_coordinates_past_deltas_32_columns() -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from quarantine.schema import TARGET_SOURCE_COLUMNS
+    from quarantine.sinks.target import layout_properties
+
+    def target(n: int, nested: int = 0) -> StructType:
+        payload = [StructField(f"f{i}", StringType()) for i in range(n)]
+        if nested:
+            payload.append(StructField("s", StructType([StructField(f"n{i}", LongType()) for i in range(nested)])))
+        return StructType(payload + list(TARGET_SOURCE_COLUMNS.fields))
+
+    assert layout_properties(target(29)) == {}, "the offset is the 32nd leaf column"
+    assert layout_properties(target(30)) == {"delta.dataSkippingNumIndexedCols": "-1"}
+    assert layout_properties(target(20, nested=10)) == {"delta.dataSkippingNumIndexedCols": "-1"}, (
+        "a struct's fields count one by one")
+    assert layout_properties(StructType([StructField(f"f{i}", StringType()) for i in range(50)])) == {}, (
+        "a target without the coordinates needs none")
